@@ -1,0 +1,51 @@
+//! kurir's wire contract, shared by the sender (`kurir`) and the receiving kit (`kurir-receiver`):
+//! the event envelope, the header names, signing and verifying for every supported scheme, and the
+//! retry policy.
+//!
+//! Pure: no I/O, no async, no clock of its own (time is always passed in as `now`).
+//!
+//! # Layout
+//!
+//! - [`event`]: [`EventId`], [`EventType`] and the [`Envelope`] a subscriber receives.
+//! - [`secret`]: [`Secret`], generating, validating and deriving HMAC keys; never printed.
+//! - [`sign`]: the sender side, [`signature_headers`] for one attempt and the header name constants.
+//! - [`verify`]: the receiver side, a [`Verifier`] per [`Scheme`], one submodule per scheme.
+//! - [`retry`]: [`RetryPolicy`] (backoff, jitter, dead-letter) and [`parse_retry_after`].
+//! - `mac` (private): the HMAC-SHA256 and constant-time comparison both sides share.
+//!
+//! # Example
+//!
+//! What kurir signs, a receiver configured with the same secret verifies:
+//!
+//! ```
+//! use chrono::{TimeZone, Utc};
+//! use http::{HeaderMap, HeaderName, HeaderValue};
+//! use kurir_core::{signature_headers, Scheme, Secret, Verifier};
+//!
+//! let secret = Secret::generate();
+//! let at = Utc.with_ymd_and_hms(2026, 6, 11, 8, 15, 31).unwrap();
+//! let body = br#"{"event_id":"evt_1","data":{}}"#;
+//!
+//! let mut headers = HeaderMap::new();
+//! for (name, value) in signature_headers("evt_1", "order.paid", &[&secret], at, body) {
+//!     headers.insert(HeaderName::from_static(name), HeaderValue::from_str(&value).unwrap());
+//! }
+//!
+//! for scheme in [Scheme::Kurir, Scheme::StandardWebhooks] {
+//!     let verified = Verifier::new(scheme, vec![secret.clone()]).verify(&headers, body, at).unwrap();
+//!     assert_eq!(verified.event_id.as_deref(), Some("evt_1"));
+//! }
+//! ```
+
+pub mod event;
+mod mac;
+pub mod retry;
+pub mod secret;
+pub mod sign;
+pub mod verify;
+
+pub use event::{Envelope, EventId, EventType, InvalidEventId, InvalidEventType};
+pub use retry::{parse_retry_after, AttemptOutcome, InvalidRetryPolicy, Next, RetryPolicy};
+pub use secret::{InvalidSecret, Secret};
+pub use sign::{headers, sign_kurir, sign_standard, signature_headers};
+pub use verify::{EventIdSource, Scheme, UnknownScheme, Verified, Verifier, VerifyError};

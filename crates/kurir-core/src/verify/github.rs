@@ -1,0 +1,34 @@
+//! GitHub: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret string, body)>`. No timestamp, so no
+//! replay window. The delivery id (`X-GitHub-Delivery`) and event (`X-GitHub-Event`) are not signed.
+
+use http::HeaderMap;
+
+use super::{
+    decode_hex, optional_header, required_header, EventIdSource, KeyKind, Verified, Verifier,
+    VerifyError,
+};
+
+const SIGNATURE: &str = "x-hub-signature-256";
+const DELIVERY: &str = "x-github-delivery";
+const EVENT: &str = "x-github-event";
+
+pub(super) fn verify(
+    verifier: &Verifier,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Verified, VerifyError> {
+    let hex = required_header(headers, SIGNATURE)?
+        .strip_prefix("sha256=")
+        .ok_or(VerifyError::MalformedHeader {
+            header: SIGNATURE,
+            reason: "missing the sha256= prefix",
+        })?;
+    verifier.check_signature(KeyKind::Verbatim, &[body], &[decode_hex(SIGNATURE, hex)?])?;
+    Ok(Verified {
+        event_type: optional_header(headers, EVENT),
+        ..Verified::identified(
+            optional_header(headers, DELIVERY),
+            EventIdSource::UnsignedHeader,
+        )
+    })
+}
