@@ -1,0 +1,153 @@
+//! The `kurir` command line: parses arguments, loads configuration, and runs the chosen command.
+//! `main.rs` only calls [`main`].
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, RawConfig, SETTINGS};
+use crate::store::Store;
+
+/// kurir: webhook delivery that never loses an event.
+#[derive(Debug, Parser)]
+#[command(name = "kurir", version, about, long_about = None)]
+pub struct Cli {
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// kurir's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the relay, the dispatcher and the HTTP server (migrations are applied first).
+    Serve(ServeArgs),
+    /// Apply database migrations and exit (safe to run repeatedly).
+    Migrate(MigrateArgs),
+}
+
+/// Arguments of `kurir serve`: every setting as a flag.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Configuration file [default: ./kurir.toml when it exists].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Settings given as flags.
+    #[command(flatten)]
+    pub settings: SettingFlags,
+}
+
+/// Arguments of `kurir migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Configuration file [default: ./kurir.toml when it exists].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Database to migrate [env: KURIR_DATABASE_URL] [default: sqlite://./kurir-data/kurir.db].
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
+    /// Data directory [env: KURIR_DATA_DIR] [default: ./kurir-data].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<String>,
+}
+
+/// One flag per entry of [`SETTINGS`], built from that table so `--help` can never drift from
+/// what the loader reads.
+#[derive(Debug, Default)]
+pub struct SettingFlags {
+    /// `(key, value)` for each flag given.
+    pub values: Vec<(&'static str, String)>,
+}
+
+impl FromArgMatches for SettingFlags {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let values = SETTINGS
+            .iter()
+            .filter_map(|s| m.get_one::<String>(s.key).map(|v| (s.key, v.clone())))
+            .collect();
+        Ok(Self { values })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Args for SettingFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.args(SETTINGS.iter().map(|s| {
+            let default = s
+                .default
+                .map(|d| format!(" [default: {d:?}]"))
+                .unwrap_or_default();
+            Arg::new(s.key)
+                .long(s.key.replace('_', "-"))
+                .value_name("VALUE")
+                .help(format!("{} [env: {}]{default}", s.help, s.env))
+        }))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// Loads configuration: `file` (or `./kurir.toml` if present), the environment, then `flags`.
+pub fn load_config(
+    file: Option<PathBuf>,
+    flags: &[(&'static str, String)],
+) -> anyhow::Result<Config> {
+    let file = file.or_else(|| {
+        let default = PathBuf::from("kurir.toml");
+        default.exists().then_some(default)
+    });
+    let raw = RawConfig::load(file.as_deref(), |k| std::env::var(k).ok(), flags)?;
+    Ok(Config::from_raw(&raw)?)
+}
+
+/// Connects to the configured database and applies migrations.
+pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
+    let store = Store::connect(&config.database_url).await?;
+    store
+        .migrate()
+        .await
+        .with_context(|| format!("cannot migrate the {} database", store.backend()))?;
+    Ok(store)
+}
+
+/// Runs the command line; errors are returned for `main` to print on one line.
+pub async fn main(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => serve(args).await,
+        Command::Migrate(args) => migrate(args).await,
+    }
+}
+
+async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
+    let mut flags = Vec::new();
+    if let Some(url) = args.database_url {
+        flags.push(("database_url", url));
+    }
+    if let Some(dir) = args.data_dir {
+        flags.push(("data_dir", dir));
+    }
+    let config = load_config(args.config, &flags)?;
+    let store = open_store(&config).await?;
+    store.close().await;
+    println!("migrations applied to the {} database", store.backend());
+    Ok(())
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = load_config(args.config, &args.settings.values)?;
+    let store = open_store(&config).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let shutdown = CancellationToken::new();
+    crate::serve::cancel_on_signals(shutdown.clone());
+    crate::serve::run(config, store, listener, shutdown).await
+}

@@ -1,0 +1,428 @@
+//! Settings: loaded raw from `kurir.toml`, the environment and command-line flags (each layer
+//! overriding the one before), then validated into a [`Config`] with errors that name the
+//! variable at fault.
+//!
+//! The environment names are part of kurir's contract; [`SETTINGS`] is the single list of them,
+//! used by the loader, the validator and `kurir serve --help`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use kurir_core::retry::RetryPolicy;
+
+/// One setting: its key in `kurir.toml`, its environment variable, its default.
+#[derive(Debug)]
+pub struct Setting {
+    /// Key in `kurir.toml`; the flag is the same with `-` for `_`.
+    pub key: &'static str,
+    /// Environment variable.
+    pub env: &'static str,
+    /// Default, if any.
+    pub default: Option<&'static str>,
+    /// What it does.
+    pub help: &'static str,
+}
+
+/// Every setting kurir reads.
+pub const SETTINGS: &[Setting] = &[
+    Setting { key: "database_url", env: "KURIR_DATABASE_URL", default: None, help: "PostgreSQL or SQLite URL [default: sqlite://<data_dir>/kurir.db]" },
+    Setting { key: "data_dir", env: "KURIR_DATA_DIR", default: Some("./kurir-data"), help: "directory for the SQLite database and the generated admin token" },
+    Setting { key: "listen", env: "KURIR_LISTEN", default: Some("127.0.0.1:8080"), help: "address of the HTTP server (admin API, health, metrics)" },
+    Setting { key: "admin_token", env: "KURIR_ADMIN_TOKEN", default: None, help: "bearer token of the admin API [default: generated into <data_dir>/admin-token]" },
+    Setting { key: "connect_timeout", env: "KURIR_CONNECT_TIMEOUT", default: Some("2s"), help: "time allowed to connect to an endpoint" },
+    Setting { key: "request_timeout", env: "KURIR_REQUEST_TIMEOUT", default: Some("5s"), help: "time allowed for an endpoint's response" },
+    Setting { key: "retry_initial_delay", env: "KURIR_RETRY_INITIAL_DELAY", default: Some("2s"), help: "delay before the first retry; doubles each attempt" },
+    Setting { key: "retry_max_delay", env: "KURIR_RETRY_MAX_DELAY", default: Some("5m"), help: "longest delay between attempts" },
+    Setting { key: "retry_max_attempts", env: "KURIR_RETRY_MAX_ATTEMPTS", default: Some("10"), help: "attempts before a delivery is dead-lettered" },
+    Setting { key: "retry_jitter", env: "KURIR_RETRY_JITTER", default: Some("0.2"), help: "random spread of retry delays, as a fraction (0 to 1)" },
+    Setting { key: "allowed_networks", env: "KURIR_ALLOWED_NETWORKS", default: Some(""), help: "comma-separated CIDRs that endpoints may resolve to despite the SSRF guard, e.g. 127.0.0.0/8,::1/128" },
+    Setting { key: "max_concurrency", env: "KURIR_MAX_CONCURRENCY", default: Some("256"), help: "concurrent deliveries per process, all endpoints together" },
+    Setting { key: "batch_size", env: "KURIR_BATCH_SIZE", default: Some("200"), help: "rows per relay batch and per claim" },
+    Setting { key: "lease_margin", env: "KURIR_LEASE_MARGIN", default: Some("30s"), help: "added to an endpoint's timeouts to make a delivery's lease; after a crash, deliveries are retried once their lease expires" },
+    Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long relay and dispatcher wait when there is no work" },
+];
+
+/// Where a value came from, so an error can point at it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Built-in default.
+    Default,
+    /// `kurir.toml` (or the `--config` file).
+    File(PathBuf),
+    /// An environment variable.
+    Env(&'static str),
+    /// A command-line flag.
+    Flag(String),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Default => f.write_str("the default"),
+            Origin::File(p) => write!(f, "{}", p.display()),
+            Origin::Env(name) => f.write_str(name),
+            Origin::Flag(flag) => f.write_str(flag),
+        }
+    }
+}
+
+/// A setting that could not be loaded or is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read or parsed.
+    #[error("cannot read config file {path}: {message}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// A value is invalid.
+    #[error("{origin}: invalid value '{value}': {expected}")]
+    Invalid {
+        /// Where it came from (e.g. `KURIR_CONNECT_TIMEOUT`).
+        origin: Origin,
+        /// The value given.
+        value: String,
+        /// What was expected.
+        expected: String,
+    },
+}
+
+/// Raw settings: strings, by key, with their origin.
+#[derive(Clone, Debug, Default)]
+pub struct RawConfig {
+    values: HashMap<&'static str, (String, Origin)>,
+}
+
+impl RawConfig {
+    /// Layers defaults, then `file` (if given and present), then the environment, then `flags`
+    /// (`(key, value)` pairs; later layers win).
+    pub fn load(
+        file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+        flags: &[(&'static str, String)],
+    ) -> Result<Self, ConfigError> {
+        let mut raw = RawConfig::default();
+        for s in SETTINGS {
+            if let Some(d) = s.default {
+                raw.values.insert(s.key, (d.to_owned(), Origin::Default));
+            }
+        }
+        if let Some(path) = file {
+            raw.merge_file(path)?;
+        }
+        for s in SETTINGS {
+            if let Some(v) = env(s.env) {
+                raw.values.insert(s.key, (v, Origin::Env(s.env)));
+            }
+        }
+        for (key, value) in flags {
+            raw.values.insert(
+                key,
+                (
+                    value.clone(),
+                    Origin::Flag(format!("--{}", key.replace('_', "-"))),
+                ),
+            );
+        }
+        Ok(raw)
+    }
+
+    fn merge_file(&mut self, path: &Path) -> Result<(), ConfigError> {
+        let file_err = |message: String| ConfigError::File {
+            path: path.to_owned(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| file_err(e.to_string()))?;
+        for (key, value) in table {
+            let Some(setting) = SETTINGS.iter().find(|s| s.key == key) else {
+                return Err(file_err(format!("unknown setting '{key}'")));
+            };
+            let value = match value {
+                toml::Value::String(s) => s,
+                toml::Value::Array(items) => items
+                    .iter()
+                    .map(|i| {
+                        i.as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| i.to_string())
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.to_string(),
+            };
+            self.values
+                .insert(setting.key, (value, Origin::File(path.to_owned())));
+        }
+        Ok(())
+    }
+
+    fn get(&self, key: &str) -> Option<&(String, Origin)> {
+        self.values.get(key)
+    }
+
+    fn parse<T>(
+        &self,
+        key: &'static str,
+        expected: &str,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<Option<T>, ConfigError> {
+        let Some((value, origin)) = self.get(key) else {
+            return Ok(None);
+        };
+        parse(value.trim())
+            .map(Some)
+            .ok_or_else(|| ConfigError::Invalid {
+                origin: origin.clone(),
+                value: value.clone(),
+                expected: expected.to_owned(),
+            })
+    }
+
+    fn required<T>(
+        &self,
+        key: &'static str,
+        expected: &str,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<T, ConfigError> {
+        // Every required key has a default in SETTINGS, so it is always present.
+        self.parse(key, expected, parse)?
+            .ok_or_else(|| ConfigError::Invalid {
+                origin: Origin::Default,
+                value: String::new(),
+                expected: format!("{key} to be set"),
+            })
+    }
+}
+
+/// How deliveries are made; shared by every delivery of a process unless an endpoint overrides.
+#[derive(Clone, Debug)]
+pub struct DeliveryConfig {
+    /// Connect timeout.
+    pub connect_timeout: Duration,
+    /// Response timeout.
+    pub request_timeout: Duration,
+    /// Retry schedule.
+    pub retry: RetryPolicy,
+    /// Networks exempt from the SSRF guard.
+    pub allowed_networks: Vec<IpNet>,
+    /// Concurrent deliveries per process.
+    pub max_concurrency: u32,
+    /// Rows per relay batch and per claim.
+    pub batch_size: u32,
+    /// Idle wait of the relay and dispatcher loops.
+    pub poll_interval: Duration,
+    /// Added to the timeouts to make a lease.
+    pub lease_margin: Duration,
+}
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(5),
+            retry: RetryPolicy::default(),
+            allowed_networks: Vec::new(),
+            max_concurrency: 256,
+            batch_size: 200,
+            poll_interval: Duration::from_millis(50),
+            lease_margin: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Validated settings of a kurir process.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Database URL.
+    pub database_url: String,
+    /// Data directory.
+    pub data_dir: PathBuf,
+    /// HTTP listen address.
+    pub listen: SocketAddr,
+    /// Admin token, when set explicitly.
+    pub admin_token: Option<String>,
+    /// Delivery settings.
+    pub delivery: DeliveryConfig,
+}
+
+const DURATION_HINT: &str = "a duration such as 150ms, 2s or 5m";
+
+fn duration(s: &str) -> Option<Duration> {
+    humantime::parse_duration(s).ok()
+}
+
+impl Config {
+    /// Validates `raw`; the first invalid value is reported with its origin.
+    pub fn from_raw(raw: &RawConfig) -> Result<Self, ConfigError> {
+        let data_dir: PathBuf =
+            raw.required("data_dir", "a directory", |s| Some(PathBuf::from(s)))?;
+        let database_url = raw
+            .parse(
+                "database_url",
+                "a postgres://… or sqlite://… URL",
+                |s| {
+                    (s.starts_with("postgres://")
+                        || s.starts_with("postgresql://")
+                        || s.starts_with("sqlite:"))
+                    .then(|| s.to_owned())
+                },
+            )?
+            .unwrap_or_else(|| default_database_url(&data_dir));
+        let jitter = raw.required("retry_jitter", "a fraction between 0 and 1", |s| {
+            s.parse::<f64>().ok().filter(|j| (0.0..=1.0).contains(j))
+        })?;
+        let delivery = DeliveryConfig {
+            connect_timeout: raw.required("connect_timeout", DURATION_HINT, positive_duration)?,
+            request_timeout: raw.required("request_timeout", DURATION_HINT, positive_duration)?,
+            retry: RetryPolicy {
+                initial_delay: raw.required("retry_initial_delay", DURATION_HINT, duration)?,
+                max_delay: raw.required("retry_max_delay", DURATION_HINT, duration)?,
+                max_attempts: raw.required(
+                    "retry_max_attempts",
+                    "a whole number of at least 1",
+                    |s| s.parse::<u32>().ok().filter(|n| *n >= 1),
+                )?,
+                jitter,
+            },
+            allowed_networks: raw.required(
+                "allowed_networks",
+                "comma-separated CIDRs such as 127.0.0.0/8,::1/128",
+                parse_networks,
+            )?,
+            max_concurrency: raw.required(
+                "max_concurrency",
+                "a whole number of at least 1",
+                at_least_one,
+            )?,
+            batch_size: raw.required("batch_size", "a whole number of at least 1", at_least_one)?,
+            poll_interval: raw.required("poll_interval", DURATION_HINT, positive_duration)?,
+            lease_margin: raw.required("lease_margin", DURATION_HINT, positive_duration)?,
+        };
+        Ok(Self {
+            database_url,
+            listen: raw.required("listen", "an address such as 127.0.0.1:8080", |s| {
+                s.parse().ok()
+            })?,
+            admin_token: raw.parse("admin_token", "a non-empty token", |s| {
+                (!s.is_empty()).then(|| s.to_owned())
+            })?,
+            data_dir,
+            delivery,
+        })
+    }
+}
+
+fn positive_duration(s: &str) -> Option<Duration> {
+    duration(s).filter(|d| !d.is_zero())
+}
+
+fn at_least_one(s: &str) -> Option<u32> {
+    s.parse::<u32>().ok().filter(|n| *n >= 1)
+}
+
+/// Parses a comma-separated CIDR list; a bare address counts as a single-host network.
+pub fn parse_networks(s: &str) -> Option<Vec<IpNet>> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            p.parse::<IpNet>()
+                .ok()
+                .or_else(|| p.parse::<std::net::IpAddr>().ok().map(IpNet::from))
+        })
+        .collect()
+}
+
+/// `sqlite://<data_dir>/kurir.db`.
+pub fn default_database_url(data_dir: &Path) -> String {
+    format!("sqlite://{}", data_dir.join("kurir.db").display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(env: &[(&str, &str)], flags: &[(&'static str, &str)]) -> Result<Config, ConfigError> {
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let flags: Vec<(&'static str, String)> =
+            flags.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        Config::from_raw(&RawConfig::load(None, |k| env.get(k).cloned(), &flags)?)
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let c = load(&[], &[]).unwrap();
+        assert_eq!(c.database_url, "sqlite://./kurir-data/kurir.db");
+        assert_eq!(c.delivery.connect_timeout, Duration::from_secs(2));
+        assert_eq!(c.delivery.request_timeout, Duration::from_secs(5));
+        assert_eq!(c.delivery.retry.initial_delay, Duration::from_secs(2));
+        assert_eq!(c.delivery.retry.max_delay, Duration::from_secs(300));
+        assert_eq!(c.delivery.retry.max_attempts, 10);
+        assert!(c.delivery.allowed_networks.is_empty());
+    }
+
+    #[test]
+    fn an_invalid_duration_names_its_variable() {
+        let err = load(&[("KURIR_CONNECT_TIMEOUT", "soon")], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("KURIR_CONNECT_TIMEOUT: invalid value 'soon'"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn flags_override_environment() {
+        let c = load(
+            &[("KURIR_REQUEST_TIMEOUT", "9s")],
+            &[("request_timeout", "150ms")],
+        )
+        .unwrap();
+        assert_eq!(c.delivery.request_timeout, Duration::from_millis(150));
+        let err = load(&[], &[("retry_jitter", "3")]).unwrap_err().to_string();
+        assert!(err.starts_with("--retry-jitter:"), "{err}");
+    }
+
+    #[test]
+    fn file_is_overridden_by_environment() {
+        let dir = std::env::temp_dir().join(format!("kurir-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("kurir.toml");
+        std::fs::write(
+            &path,
+            "retry_max_attempts = 3\nallowed_networks = [\"127.0.0.0/8\", \"::1/128\"]\n",
+        )
+        .unwrap();
+        let env = |k: &str| (k == "KURIR_RETRY_MAX_ATTEMPTS").then(|| "4".to_string());
+        let c = Config::from_raw(&RawConfig::load(Some(&path), env, &[]).unwrap()).unwrap();
+        assert_eq!(c.delivery.retry.max_attempts, 4);
+        assert_eq!(c.delivery.allowed_networks.len(), 2);
+        std::fs::write(&path, "no_such_setting = 1\n").unwrap();
+        let err = RawConfig::load(Some(&path), |_| None, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown setting 'no_such_setting'"), "{err}");
+    }
+
+    #[test]
+    fn networks_accept_cidrs_and_bare_addresses() {
+        assert_eq!(parse_networks("127.0.0.0/8, ::1").unwrap().len(), 2);
+        assert!(parse_networks("10.0.0.0/33").is_none());
+        let err = load(&[("KURIR_ALLOWED_NETWORKS", "localhost")], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("KURIR_ALLOWED_NETWORKS:"), "{err}");
+    }
+}

@@ -1,0 +1,216 @@
+//! Deliveries: one per (event, endpoint), and the attempts made for each.
+//!
+//! This module owns the delivery vocabulary shared by the store and the dispatcher: statuses,
+//! what a claim hands to the dispatcher, and what the dispatcher hands back to be recorded.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::endpoint::Endpoint;
+
+/// Where a delivery stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeliveryStatus {
+    /// Waiting for its first attempt (or for a replay).
+    Pending,
+    /// Leased by a dispatcher that is making an attempt.
+    Processing,
+    /// A 2xx was received.
+    Sent,
+    /// The last attempt failed; another is scheduled at `available_at`.
+    Failed,
+    /// No more attempts will be made without a replay.
+    DeadLetter,
+}
+
+impl DeliveryStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [DeliveryStatus; 5] = [
+        Self::Pending,
+        Self::Processing,
+        Self::Sent,
+        Self::Failed,
+        Self::DeadLetter,
+    ];
+
+    /// The name used in the database and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Processing => "processing",
+            Self::Sent => "sent",
+            Self::Failed => "failed",
+            Self::DeadLetter => "dead_letter",
+        }
+    }
+}
+
+impl fmt::Display for DeliveryStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A status name that is not one of [`DeliveryStatus::ALL`].
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "unknown delivery status '{0}' (expected pending, processing, sent, failed or dead_letter)"
+)]
+pub struct UnknownStatus(pub String);
+
+impl FromStr for DeliveryStatus {
+    type Err = UnknownStatus;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownStatus(s.into()))
+    }
+}
+
+/// Why an attempt was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// The normal schedule: first attempt or a retry.
+    Scheduled,
+    /// An operator replayed the delivery.
+    Replay,
+}
+
+impl Trigger {
+    /// The name used in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Replay => "replay",
+        }
+    }
+
+    pub(crate) fn from_db(s: &str) -> Self {
+        if s == "replay" {
+            Self::Replay
+        } else {
+            Self::Scheduled
+        }
+    }
+}
+
+/// The event as the dispatcher needs it to build the request body.
+#[derive(Clone, Debug)]
+pub struct EventSnapshot {
+    /// The stable event id.
+    pub event_id: String,
+    /// Its type.
+    pub event_type: String,
+    /// Payload version.
+    pub version: i32,
+    /// When it happened.
+    pub occurred_at: DateTime<Utc>,
+    /// The aggregate id, for logs.
+    pub aggregate_id: Option<String>,
+    /// The stored payload, byte-for-byte.
+    pub payload: String,
+}
+
+/// A delivery leased to this process for one attempt.
+#[derive(Clone, Debug)]
+pub struct ClaimedDelivery {
+    /// The delivery row.
+    pub delivery_id: i64,
+    /// The number of this attempt (1-based); also the fence for recording it.
+    pub attempt: u32,
+    /// Why it is being attempted.
+    pub trigger: Trigger,
+    /// What to send.
+    pub event: EventSnapshot,
+    /// Where to send it.
+    pub endpoint: Arc<Endpoint>,
+}
+
+/// What should happen to a delivery after an attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NextState {
+    /// Delivered.
+    Sent,
+    /// Try again at this time.
+    Retry(DateTime<Utc>),
+    /// Give up; the delivery waits for a replay.
+    DeadLetter,
+    /// The endpoint answered `410 Gone`: dead-letter and disable the endpoint.
+    Gone,
+}
+
+/// The record of one HTTP attempt and the state it leads to.
+#[derive(Clone, Debug)]
+pub struct Completion {
+    /// The delivery row.
+    pub delivery_id: i64,
+    /// The endpoint it went to (disabled on [`NextState::Gone`]).
+    pub endpoint_id: crate::endpoint::EndpointId,
+    /// The attempt number, used as the fence.
+    pub attempt: u32,
+    /// Why the attempt was made.
+    pub trigger: Trigger,
+    /// When the request started.
+    pub started_at: DateTime<Utc>,
+    /// How long it took.
+    pub duration_ms: i64,
+    /// The HTTP status, when a response arrived.
+    pub status_code: Option<u16>,
+    /// What went wrong, when something did.
+    pub error: Option<String>,
+    /// At most the first 4 KiB of the response body.
+    pub response_body: Option<String>,
+    /// What happens next.
+    pub next: NextState,
+}
+
+/// A delivery as stored, for the API and for tests.
+#[derive(Clone, Debug)]
+pub struct DeliveryRecord {
+    /// The delivery row.
+    pub id: i64,
+    /// The event.
+    pub event_id: String,
+    /// The endpoint.
+    pub endpoint_id: String,
+    /// Where it stands.
+    pub status: DeliveryStatus,
+    /// Attempts made so far.
+    pub attempt_count: u32,
+    /// When the next attempt is due (for pending and failed).
+    pub available_at: DateTime<Utc>,
+    /// The last HTTP status.
+    pub last_status_code: Option<u16>,
+    /// The last error.
+    pub last_error: Option<String>,
+    /// When a 2xx was received.
+    pub sent_at: Option<DateTime<Utc>>,
+    /// When the delivery was created.
+    pub created_at: DateTime<Utc>,
+}
+
+/// One recorded attempt.
+#[derive(Clone, Debug)]
+pub struct AttemptRecord {
+    /// The delivery it belongs to.
+    pub delivery_id: i64,
+    /// Its number.
+    pub attempt: u32,
+    /// Why it was made.
+    pub trigger: Trigger,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// How long it took.
+    pub duration_ms: i64,
+    /// The HTTP status, if any.
+    pub status_code: Option<u16>,
+    /// The error, if any.
+    pub error: Option<String>,
+    /// The first bytes of the response body.
+    pub response_body: Option<String>,
+}

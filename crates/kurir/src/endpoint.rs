@@ -1,0 +1,330 @@
+//! Endpoints: where events are delivered, which event types they want, and how they are signed.
+//!
+//! This module owns the endpoint model and its rules (the event-type filter, secret rotation,
+//! per-endpoint overrides). Storing endpoints is the store's job; sending is the dispatcher's.
+
+use std::fmt;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use kurir_core::retry::RetryPolicy;
+use kurir_core::secret::Secret;
+use serde::{Deserialize, Serialize};
+
+/// The default cap on concurrent requests to one endpoint from one kurir process.
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 16;
+
+/// An endpoint's identifier: a UUIDv7 in its hyphenated text form.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EndpointId(String);
+
+impl EndpointId {
+    /// A new, time-ordered id.
+    pub fn generate() -> Self {
+        Self(uuid::Uuid::now_v7().hyphenated().to_string())
+    }
+
+    /// Parses an id given by a user, refusing anything that is not a UUID.
+    pub fn parse(s: &str) -> Result<Self, InvalidEndpoint> {
+        uuid::Uuid::try_parse(s)
+            .map(|u| Self(u.hyphenated().to_string()))
+            .map_err(|_| InvalidEndpoint::new("id", format!("'{s}' is not a UUID")))
+    }
+
+    /// Wraps an id read back from the store, which only ever holds ids made by [`EndpointId::parse`]
+    /// or [`EndpointId::generate`].
+    pub(crate) fn from_stored(s: String) -> Self {
+        Self(s)
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EndpointId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A problem with endpoint input, naming the field at fault.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{field}: {message}")]
+pub struct InvalidEndpoint {
+    /// The field that is wrong, as named in the API.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl InvalidEndpoint {
+    fn new(field: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+/// Which event types an endpoint receives: exact names, `*`, or prefix wildcards such as
+/// `order.*` (which matches `order.paid` and `order.item.added`, not `order` itself).
+/// An empty filter receives everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct EventFilter(Vec<String>);
+
+impl EventFilter {
+    /// Validates each pattern: an event type, `*`, or an event type followed by `.*`.
+    pub fn parse(patterns: Vec<String>) -> Result<Self, InvalidEndpoint> {
+        for p in &patterns {
+            let name = p.strip_suffix(".*").unwrap_or(p);
+            if p != "*" && kurir_core::event::EventType::parse(name).is_err() {
+                return Err(InvalidEndpoint::new(
+                    "event_types",
+                    format!("'{p}' is not an event type, '*', or a prefix wildcard like 'order.*'"),
+                ));
+            }
+        }
+        Ok(Self(patterns))
+    }
+
+    /// Whether an event of this type is delivered to the endpoint.
+    pub fn matches(&self, event_type: &str) -> bool {
+        self.0.is_empty() || self.0.iter().any(|p| pattern_matches(p, event_type))
+    }
+
+    /// The patterns as given.
+    pub fn patterns(&self) -> &[String] {
+        &self.0
+    }
+}
+
+fn pattern_matches(pattern: &str, event_type: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        None => pattern == event_type,
+        Some("") => true,
+        Some(prefix) => event_type.starts_with(prefix) && event_type.len() > prefix.len(),
+    }
+}
+
+/// A secret that was rotated out and still signs until it expires.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PreviousSecret {
+    /// The old secret.
+    #[serde(with = "secret_serde")]
+    pub secret: Secret,
+    /// When it stops signing.
+    pub expires_at: DateTime<Utc>,
+}
+
+mod secret_serde {
+    use kurir_core::secret::Secret;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(secret: &Secret, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(secret.expose())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Secret, D::Error> {
+        let raw = String::deserialize(d)?;
+        Secret::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Per-endpoint settings that override the process-wide defaults when set.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overrides {
+    /// Connect timeout for this endpoint.
+    pub connect_timeout_ms: Option<u32>,
+    /// Response timeout for this endpoint.
+    pub request_timeout_ms: Option<u32>,
+    /// First retry delay.
+    pub retry_initial_delay_ms: Option<u64>,
+    /// Longest retry delay.
+    pub retry_max_delay_ms: Option<u64>,
+    /// Attempts before dead-letter.
+    pub retry_max_attempts: Option<u32>,
+}
+
+impl Overrides {
+    /// The retry policy for this endpoint: the global one with this endpoint's overrides applied.
+    pub fn retry_policy(&self, global: &RetryPolicy) -> RetryPolicy {
+        RetryPolicy {
+            initial_delay: self
+                .retry_initial_delay_ms
+                .map_or(global.initial_delay, Duration::from_millis),
+            max_delay: self
+                .retry_max_delay_ms
+                .map_or(global.max_delay, Duration::from_millis),
+            max_attempts: self.retry_max_attempts.unwrap_or(global.max_attempts),
+            jitter: global.jitter,
+        }
+    }
+}
+
+/// An endpoint as stored.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// Its id.
+    pub id: EndpointId,
+    /// Where events are POSTed.
+    pub url: String,
+    /// Free text for operators.
+    pub description: String,
+    /// Which event types it receives.
+    pub event_types: EventFilter,
+    /// The current signing secret.
+    pub secret: Secret,
+    /// Rotated-out secrets that still sign until they expire.
+    pub previous_secrets: Vec<PreviousSecret>,
+    /// Whether deliveries are made.
+    pub enabled: bool,
+    /// Why it was disabled (by an operator or by a `410 Gone`).
+    pub disabled_reason: Option<String>,
+    /// Per-endpoint overrides.
+    pub overrides: Overrides,
+    /// Concurrent requests to this endpoint allowed per kurir process.
+    pub max_in_flight: u32,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What is needed to create an endpoint.
+#[derive(Clone, Debug)]
+pub struct NewEndpoint {
+    /// Where events are POSTed: an absolute http(s) URL.
+    pub url: String,
+    /// Free text for operators.
+    pub description: String,
+    /// Which event types it receives.
+    pub event_types: EventFilter,
+    /// The signing secret; generated when `None`.
+    pub secret: Option<Secret>,
+    /// Per-endpoint overrides.
+    pub overrides: Overrides,
+    /// Concurrent requests per process; [`DEFAULT_MAX_IN_FLIGHT`] when `None`.
+    pub max_in_flight: Option<u32>,
+}
+
+impl NewEndpoint {
+    /// An endpoint at `url` receiving every event, with defaults for everything else.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            description: String::new(),
+            event_types: EventFilter::default(),
+            secret: None,
+            overrides: Overrides::default(),
+            max_in_flight: None,
+        }
+    }
+
+    /// Checks the URL and limits; returns the endpoint ready to store.
+    pub fn validate(&self) -> Result<(), InvalidEndpoint> {
+        validate_url(&self.url)?;
+        if self.max_in_flight == Some(0) {
+            return Err(InvalidEndpoint::new("max_in_flight", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Changes to an endpoint; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct EndpointUpdate {
+    /// New URL.
+    pub url: Option<String>,
+    /// New description.
+    pub description: Option<String>,
+    /// New filter.
+    pub event_types: Option<EventFilter>,
+    /// Enable or disable; disabling may carry a reason.
+    pub enabled: Option<bool>,
+    /// Reason recorded with `enabled: Some(false)`.
+    pub disabled_reason: Option<String>,
+    /// New overrides (replaces all of them).
+    pub overrides: Option<Overrides>,
+    /// New per-process concurrency cap.
+    pub max_in_flight: Option<u32>,
+}
+
+/// Refuses anything but an absolute `http` or `https` URL with a host.
+pub fn validate_url(url: &str) -> Result<(), InvalidEndpoint> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| InvalidEndpoint::new("url", format!("'{url}' is not a valid URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(InvalidEndpoint::new("url", "must use http or https"));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(InvalidEndpoint::new("url", "must have a host"));
+    }
+    Ok(())
+}
+
+impl Endpoint {
+    /// The secrets that sign a request made at `now`: the current one first, then every
+    /// rotated-out secret that has not expired.
+    pub fn signing_secrets(&self, now: DateTime<Utc>) -> Vec<&Secret> {
+        std::iter::once(&self.secret)
+            .chain(
+                self.previous_secrets
+                    .iter()
+                    .filter(|p| p.expires_at > now)
+                    .map(|p| &p.secret),
+            )
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(p: &[&str]) -> EventFilter {
+        EventFilter::parse(p.iter().map(|s| s.to_string()).collect()).unwrap()
+    }
+
+    #[test]
+    fn empty_filter_and_star_match_everything() {
+        assert!(filter(&[]).matches("order.paid"));
+        assert!(filter(&["*"]).matches("payment.refunded"));
+    }
+
+    #[test]
+    fn prefix_wildcard_matches_below_the_prefix_only() {
+        let f = filter(&["order.*"]);
+        assert!(f.matches("order.paid"));
+        assert!(f.matches("order.item.added"));
+        assert!(!f.matches("order"));
+        assert!(!f.matches("orders.paid"));
+        assert!(!f.matches("payment.succeeded"));
+    }
+
+    #[test]
+    fn exact_names_match_exactly() {
+        let f = filter(&["order.paid", "payment.succeeded"]);
+        assert!(f.matches("payment.succeeded"));
+        assert!(!f.matches("order.paid.late"));
+    }
+
+    #[test]
+    fn bad_patterns_are_refused_with_the_field_named() {
+        let err = EventFilter::parse(vec!["Order Paid".into()]).unwrap_err();
+        assert_eq!(err.field, "event_types");
+        assert!(EventFilter::parse(vec!["order.*.paid".into()]).is_err());
+    }
+
+    #[test]
+    fn urls_must_be_absolute_http() {
+        assert!(validate_url("https://partner.example/hooks").is_ok());
+        assert!(validate_url("http://127.0.0.1:9000/x").is_ok());
+        assert_eq!(validate_url("ftp://x.example/").unwrap_err().field, "url");
+        assert!(validate_url("/relative").is_err());
+        assert!(validate_url("not a url").is_err());
+    }
+}

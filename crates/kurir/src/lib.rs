@@ -1,0 +1,27 @@
+//! kurir: webhook delivery that never loses an event.
+//!
+//! An application writes its event into `kurir_outbox` in the same transaction as its business
+//! change ([`outbox::enqueue`], or one plain SQL `INSERT`); kurir fans it out to every subscribed
+//! endpoint and delivers it signed, with timeouts, retries, dead-letter and replay.
+//!
+//! # Layout
+//!
+//! - [`outbox`]: the transactional write, the only writer of `kurir_outbox`.
+//! - [`endpoint`], [`delivery`]: the vocabulary: endpoints and their filters, delivery states.
+//! - [`store`]: every database operation, once for PostgreSQL and once for SQLite.
+//! - [`relay`]: fans outbox rows out into deliveries.
+//! - [`dispatch`]: claims due deliveries with a lease, sends them, records the outcome.
+//! - [`config`]: settings from `kurir.toml`, the environment and flags, validated.
+//! - [`serve`]: runs relay, dispatcher and lease sweep together until shutdown.
+//! - [`cli`]: the `kurir` command line (`main.rs` only calls it).
+
+pub mod cli;
+pub mod config;
+pub mod delivery;
+pub mod dispatch;
+pub mod endpoint;
+pub mod outbox;
+pub mod relay;
+pub mod serve;
+pub mod store;
+pub mod telemetry;

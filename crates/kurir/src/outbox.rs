@@ -1,0 +1,201 @@
+//! The transactional outbox: the only writer of `kurir_outbox`.
+//!
+//! An application records an event in the same database transaction as its business change, so
+//! the event exists if and only if the change committed. Delivery is the relay's and dispatcher's
+//! business; this module only writes the row.
+//!
+//! ```no_run
+//! # async fn example(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+//! use kurir::outbox::{self, NewEvent};
+//!
+//! let mut tx = pool.begin().await?;
+//! sqlx::query("UPDATE orders SET status = 'paid' WHERE id = 98765").execute(&mut *tx).await?;
+//! let event = NewEvent::json("order.paid", &serde_json::json!({"order_id": "98765", "total": 250000}))?
+//!     .aggregate("order", "98765");
+//! let event_id = outbox::enqueue(&mut tx, event).await?;
+//! tx.commit().await?;
+//! # let _ = event_id;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Applications in other languages write the same row with one plain `INSERT` (see the README's
+//! SQL contract); every column but `event_type` and `payload` has a database default.
+
+use std::future::Future;
+
+use chrono::{DateTime, Utc};
+use kurir_core::event::{EventId, EventType};
+use serde_json::value::RawValue;
+
+use crate::store::sqlite_ts;
+
+/// An event to record.
+#[derive(Clone, Debug)]
+pub struct NewEvent {
+    /// A caller-chosen id (for idempotency); a UUIDv7 is generated when `None`.
+    pub event_id: Option<EventId>,
+    /// Dot-separated type, e.g. `order.paid`.
+    pub event_type: EventType,
+    /// Payload schema version, starting at 1.
+    pub version: i32,
+    /// What kind of thing the event is about, e.g. `order`.
+    pub aggregate_type: Option<String>,
+    /// Which one, e.g. `98765`.
+    pub aggregate_id: Option<String>,
+    /// When it happened; the database's `now()` when `None`.
+    pub occurred_at: Option<DateTime<Utc>>,
+    /// The payload snapshot, a JSON object, stored and delivered byte-for-byte.
+    pub payload: Box<RawValue>,
+}
+
+/// Why an event could not be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum EnqueueError {
+    /// An event with this id is already in the outbox.
+    #[error("an event with event_id '{0}' already exists")]
+    DuplicateEventId(EventId),
+    /// The event type is not a dot-separated name.
+    #[error("invalid event_type: {0}")]
+    InvalidEventType(String),
+    /// The payload is not a JSON object.
+    #[error("invalid payload: {0}")]
+    InvalidPayload(String),
+    /// The version is below 1.
+    #[error("invalid version {0}: must be 1 or more")]
+    InvalidVersion(i32),
+    /// The database refused the insert for another reason.
+    #[error("database error while enqueuing: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl NewEvent {
+    /// An event of `event_type` whose payload is `payload` serialised to JSON.
+    pub fn json(event_type: &str, payload: &impl serde::Serialize) -> Result<Self, EnqueueError> {
+        let raw = serde_json::value::to_raw_value(payload)
+            .map_err(|e| EnqueueError::InvalidPayload(e.to_string()))?;
+        Self::raw(event_type, raw)
+    }
+
+    /// An event whose payload is already-serialised JSON, kept byte-for-byte.
+    pub fn raw(event_type: &str, payload: Box<RawValue>) -> Result<Self, EnqueueError> {
+        let event_type = EventType::parse(event_type)
+            .map_err(|e| EnqueueError::InvalidEventType(e.to_string()))?;
+        if !payload.get().trim_start().starts_with('{') {
+            return Err(EnqueueError::InvalidPayload("must be a JSON object".into()));
+        }
+        Ok(Self {
+            event_id: None,
+            event_type,
+            version: 1,
+            aggregate_type: None,
+            aggregate_id: None,
+            occurred_at: None,
+            payload,
+        })
+    }
+
+    /// Sets the event id (for idempotent producers).
+    pub fn event_id(mut self, id: EventId) -> Self {
+        self.event_id = Some(id);
+        self
+    }
+
+    /// Sets the aggregate the event is about.
+    pub fn aggregate(mut self, kind: impl Into<String>, id: impl Into<String>) -> Self {
+        self.aggregate_type = Some(kind.into());
+        self.aggregate_id = Some(id.into());
+        self
+    }
+
+    /// Sets the payload version.
+    pub fn version(mut self, version: i32) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Sets when the event happened.
+    pub fn occurred_at(mut self, at: DateTime<Utc>) -> Self {
+        self.occurred_at = Some(at);
+        self
+    }
+}
+
+/// Records `event` in `kurir_outbox` inside the caller's transaction and returns its id.
+///
+/// Nothing is visible to kurir until the caller commits; if the caller rolls back, the event
+/// never existed. Works on a PostgreSQL or SQLite transaction.
+pub async fn enqueue<DB: OutboxDatabase>(
+    tx: &mut sqlx::Transaction<'_, DB>,
+    event: NewEvent,
+) -> Result<EventId, EnqueueError> {
+    if event.version < 1 {
+        return Err(EnqueueError::InvalidVersion(event.version));
+    }
+    let id = event.event_id.clone().unwrap_or_else(EventId::new_v7);
+    match DB::insert_event(&mut **tx, &id, &event).await {
+        Ok(()) => Ok(id),
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+            Err(EnqueueError::DuplicateEventId(id))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A database kurir's outbox can be written to: PostgreSQL and SQLite.
+pub trait OutboxDatabase: sqlx::Database {
+    /// Inserts one outbox row; one statement, no locks beyond the row itself.
+    fn insert_event<'c>(
+        conn: &'c mut Self::Connection,
+        id: &'c EventId,
+        event: &'c NewEvent,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'c;
+}
+
+impl OutboxDatabase for sqlx::Postgres {
+    async fn insert_event(
+        conn: &mut sqlx::PgConnection,
+        id: &EventId,
+        event: &NewEvent,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(
+                "INSERT INTO kurir_outbox \
+                 (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
+                 VALUES ($1, $2, $3, $4, $5, COALESCE($6, now()), $7::json)",
+            )
+            .bind(id.as_str())
+            .bind(event.event_type.as_str())
+            .bind(event.version)
+            .bind(event.aggregate_type.as_deref())
+            .bind(event.aggregate_id.as_deref())
+            .bind(event.occurred_at)
+            .bind(event.payload.get())
+            .execute(conn)
+            .await
+            .map(drop)
+    }
+}
+
+impl OutboxDatabase for sqlx::Sqlite {
+    async fn insert_event(
+        conn: &mut sqlx::SqliteConnection,
+        id: &EventId,
+        event: &NewEvent,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(
+                "INSERT INTO kurir_outbox \
+                 (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, COALESCE(?6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?7)",
+            )
+            .bind(id.as_str())
+            .bind(event.event_type.as_str())
+            .bind(event.version)
+            .bind(event.aggregate_type.as_deref())
+            .bind(event.aggregate_id.as_deref())
+            .bind(event.occurred_at.map(sqlite_ts))
+            .bind(event.payload.get())
+            .execute(conn)
+            .await
+            .map(drop)
+    }
+}

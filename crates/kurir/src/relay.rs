@@ -1,0 +1,76 @@
+//! The relay: turns committed outbox rows into deliveries, one per subscribed endpoint.
+//!
+//! Short polling that re-polls at once while batches come back full; [`crate::store::Store::relay_batch`]
+//! makes each batch atomic and safe to run in several processes at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::{RelayOutcome, Store, StoreError};
+
+/// Fans out one batch and wakes the dispatcher when deliveries were created.
+pub async fn step(
+    store: &Store,
+    batch_size: u32,
+    dispatcher: &Notify,
+) -> Result<RelayOutcome, StoreError> {
+    let outcome = store.relay_batch(batch_size).await?;
+    if outcome.deliveries > 0 {
+        dispatcher.notify_one();
+    }
+    if outcome.events > 0 {
+        tracing::debug!(
+            events = outcome.events,
+            deliveries = outcome.deliveries,
+            "relayed outbox batch"
+        );
+    }
+    Ok(outcome)
+}
+
+/// Runs [`step`] until `shutdown`. `wake` cuts the idle wait short (kurir's own enqueues).
+pub async fn run(
+    store: Store,
+    batch_size: u32,
+    poll_interval: Duration,
+    wake: Arc<Notify>,
+    dispatcher: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
+    while !shutdown.is_cancelled() {
+        let wait = match step(&store, batch_size, &dispatcher).await {
+            Ok(o) if o.events as u32 >= batch_size => continue,
+            Ok(_) => poll_interval,
+            Err(e) => {
+                tracing::warn!(error = %e, "relay batch failed; retrying");
+                poll_interval.max(Duration::from_millis(500))
+            }
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Makes deliveries whose lease expired due again, every `interval`, until `shutdown`.
+pub async fn sweep_leases(store: Store, interval: Duration, shutdown: CancellationToken) {
+    loop {
+        match store.sweep_expired_leases().await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                deliveries = n,
+                "leases expired (a worker stopped mid-delivery); deliveries are due again"
+            ),
+            Err(e) => tracing::warn!(error = %e, "lease sweep failed"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(interval) => {}
+        }
+    }
+}

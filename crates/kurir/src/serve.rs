@@ -1,0 +1,128 @@
+//! `kurir serve`: the relay, the dispatcher, the lease sweep and the HTTP server in one process,
+//! all stopped by one [`CancellationToken`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::dispatch::Dispatcher;
+use crate::store::Store;
+
+/// How often each process sweeps expired leases.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What the HTTP handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    /// The store.
+    pub store: Store,
+}
+
+/// The HTTP routes.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ready"),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness check failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
+        }
+    }
+}
+
+/// A unique lease owner for this process: pid plus a UUIDv7, so a restarted process never
+/// mistakes its predecessor's leases for its own.
+pub fn owner_id() -> String {
+    format!(
+        "kurir-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    )
+}
+
+/// Runs everything on `listener` until `shutdown` is cancelled, then drains: stops claiming,
+/// lets requests in flight finish, records them and releases leftover leases.
+pub async fn run(
+    config: Config,
+    store: Store,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let delivery = config.delivery.clone();
+    let relay_wake = Arc::new(Notify::new());
+    let dispatch_wake = Arc::new(Notify::new());
+    let dispatcher = Arc::new(Dispatcher::new(store.clone(), delivery.clone(), owner_id()));
+    tracing::info!(
+        backend = store.backend(),
+        listen = %listener.local_addr()?,
+        owner = dispatcher.owner(),
+        "kurir serving"
+    );
+    let tasks = tokio_util::task::TaskTracker::new();
+    tasks.spawn(crate::relay::run(
+        store.clone(),
+        delivery.batch_size,
+        delivery.poll_interval,
+        relay_wake,
+        dispatch_wake.clone(),
+        shutdown.clone(),
+    ));
+    tasks.spawn(crate::relay::sweep_leases(
+        store.clone(),
+        SWEEP_INTERVAL,
+        shutdown.clone(),
+    ));
+    tasks.spawn(dispatcher.run(dispatch_wake, shutdown.clone()));
+    let server_shutdown = shutdown.clone();
+    let server = axum::serve(
+        listener,
+        app(AppState {
+            store: store.clone(),
+        }),
+    )
+    .with_graceful_shutdown(async move { server_shutdown.cancelled().await });
+    let served = server.await;
+    shutdown.cancel();
+    tasks.close();
+    tasks.wait().await;
+    store.close().await;
+    tracing::info!("kurir stopped");
+    served.map_err(Into::into)
+}
+
+/// Cancels `token` on SIGINT or SIGTERM.
+pub fn cancel_on_signals(token: CancellationToken) {
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let term = std::future::pending::<()>();
+        tokio::select! {
+            _ = ctrl_c => tracing::info!("SIGINT received; shutting down"),
+            _ = term => tracing::info!("SIGTERM received; shutting down"),
+        }
+        token.cancel();
+    });
+}

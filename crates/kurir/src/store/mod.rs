@@ -1,0 +1,457 @@
+//! Storage: one API over PostgreSQL and SQLite.
+//!
+//! [`Store`] is the only way the rest of kurir touches the database (the outbox write excepted,
+//! which runs on the application's own transaction in [`crate::outbox`]). Each operation has one
+//! implementation per backend, in [`postgres`] and [`sqlite`], and each documents its locking.
+//! The conformance tests in `tests/it/store.rs` run every operation on both.
+
+pub mod postgres;
+pub mod sqlite;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::delivery::{AttemptRecord, ClaimedDelivery, Completion, DeliveryRecord};
+use crate::endpoint::{Endpoint, EndpointId, EndpointUpdate, NewEndpoint};
+
+pub use postgres::PgStore;
+pub use sqlite::SqliteStore;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database URL is not one kurir can use.
+    #[error("unsupported database URL scheme '{0}': use postgres://… or sqlite://…")]
+    UnsupportedUrl(String),
+    /// The database could not be reached or refused the connection.
+    #[error("cannot connect to the {backend} database: {source}")]
+    Connect {
+        /// `postgres` or `sqlite`.
+        backend: &'static str,
+        /// The driver's error.
+        source: sqlx::Error,
+    },
+    /// Applying migrations failed.
+    #[error("migrations failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value could not be read back (a bug or a hand-edited row).
+    #[error("corrupt row in {table}: {message}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// What could not be decoded.
+        message: String,
+    },
+    /// Any other database error.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// The result type of store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// An event as stored in the outbox.
+#[derive(Clone, Debug)]
+pub struct StoredEvent {
+    /// Outbox row id (the relay's order).
+    pub id: i64,
+    /// The stable event id.
+    pub event_id: String,
+    /// Its type.
+    pub event_type: String,
+    /// Payload version.
+    pub version: i32,
+    /// Aggregate kind.
+    pub aggregate_type: Option<String>,
+    /// Aggregate id.
+    pub aggregate_id: Option<String>,
+    /// When it happened.
+    pub occurred_at: DateTime<Utc>,
+    /// The payload snapshot, byte-for-byte.
+    pub payload: String,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+    /// When the relay fanned it out (`None`: not yet).
+    pub dispatched_at: Option<DateTime<Utc>>,
+}
+
+/// What one relay batch did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RelayOutcome {
+    /// Outbox rows marked dispatched.
+    pub events: usize,
+    /// Delivery rows created.
+    pub deliveries: usize,
+}
+
+/// Room this process has for one endpoint in a claim.
+#[derive(Clone, Debug)]
+pub struct EndpointSlot {
+    /// The endpoint (enabled).
+    pub endpoint: Arc<Endpoint>,
+    /// How many of its deliveries may be claimed now.
+    pub limit: u32,
+    /// How long the lease on each claimed delivery lasts.
+    pub lease: Duration,
+}
+
+/// Backend-neutral view of an endpoint row before its JSON columns are decoded.
+pub(crate) struct EndpointRow {
+    pub id: String,
+    pub url: String,
+    pub description: String,
+    pub event_types: String,
+    pub secret: String,
+    pub previous_secrets: String,
+    pub enabled: bool,
+    pub disabled_reason: Option<String>,
+    pub connect_timeout_ms: Option<i64>,
+    pub request_timeout_ms: Option<i64>,
+    pub retry_initial_delay_ms: Option<i64>,
+    pub retry_max_delay_ms: Option<i64>,
+    pub retry_max_attempts: Option<i64>,
+    pub max_in_flight: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl EndpointRow {
+    pub(crate) fn into_endpoint(self) -> Result<Endpoint> {
+        let corrupt = |m: String| StoreError::Corrupt {
+            table: "kurir_endpoints",
+            message: m,
+        };
+        let event_types = serde_json::from_str(&self.event_types)
+            .map_err(|e| corrupt(format!("event_types of {}: {e}", self.id)))?;
+        let previous_secrets = serde_json::from_str(&self.previous_secrets)
+            .map_err(|e| corrupt(format!("previous_secrets of {}: {e}", self.id)))?;
+        let secret = kurir_core::secret::Secret::parse(&self.secret)
+            .map_err(|e| corrupt(format!("secret of {}: {e}", self.id)))?;
+        let u32_of = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
+        Ok(Endpoint {
+            id: EndpointId::from_stored(self.id),
+            url: self.url,
+            description: self.description,
+            event_types,
+            secret,
+            previous_secrets,
+            enabled: self.enabled,
+            disabled_reason: self.disabled_reason,
+            overrides: crate::endpoint::Overrides {
+                connect_timeout_ms: u32_of(self.connect_timeout_ms),
+                request_timeout_ms: u32_of(self.request_timeout_ms),
+                retry_initial_delay_ms: self.retry_initial_delay_ms.and_then(|v| v.try_into().ok()),
+                retry_max_delay_ms: self.retry_max_delay_ms.and_then(|v| v.try_into().ok()),
+                retry_max_attempts: u32_of(self.retry_max_attempts),
+            },
+            max_in_flight: u32_of(Some(self.max_in_flight)).unwrap_or(1).max(1),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// The endpoint that `new` describes, with its id and secret decided.
+pub(crate) fn endpoint_from_new(new: NewEndpoint, now: DateTime<Utc>) -> Endpoint {
+    Endpoint {
+        id: EndpointId::generate(),
+        url: new.url,
+        description: new.description,
+        event_types: new.event_types,
+        secret: new
+            .secret
+            .unwrap_or_else(kurir_core::secret::Secret::generate),
+        previous_secrets: Vec::new(),
+        enabled: true,
+        disabled_reason: None,
+        overrides: new.overrides,
+        max_in_flight: new
+            .max_in_flight
+            .unwrap_or(crate::endpoint::DEFAULT_MAX_IN_FLIGHT),
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// Applies `update` to `endpoint` in memory.
+pub(crate) fn apply_update(endpoint: &mut Endpoint, update: EndpointUpdate, now: DateTime<Utc>) {
+    if let Some(url) = update.url {
+        endpoint.url = url;
+    }
+    if let Some(d) = update.description {
+        endpoint.description = d;
+    }
+    if let Some(f) = update.event_types {
+        endpoint.event_types = f;
+    }
+    if let Some(enabled) = update.enabled {
+        endpoint.enabled = enabled;
+        endpoint.disabled_reason = if enabled {
+            None
+        } else {
+            update.disabled_reason
+        };
+    }
+    if let Some(o) = update.overrides {
+        endpoint.overrides = o;
+    }
+    if let Some(m) = update.max_in_flight {
+        endpoint.max_in_flight = m;
+    }
+    endpoint.updated_at = now;
+}
+
+/// The store: PostgreSQL for production, SQLite embedded.
+#[derive(Clone, Debug)]
+pub enum Store {
+    /// PostgreSQL, shared by any number of kurir processes.
+    Postgres(PgStore),
+    /// SQLite, one kurir process per file.
+    Sqlite(SqliteStore),
+}
+
+macro_rules! on_backend {
+    ($self:expr, $s:ident => $body:expr) => {
+        match $self {
+            Store::Postgres($s) => $body,
+            Store::Sqlite($s) => $body,
+        }
+    };
+}
+
+impl Store {
+    /// Connects to `url` (`postgres://…`, `postgresql://…` or `sqlite://…`). A missing SQLite
+    /// file and its directory are created.
+    pub async fn connect(url: &str) -> Result<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Self::Postgres(PgStore::connect(url).await?))
+        } else if url.starts_with("sqlite:") {
+            Ok(Self::Sqlite(SqliteStore::connect(url).await?))
+        } else {
+            // Only the scheme: the rest of a URL may hold a password.
+            let scheme = url.split_once(':').map_or(url, |(scheme, _)| scheme);
+            Err(StoreError::UnsupportedUrl(
+                scheme.chars().take(32).collect(),
+            ))
+        }
+    }
+
+    /// `postgres` or `sqlite`.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Self::Postgres(_) => "postgres",
+            Self::Sqlite(_) => "sqlite",
+        }
+    }
+
+    /// Applies the embedded migrations; a no-op when they are already applied.
+    pub async fn migrate(&self) -> Result<()> {
+        on_backend!(self, s => s.migrate().await)
+    }
+
+    /// Closes the pool, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        on_backend!(self, s => s.close().await)
+    }
+
+    /// Whether the database answers (readiness).
+    pub async fn ping(&self) -> Result<()> {
+        on_backend!(self, s => s.ping().await)
+    }
+
+    /// Stores a new endpoint, generating its id and (unless given) its secret.
+    pub async fn create_endpoint(&self, new: NewEndpoint) -> Result<Endpoint> {
+        let mut endpoint = endpoint_from_new(new, now_millis());
+        let created_at = on_backend!(self, s => s.insert_endpoint(&endpoint).await)?;
+        endpoint.created_at = created_at;
+        endpoint.updated_at = created_at;
+        Ok(endpoint)
+    }
+
+    /// One endpoint, if it exists.
+    pub async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {
+        on_backend!(self, s => s.get_endpoint(id).await)
+    }
+
+    /// Every endpoint, oldest first.
+    pub async fn list_endpoints(&self) -> Result<Vec<Endpoint>> {
+        on_backend!(self, s => s.list_endpoints(false).await)
+    }
+
+    /// Every enabled endpoint, oldest first.
+    pub async fn enabled_endpoints(&self) -> Result<Vec<Endpoint>> {
+        on_backend!(self, s => s.list_endpoints(true).await)
+    }
+
+    /// Applies `update` and returns the endpoint as stored, or `None` if it does not exist.
+    /// Read-modify-write: of two concurrent updates to one endpoint, the later write wins whole.
+    pub async fn update_endpoint(
+        &self,
+        id: &EndpointId,
+        update: EndpointUpdate,
+    ) -> Result<Option<Endpoint>> {
+        let Some(mut endpoint) = self.get_endpoint(id).await? else {
+            return Ok(None);
+        };
+        apply_update(&mut endpoint, update, now_millis());
+        on_backend!(self, s => s.save_endpoint(&endpoint).await)?;
+        Ok(Some(endpoint))
+    }
+
+    /// Makes `new_secret` current; the old secret keeps signing until `grace` has passed.
+    /// Rotated-out secrets that have already expired are dropped.
+    pub async fn rotate_secret(
+        &self,
+        id: &EndpointId,
+        new_secret: kurir_core::secret::Secret,
+        grace: Duration,
+    ) -> Result<Option<Endpoint>> {
+        let Some(mut endpoint) = self.get_endpoint(id).await? else {
+            return Ok(None);
+        };
+        let now = now_millis();
+        let old = std::mem::replace(&mut endpoint.secret, new_secret);
+        endpoint.previous_secrets.retain(|p| p.expires_at > now);
+        if !grace.is_zero() {
+            let expires_at =
+                now + chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
+            endpoint.previous_secrets.insert(
+                0,
+                crate::endpoint::PreviousSecret {
+                    secret: old,
+                    expires_at,
+                },
+            );
+        }
+        endpoint.updated_at = now;
+        on_backend!(self, s => s.save_endpoint(&endpoint).await)?;
+        Ok(Some(endpoint))
+    }
+
+    /// Deletes an endpoint and its deliveries; `false` if it did not exist.
+    pub async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
+        on_backend!(self, s => s.delete_endpoint(id).await)
+    }
+
+    /// Fans out up to `limit` undispatched outbox rows: one delivery per matching enabled
+    /// endpoint created no later than the event, then marks the rows dispatched, in one
+    /// transaction. Safe to run in several processes at once.
+    pub async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
+        on_backend!(self, s => s.relay_batch(limit).await)
+    }
+
+    /// Leases due deliveries for `owner`: at most `slot.limit` per endpoint and `limit` in all.
+    /// Each claimed row's `attempt_count` is incremented: it is the number of the attempt about
+    /// to be made, and the fence its completion must match.
+    pub async fn claim_due_deliveries(
+        &self,
+        owner: &str,
+        slots: &[EndpointSlot],
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>> {
+        if slots.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        on_backend!(self, s => s.claim_due_deliveries(owner, slots, limit).await)
+    }
+
+    /// Records attempts and moves their deliveries on, in one transaction. A delivery whose
+    /// lease is no longer `owner`'s at that attempt number is left alone (its attempt is still
+    /// recorded); the number of such fenced-out completions is returned.
+    pub async fn complete_deliveries(&self, owner: &str, done: &[Completion]) -> Result<u64> {
+        if done.is_empty() {
+            return Ok(0);
+        }
+        on_backend!(self, s => s.complete_deliveries(owner, done).await)
+    }
+
+    /// Gives back every lease `owner` still holds (graceful shutdown): those deliveries become
+    /// due again at once.
+    pub async fn release_leases(&self, owner: &str) -> Result<u64> {
+        on_backend!(self, s => s.release_leases(owner).await)
+    }
+
+    /// Makes deliveries whose lease expired (their worker died) due again. Safe to run in every
+    /// process at once.
+    pub async fn sweep_expired_leases(&self) -> Result<u64> {
+        on_backend!(self, s => s.sweep_expired_leases().await)
+    }
+
+    /// One event by its id.
+    pub async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
+        on_backend!(self, s => s.get_event(event_id).await)
+    }
+
+    /// The deliveries of one event, by endpoint creation order.
+    pub async fn deliveries_for_event(&self, event_id: &str) -> Result<Vec<DeliveryRecord>> {
+        on_backend!(self, s => s.deliveries_for_event(event_id).await)
+    }
+
+    /// The attempts of one delivery, in order.
+    pub async fn attempts_for_delivery(&self, delivery_id: i64) -> Result<Vec<AttemptRecord>> {
+        on_backend!(self, s => s.attempts_for_delivery(delivery_id).await)
+    }
+
+    /// Number of deliveries per status.
+    pub async fn count_deliveries_by_status(&self) -> Result<Vec<(String, i64)>> {
+        on_backend!(self, s => s.count_deliveries_by_status().await)
+    }
+}
+
+/// Current time truncated to milliseconds, the precision both backends keep.
+pub fn now_millis() -> DateTime<Utc> {
+    let now = Utc::now();
+    DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
+}
+
+/// The fixed-width text form of a timestamp in SQLite: `YYYY-MM-DDTHH:MM:SS.sssZ`.
+pub fn sqlite_ts(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Reads a SQLite timestamp: kurir's own format, any RFC 3339, or SQLite's `YYYY-MM-DD HH:MM:SS`
+/// (what `CURRENT_TIMESTAMP` writes, for rows inserted by hand), taken as UTC.
+pub fn parse_sqlite_ts(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|d| d.with_timezone(&Utc))
+        .ok()
+        .or_else(|| {
+            chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f")
+                .ok()
+                .map(|n| n.and_utc())
+        })
+}
+
+/// Creates the parent directory of a `sqlite://path` URL's file when missing.
+pub(crate) fn ensure_sqlite_dir(url: &str) -> std::io::Result<()> {
+    let path = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:");
+    let path = path.split('?').next().unwrap_or(path);
+    if path.is_empty() || path == ":memory:" {
+        return Ok(());
+    }
+    match Path::new(path).parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_timestamps_are_fixed_width_and_round_trip() {
+        let at = DateTime::parse_from_rfc3339("2026-06-11T08:15:30Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(sqlite_ts(at), "2026-06-11T08:15:30.000Z");
+        assert_eq!(parse_sqlite_ts(&sqlite_ts(at)), Some(at));
+        assert_eq!(parse_sqlite_ts("2026-06-11 08:15:30"), Some(at));
+        assert_eq!(parse_sqlite_ts("yesterday"), None);
+    }
+}

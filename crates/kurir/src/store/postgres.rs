@@ -1,0 +1,573 @@
+//! The PostgreSQL store: shared by any number of kurir processes, which coordinate only through
+//! row locks (`FOR UPDATE SKIP LOCKED`), leases and fences.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::query::Query;
+use sqlx::{Connection, Postgres, Row};
+
+use super::{EndpointRow, EndpointSlot, RelayOutcome, Result, StoreError, StoredEvent};
+use crate::delivery::{
+    AttemptRecord, ClaimedDelivery, Completion, DeliveryRecord, EventSnapshot, NextState, Trigger,
+};
+use crate::endpoint::{Endpoint, EndpointId};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event_types, secret, \
+    previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
+    connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
+    retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
+    max_in_flight::int8 AS max_in_flight, created_at, updated_at";
+
+const DELIVERY_COLUMNS: &str = "id, event_id, endpoint_id, status, attempt_count, available_at, \
+    last_status_code, last_error, sent_at, created_at";
+
+/// kurir's tables in a PostgreSQL database.
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects with a pool sized for one kurir process.
+    /// One connection is opened first, so an unreachable database fails with the driver's own
+    /// reason (refused, unknown host, authentication) rather than a pool timeout.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let connect_err = |source| StoreError::Connect {
+            backend: "postgres",
+            source,
+        };
+        let options = PgConnectOptions::from_str(url).map_err(connect_err)?;
+        let probe = PgConnection::connect_with(&options)
+            .await
+            .map_err(connect_err)?;
+        probe.close().await.map_err(connect_err)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect_lazy_with(options);
+        Ok(Self { pool })
+    }
+
+    /// Wraps an existing pool (the application's own, for example).
+    pub fn from_pool(pool: PgPool) -> Self {
+        Self { pool }
+    }
+
+    /// The pool, for callers that enqueue on their own transactions.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub(super) async fn migrate(&self) -> Result<()> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    pub(super) async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    pub(super) async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Inserts the row; the database's clock sets `created_at`, so the relay compares it with
+    /// event times from the same clock.
+    pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
+        let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
+            previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
+            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
+            created_at, updated_at) \
+            VALUES ($1, $2, $3, $4::json, $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, now(), now()) \
+            RETURNING created_at";
+        let row = bind_endpoint(sqlx::query(sql), e)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get("created_at")?)
+    }
+
+    /// Overwrites every mutable column of one endpoint row.
+    pub(super) async fn save_endpoint(&self, e: &Endpoint) -> Result<()> {
+        let sql = "UPDATE kurir_endpoints SET url = $2, description = $3, event_types = $4::json, \
+            secret = $5, previous_secrets = $6::json, enabled = $7, disabled_reason = $8, \
+            connect_timeout_ms = $9, request_timeout_ms = $10, retry_initial_delay_ms = $11, \
+            retry_max_delay_ms = $12, retry_max_attempts = $13, max_in_flight = $14, \
+            updated_at = now() WHERE id = $1";
+        bind_endpoint(sqlx::query(sql), e)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub(super) async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {
+        let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE id = $1");
+        let row = sqlx::query(&sql)
+            .bind(id.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| endpoint_row(&r)?.into_endpoint()).transpose()
+    }
+
+    pub(super) async fn list_endpoints(&self, enabled_only: bool) -> Result<Vec<Endpoint>> {
+        let sql = format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE enabled OR NOT $1 ORDER BY created_at, id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(enabled_only)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| endpoint_row(r)?.into_endpoint())
+            .collect()
+    }
+
+    pub(super) async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM kurir_endpoints WHERE id = $1")
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP LOCKED` (so concurrent
+    /// relays take disjoint batches), inserts their deliveries and marks them dispatched, all in
+    /// one transaction.
+    pub(super) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
+        let mut tx = self.pool.begin().await?;
+        let events = sqlx::query(
+            "SELECT id, event_id, event_type, created_at FROM kurir_outbox \
+             WHERE dispatched_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        if events.is_empty() {
+            return Ok(RelayOutcome::default());
+        }
+        let endpoints = sqlx::query(
+            "SELECT id, event_types::text AS event_types, created_at FROM kurir_endpoints WHERE enabled",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let endpoints = endpoints
+            .iter()
+            .map(|r| {
+                fan_out_target(
+                    r.try_get("id")?,
+                    r.try_get("event_types")?,
+                    r.try_get("created_at")?,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+
+        let (mut outbox_ids, mut event_ids, mut endpoint_ids) = (vec![], vec![], vec![]);
+        let mut dispatched = Vec::with_capacity(events.len());
+        for row in &events {
+            let id: i64 = row.try_get("id")?;
+            let event_id: String = row.try_get("event_id")?;
+            let event_type: String = row.try_get("event_type")?;
+            let created_at: DateTime<Utc> = row.try_get("created_at")?;
+            for target in endpoints
+                .iter()
+                .filter(|t| t.wants(&event_type, created_at))
+            {
+                outbox_ids.push(id);
+                event_ids.push(event_id.clone());
+                endpoint_ids.push(target.id.clone());
+            }
+            dispatched.push(id);
+        }
+        let inserted = sqlx::query(
+            "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
+             SELECT * FROM unnest($1::int8[], $2::text[], $3::text[]) \
+             ON CONFLICT (outbox_id, endpoint_id) DO NOTHING",
+        )
+        .bind(&outbox_ids)
+        .bind(&event_ids)
+        .bind(&endpoint_ids)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        sqlx::query("UPDATE kurir_outbox SET dispatched_at = now() WHERE id = ANY($1)")
+            .bind(&dispatched)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(RelayOutcome {
+            events: dispatched.len(),
+            deliveries: inserted as usize,
+        })
+    }
+
+    /// One statement: for each endpoint slot, locks up to its limit of due rows with
+    /// `FOR UPDATE SKIP LOCKED` (rows another process is claiming are skipped, never waited
+    /// for), then leases them. The lock ends with the statement; the lease is what protects the
+    /// row during the HTTP call.
+    pub(super) async fn claim_due_deliveries(
+        &self,
+        owner: &str,
+        slots: &[EndpointSlot],
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>> {
+        let ids: Vec<&str> = slots.iter().map(|s| s.endpoint.id.as_str()).collect();
+        let limits: Vec<i32> = slots
+            .iter()
+            .map(|s| s.limit.try_into().unwrap_or(i32::MAX))
+            .collect();
+        let leases: Vec<f64> = slots.iter().map(|s| s.lease.as_secs_f64()).collect();
+        let rows = sqlx::query(
+            "WITH slots AS ( \
+                SELECT * FROM unnest($2::text[], $3::int4[], $4::float8[]) AS s(endpoint_id, lim, lease_s) \
+             ), due AS ( \
+                SELECT c.id, s.lease_s FROM slots s CROSS JOIN LATERAL ( \
+                    SELECT id FROM kurir_deliveries \
+                    WHERE endpoint_id = s.endpoint_id AND status IN ('pending', 'failed') \
+                      AND available_at <= now() \
+                    ORDER BY available_at LIMIT s.lim \
+                    FOR UPDATE SKIP LOCKED \
+                ) c LIMIT $5 \
+             ) \
+             UPDATE kurir_deliveries AS d \
+             SET status = 'processing', lease_owner = $1, \
+                 lease_expires_at = now() + make_interval(secs => due.lease_s), \
+                 attempt_count = d.attempt_count + 1, updated_at = now() \
+             FROM due, kurir_outbox o \
+             WHERE d.id = due.id AND o.id = d.outbox_id \
+             RETURNING d.id, d.endpoint_id, d.attempt_count, d.trigger, o.event_id, o.event_type, \
+                 o.version, o.occurred_at, o.aggregate_id, o.payload::text AS payload",
+        )
+        .bind(owner)
+        .bind(&ids)
+        .bind(&limits)
+        .bind(&leases)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        let by_id: HashMap<&str, &EndpointSlot> =
+            slots.iter().map(|s| (s.endpoint.id.as_str(), s)).collect();
+        rows.iter()
+            .map(|r| {
+                let endpoint_id: String = r.try_get("endpoint_id")?;
+                let endpoint = by_id
+                    .get(endpoint_id.as_str())
+                    .map(|s| s.endpoint.clone())
+                    .ok_or_else(|| StoreError::Corrupt {
+                        table: "kurir_deliveries",
+                        message: format!("claimed a row of unrequested endpoint {endpoint_id}"),
+                    })?;
+                Ok(ClaimedDelivery {
+                    delivery_id: r.try_get("id")?,
+                    attempt: u32::try_from(r.try_get::<i32, _>("attempt_count")?).unwrap_or(0),
+                    trigger: Trigger::from_db(r.try_get("trigger")?),
+                    event: EventSnapshot {
+                        event_id: r.try_get("event_id")?,
+                        event_type: r.try_get("event_type")?,
+                        version: r.try_get("version")?,
+                        occurred_at: r.try_get("occurred_at")?,
+                        aggregate_id: r.try_get("aggregate_id")?,
+                        payload: r.try_get("payload")?,
+                    },
+                    endpoint,
+                })
+            })
+            .collect()
+    }
+
+    /// One transaction: inserts every attempt, moves each delivery on only where the lease is
+    /// still `owner`'s at the same attempt number (the fence), and disables endpoints that
+    /// answered 410.
+    pub(super) async fn complete_deliveries(
+        &self,
+        owner: &str,
+        done: &[Completion],
+    ) -> Result<u64> {
+        let delivery_ids: Vec<i64> = done.iter().map(|c| c.delivery_id).collect();
+        let attempts: Vec<i32> = done.iter().map(|c| c.attempt as i32).collect();
+        let triggers: Vec<&str> = done.iter().map(|c| c.trigger.as_str()).collect();
+        let started: Vec<DateTime<Utc>> = done.iter().map(|c| c.started_at).collect();
+        let durations: Vec<i64> = done.iter().map(|c| c.duration_ms).collect();
+        let codes: Vec<Option<i32>> = done.iter().map(|c| c.status_code.map(i32::from)).collect();
+        let errors: Vec<Option<&str>> = done.iter().map(|c| c.error.as_deref()).collect();
+        let bodies: Vec<Option<&str>> = done.iter().map(|c| c.response_body.as_deref()).collect();
+        let statuses: Vec<&str> = done.iter().map(|c| next_status(&c.next)).collect();
+        let next_at: Vec<Option<DateTime<Utc>>> = done
+            .iter()
+            .map(|c| match c.next {
+                NextState::Retry(at) => Some(at),
+                _ => None,
+            })
+            .collect();
+        let gone: Vec<&str> = done
+            .iter()
+            .filter(|c| c.next == NextState::Gone)
+            .map(|c| c.endpoint_id.as_str())
+            .collect();
+
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO kurir_attempts (delivery_id, attempt, trigger, started_at, duration_ms, \
+                 status_code, error, response_body, worker) \
+             SELECT d, a, t, s, ms, c, e, b, $9 FROM unnest($1::int8[], $2::int4[], $3::text[], \
+                 $4::timestamptz[], $5::int8[], $6::int4[], $7::text[], $8::text[]) \
+                 AS x(d, a, t, s, ms, c, e, b)",
+        )
+        .bind(&delivery_ids)
+        .bind(&attempts)
+        .bind(&triggers)
+        .bind(&started)
+        .bind(&durations)
+        .bind(&codes)
+        .bind(&errors)
+        .bind(&bodies)
+        .bind(owner)
+        .execute(&mut *tx)
+        .await?;
+        let moved = sqlx::query(
+            "UPDATE kurir_deliveries AS d SET status = x.status, \
+                 available_at = COALESCE(x.next_at, d.available_at), \
+                 lease_owner = NULL, lease_expires_at = NULL, \
+                 last_status_code = x.code, last_error = x.err, \
+                 sent_at = CASE WHEN x.status = 'sent' THEN now() ELSE d.sent_at END, \
+                 trigger = 'scheduled', updated_at = now() \
+             FROM unnest($1::int8[], $2::int4[], $3::text[], $4::timestamptz[], $5::int4[], $6::text[]) \
+                 AS x(id, attempt, status, next_at, code, err) \
+             WHERE d.id = x.id AND d.attempt_count = x.attempt AND d.lease_owner = $7 \
+               AND d.status = 'processing'",
+        )
+        .bind(&delivery_ids)
+        .bind(&attempts)
+        .bind(&statuses)
+        .bind(&next_at)
+        .bind(&codes)
+        .bind(&errors)
+        .bind(owner)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if !gone.is_empty() {
+            sqlx::query(
+                "UPDATE kurir_endpoints SET enabled = FALSE, updated_at = now(), \
+                 disabled_reason = 'the endpoint answered 410 Gone at ' || \
+                     to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') \
+                 WHERE id = ANY($1) AND enabled",
+            )
+            .bind(&gone)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(done.len() as u64 - moved)
+    }
+
+    /// Gives back `owner`'s leases; the rows are due at once.
+    pub(super) async fn release_leases(&self, owner: &str) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE kurir_deliveries SET status = 'failed', available_at = now(), \
+                 lease_owner = NULL, lease_expires_at = NULL, updated_at = now(), \
+                 last_error = 'released at shutdown before the attempt was recorded' \
+             WHERE lease_owner = $1 AND status = 'processing'",
+        )
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Row locks serialise concurrent sweeps; a row is only ever moved once per expiry.
+    pub(super) async fn sweep_expired_leases(&self) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE kurir_deliveries SET status = 'failed', available_at = now(), \
+                 lease_owner = NULL, lease_expires_at = NULL, updated_at = now(), \
+                 last_error = 'lease expired: the worker stopped before recording the attempt' \
+             WHERE status = 'processing' AND lease_expires_at < now()",
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    pub(super) async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
+        let row = sqlx::query(
+            "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, \
+                 payload::text AS payload, created_at, dispatched_at \
+             FROM kurir_outbox WHERE event_id = $1",
+        )
+        .bind(event_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(StoredEvent {
+                id: r.try_get("id")?,
+                event_id: r.try_get("event_id")?,
+                event_type: r.try_get("event_type")?,
+                version: r.try_get("version")?,
+                aggregate_type: r.try_get("aggregate_type")?,
+                aggregate_id: r.try_get("aggregate_id")?,
+                occurred_at: r.try_get("occurred_at")?,
+                payload: r.try_get("payload")?,
+                created_at: r.try_get("created_at")?,
+                dispatched_at: r.try_get("dispatched_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    pub(super) async fn deliveries_for_event(&self, event_id: &str) -> Result<Vec<DeliveryRecord>> {
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM kurir_deliveries WHERE event_id = $1 ORDER BY id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(event_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(delivery_record).collect()
+    }
+
+    pub(super) async fn attempts_for_delivery(
+        &self,
+        delivery_id: i64,
+    ) -> Result<Vec<AttemptRecord>> {
+        let rows = sqlx::query(
+            "SELECT delivery_id, attempt, trigger, started_at, duration_ms, status_code, error, \
+                 response_body FROM kurir_attempts WHERE delivery_id = $1 ORDER BY attempt, id",
+        )
+        .bind(delivery_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(AttemptRecord {
+                    delivery_id: r.try_get("delivery_id")?,
+                    attempt: u32::try_from(r.try_get::<i32, _>("attempt")?).unwrap_or(0),
+                    trigger: Trigger::from_db(r.try_get("trigger")?),
+                    started_at: r.try_get("started_at")?,
+                    duration_ms: r.try_get("duration_ms")?,
+                    status_code: r
+                        .try_get::<Option<i32>, _>("status_code")?
+                        .map(|c| c as u16),
+                    error: r.try_get("error")?,
+                    response_body: r.try_get("response_body")?,
+                })
+            })
+            .collect()
+    }
+
+    pub(super) async fn count_deliveries_by_status(&self) -> Result<Vec<(String, i64)>> {
+        let rows = sqlx::query_as(
+            "SELECT status, count(*) FROM kurir_deliveries GROUP BY status ORDER BY status",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+}
+
+fn bind_endpoint<'q>(
+    q: Query<'q, Postgres, PgArguments>,
+    e: &'q Endpoint,
+) -> Query<'q, Postgres, PgArguments> {
+    let o = &e.overrides;
+    q.bind(e.id.as_str())
+        .bind(&e.url)
+        .bind(&e.description)
+        .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
+        .bind(e.secret.expose())
+        .bind(serde_json::to_string(&e.previous_secrets).unwrap_or_else(|_| "[]".into()))
+        .bind(e.enabled)
+        .bind(e.disabled_reason.as_deref())
+        .bind(o.connect_timeout_ms.map(|v| v as i32))
+        .bind(o.request_timeout_ms.map(|v| v as i32))
+        .bind(o.retry_initial_delay_ms.map(|v| v as i64))
+        .bind(o.retry_max_delay_ms.map(|v| v as i64))
+        .bind(o.retry_max_attempts.map(|v| v as i32))
+        .bind(e.max_in_flight as i32)
+}
+
+fn endpoint_row(r: &PgRow) -> Result<EndpointRow> {
+    Ok(EndpointRow {
+        id: r.try_get("id")?,
+        url: r.try_get("url")?,
+        description: r.try_get("description")?,
+        event_types: r.try_get("event_types")?,
+        secret: r.try_get("secret")?,
+        previous_secrets: r.try_get("previous_secrets")?,
+        enabled: r.try_get("enabled")?,
+        disabled_reason: r.try_get("disabled_reason")?,
+        connect_timeout_ms: r.try_get("connect_timeout_ms")?,
+        request_timeout_ms: r.try_get("request_timeout_ms")?,
+        retry_initial_delay_ms: r.try_get("retry_initial_delay_ms")?,
+        retry_max_delay_ms: r.try_get("retry_max_delay_ms")?,
+        retry_max_attempts: r.try_get("retry_max_attempts")?,
+        max_in_flight: r.try_get("max_in_flight")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+fn delivery_record(r: &PgRow) -> Result<DeliveryRecord> {
+    let status: String = r.try_get("status")?;
+    Ok(DeliveryRecord {
+        id: r.try_get("id")?,
+        event_id: r.try_get("event_id")?,
+        endpoint_id: r.try_get("endpoint_id")?,
+        status: status
+            .parse()
+            .map_err(|e: crate::delivery::UnknownStatus| StoreError::Corrupt {
+                table: "kurir_deliveries",
+                message: e.to_string(),
+            })?,
+        attempt_count: u32::try_from(r.try_get::<i32, _>("attempt_count")?).unwrap_or(0),
+        available_at: r.try_get("available_at")?,
+        last_status_code: r
+            .try_get::<Option<i32>, _>("last_status_code")?
+            .map(|c| c as u16),
+        last_error: r.try_get("last_error")?,
+        sent_at: r.try_get("sent_at")?,
+        created_at: r.try_get("created_at")?,
+    })
+}
+
+/// The delivery status a completion leads to.
+pub(super) fn next_status(next: &NextState) -> &'static str {
+    match next {
+        NextState::Sent => "sent",
+        NextState::Retry(_) => "failed",
+        NextState::DeadLetter | NextState::Gone => "dead_letter",
+    }
+}
+
+/// An enabled endpoint as the relay sees it.
+pub(super) struct FanOutTarget {
+    pub id: String,
+    pub filter: crate::endpoint::EventFilter,
+    pub created_at: DateTime<Utc>,
+}
+
+impl FanOutTarget {
+    /// Whether an event of `event_type` written at `event_created_at` goes to this endpoint.
+    pub fn wants(&self, event_type: &str, event_created_at: DateTime<Utc>) -> bool {
+        self.created_at <= event_created_at && self.filter.matches(event_type)
+    }
+}
+
+pub(super) fn fan_out_target(
+    id: String,
+    event_types: String,
+    created_at: DateTime<Utc>,
+) -> Result<FanOutTarget> {
+    let filter = serde_json::from_str(&event_types).map_err(|e| StoreError::Corrupt {
+        table: "kurir_endpoints",
+        message: format!("event_types of {id}: {e}"),
+    })?;
+    Ok(FanOutTarget {
+        id,
+        filter,
+        created_at,
+    })
+}

@@ -1,0 +1,563 @@
+//! The SQLite store: one kurir process per database file. WAL mode; every write transaction
+//! starts with `BEGIN IMMEDIATE` so it takes the write lock up front instead of failing to
+//! upgrade a read lock halfway through.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::query::Query;
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite};
+
+use super::postgres::{fan_out_target, next_status};
+use super::{
+    ensure_sqlite_dir, now_millis, parse_sqlite_ts, sqlite_ts, EndpointRow, EndpointSlot,
+    RelayOutcome, Result, StoreError, StoredEvent,
+};
+use crate::delivery::{
+    AttemptRecord, ClaimedDelivery, Completion, DeliveryRecord, EventSnapshot, NextState, Trigger,
+};
+use crate::endpoint::{Endpoint, EndpointId};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+
+const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
+    enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
+    retry_max_delay_ms, retry_max_attempts, max_in_flight, created_at, updated_at";
+
+const DELIVERY_COLUMNS: &str = "id, event_id, endpoint_id, status, attempt_count, available_at, \
+    last_status_code, last_error, sent_at, created_at";
+
+/// kurir's tables in a SQLite database file.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) the database file in WAL mode.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let connect_err = |source| StoreError::Connect {
+            backend: "sqlite",
+            source,
+        };
+        ensure_sqlite_dir(url).map_err(|e| connect_err(sqlx::Error::Io(e)))?;
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(connect_err)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await
+            .map_err(connect_err)?;
+        Ok(Self { pool })
+    }
+
+    /// Wraps an existing pool.
+    pub fn from_pool(pool: SqlitePool) -> Self {
+        Self { pool }
+    }
+
+    /// The pool, for callers that enqueue on their own transactions.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    pub(super) async fn migrate(&self) -> Result<()> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    pub(super) async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    pub(super) async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn begin_immediate(&self) -> Result<sqlx::Transaction<'static, Sqlite>> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
+        let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
+            previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
+            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
+            created_at, updated_at) \
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)";
+        bind_endpoint(sqlx::query(sql), e)
+            .bind(sqlite_ts(e.created_at))
+            .execute(&self.pool)
+            .await?;
+        Ok(e.created_at)
+    }
+
+    pub(super) async fn save_endpoint(&self, e: &Endpoint) -> Result<()> {
+        let sql = "UPDATE kurir_endpoints SET url = ?2, description = ?3, event_types = ?4, \
+            secret = ?5, previous_secrets = ?6, enabled = ?7, disabled_reason = ?8, \
+            connect_timeout_ms = ?9, request_timeout_ms = ?10, retry_initial_delay_ms = ?11, \
+            retry_max_delay_ms = ?12, retry_max_attempts = ?13, max_in_flight = ?14, \
+            updated_at = ?15 WHERE id = ?1";
+        bind_endpoint(sqlx::query(sql), e)
+            .bind(sqlite_ts(e.updated_at))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub(super) async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {
+        let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE id = ?1");
+        let row = sqlx::query(&sql)
+            .bind(id.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| endpoint_row(&r)?.into_endpoint()).transpose()
+    }
+
+    pub(super) async fn list_endpoints(&self, enabled_only: bool) -> Result<Vec<Endpoint>> {
+        let sql = format!(
+            "SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE enabled OR NOT ?1 ORDER BY created_at, id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(enabled_only)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| endpoint_row(r)?.into_endpoint())
+            .collect()
+    }
+
+    pub(super) async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM kurir_endpoints WHERE id = ?1")
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction: reads a batch of undispatched rows, inserts their
+    /// deliveries (one statement over a JSON array) and marks them dispatched.
+    pub(super) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
+        let mut tx = self.begin_immediate().await?;
+        let events = sqlx::query(
+            "SELECT id, event_id, event_type, created_at FROM kurir_outbox \
+             WHERE dispatched_at IS NULL ORDER BY id LIMIT ?1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        if events.is_empty() {
+            return Ok(RelayOutcome::default());
+        }
+        let endpoints =
+            sqlx::query("SELECT id, event_types, created_at FROM kurir_endpoints WHERE enabled")
+                .fetch_all(&mut *tx)
+                .await?;
+        let endpoints = endpoints
+            .iter()
+            .map(|r| {
+                fan_out_target(
+                    r.try_get("id")?,
+                    r.try_get("event_types")?,
+                    ts(r, "created_at")?,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+
+        let mut pairs = Vec::new();
+        let mut dispatched = Vec::with_capacity(events.len());
+        for row in &events {
+            let id: i64 = row.try_get("id")?;
+            let event_id: String = row.try_get("event_id")?;
+            let event_type: String = row.try_get("event_type")?;
+            let created_at = ts(row, "created_at")?;
+            for target in endpoints
+                .iter()
+                .filter(|t| t.wants(&event_type, created_at))
+            {
+                pairs.push(serde_json::json!([id, event_id, target.id]));
+            }
+            dispatched.push(id);
+        }
+        let now = sqlite_ts(now_millis());
+        let inserted = sqlx::query(
+            "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, available_at, created_at, updated_at) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ?2, ?2, ?2 \
+             FROM json_each(?1) WHERE true \
+             ON CONFLICT (outbox_id, endpoint_id) DO NOTHING",
+        )
+        .bind(serde_json::Value::Array(pairs).to_string())
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        sqlx::query("UPDATE kurir_outbox SET dispatched_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))")
+            .bind(serde_json::to_string(&dispatched).unwrap_or_default())
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(RelayOutcome {
+            events: dispatched.len(),
+            deliveries: inserted as usize,
+        })
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction (the database's single writer lock stands in for row
+    /// locks): per endpoint slot, leases its oldest due rows, then reads their events.
+    pub(super) async fn claim_due_deliveries(
+        &self,
+        owner: &str,
+        slots: &[EndpointSlot],
+        limit: u32,
+    ) -> Result<Vec<ClaimedDelivery>> {
+        let now = now_millis();
+        let now_s = sqlite_ts(now);
+        let mut remaining = limit;
+        let mut leased = Vec::new();
+        let mut tx = self.begin_immediate().await?;
+        for slot in slots {
+            if remaining == 0 {
+                break;
+            }
+            let expires = sqlite_ts(
+                now + chrono::Duration::from_std(slot.lease).unwrap_or(chrono::Duration::MAX),
+            );
+            let rows = sqlx::query(
+                "UPDATE kurir_deliveries SET status = 'processing', lease_owner = ?1, \
+                     lease_expires_at = ?2, attempt_count = attempt_count + 1, updated_at = ?3 \
+                 WHERE id IN (SELECT id FROM kurir_deliveries \
+                     WHERE endpoint_id = ?4 AND status IN ('pending', 'failed') AND available_at <= ?3 \
+                     ORDER BY available_at LIMIT ?5) \
+                 RETURNING id, outbox_id, attempt_count, trigger",
+            )
+            .bind(owner)
+            .bind(&expires)
+            .bind(&now_s)
+            .bind(slot.endpoint.id.as_str())
+            .bind(i64::from(slot.limit.min(remaining)))
+            .fetch_all(&mut *tx)
+            .await?;
+            remaining -= rows.len() as u32;
+            for r in rows {
+                let delivery_id: i64 = r.try_get("id")?;
+                let outbox_id: i64 = r.try_get("outbox_id")?;
+                let attempt = u32::try_from(r.try_get::<i64, _>("attempt_count")?).unwrap_or(0);
+                let trigger = Trigger::from_db(r.try_get("trigger")?);
+                leased.push((delivery_id, outbox_id, attempt, trigger, slot));
+            }
+        }
+        if leased.is_empty() {
+            return Ok(Vec::new());
+        }
+        let outbox_ids: Vec<i64> = leased.iter().map(|l| l.1).collect();
+        let events = sqlx::query(
+            "SELECT id, event_id, event_type, version, occurred_at, aggregate_id, payload \
+             FROM kurir_outbox WHERE id IN (SELECT value FROM json_each(?1))",
+        )
+        .bind(serde_json::to_string(&outbox_ids).unwrap_or_default())
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let mut events: HashMap<i64, EventSnapshot> = events
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("id")?,
+                    EventSnapshot {
+                        event_id: r.try_get("event_id")?,
+                        event_type: r.try_get("event_type")?,
+                        version: r.try_get("version")?,
+                        occurred_at: ts(r, "occurred_at")?,
+                        aggregate_id: r.try_get("aggregate_id")?,
+                        payload: r.try_get("payload")?,
+                    },
+                ))
+            })
+            .collect::<Result<_>>()?;
+        leased
+            .into_iter()
+            .map(|(delivery_id, outbox_id, attempt, trigger, slot)| {
+                let event = events
+                    .remove(&outbox_id)
+                    .ok_or_else(|| StoreError::Corrupt {
+                        table: "kurir_deliveries",
+                        message: format!(
+                            "delivery {delivery_id} points at missing outbox row {outbox_id}"
+                        ),
+                    })?;
+                Ok(ClaimedDelivery {
+                    delivery_id,
+                    attempt,
+                    trigger,
+                    event,
+                    endpoint: slot.endpoint.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction: per completion, the attempt row and the fenced update.
+    pub(super) async fn complete_deliveries(
+        &self,
+        owner: &str,
+        done: &[Completion],
+    ) -> Result<u64> {
+        let now = sqlite_ts(now_millis());
+        let mut fenced_out = 0;
+        let mut tx = self.begin_immediate().await?;
+        for c in done {
+            sqlx::query(
+                "INSERT INTO kurir_attempts (delivery_id, attempt, trigger, started_at, duration_ms, \
+                     status_code, error, response_body, worker) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .bind(c.delivery_id)
+            .bind(c.attempt as i64)
+            .bind(c.trigger.as_str())
+            .bind(sqlite_ts(c.started_at))
+            .bind(c.duration_ms)
+            .bind(c.status_code.map(i64::from))
+            .bind(c.error.as_deref())
+            .bind(c.response_body.as_deref())
+            .bind(owner)
+            .execute(&mut *tx)
+            .await?;
+            let status = next_status(&c.next);
+            let next_at = match c.next {
+                NextState::Retry(at) => Some(sqlite_ts(at)),
+                _ => None,
+            };
+            let moved = sqlx::query(
+                "UPDATE kurir_deliveries SET status = ?3, available_at = COALESCE(?4, available_at), \
+                     lease_owner = NULL, lease_expires_at = NULL, last_status_code = ?5, \
+                     last_error = ?6, sent_at = CASE WHEN ?3 = 'sent' THEN ?7 ELSE sent_at END, \
+                     trigger = 'scheduled', updated_at = ?7 \
+                 WHERE id = ?1 AND attempt_count = ?2 AND lease_owner = ?8 AND status = 'processing'",
+            )
+            .bind(c.delivery_id)
+            .bind(c.attempt as i64)
+            .bind(status)
+            .bind(next_at)
+            .bind(c.status_code.map(i64::from))
+            .bind(c.error.as_deref())
+            .bind(&now)
+            .bind(owner)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            fenced_out += 1 - moved.min(1);
+            if c.next == NextState::Gone {
+                sqlx::query(
+                    "UPDATE kurir_endpoints SET enabled = 0, updated_at = ?2, \
+                         disabled_reason = 'the endpoint answered 410 Gone at ' || ?2 \
+                     WHERE id = ?1 AND enabled",
+                )
+                .bind(c.endpoint_id.as_str())
+                .bind(&now)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(fenced_out)
+    }
+
+    pub(super) async fn release_leases(&self, owner: &str) -> Result<u64> {
+        let now = sqlite_ts(now_millis());
+        let done = sqlx::query(
+            "UPDATE kurir_deliveries SET status = 'failed', available_at = ?2, \
+                 lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2, \
+                 last_error = 'released at shutdown before the attempt was recorded' \
+             WHERE lease_owner = ?1 AND status = 'processing'",
+        )
+        .bind(owner)
+        .bind(&now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    pub(super) async fn sweep_expired_leases(&self) -> Result<u64> {
+        let now = sqlite_ts(now_millis());
+        let done = sqlx::query(
+            "UPDATE kurir_deliveries SET status = 'failed', available_at = ?1, \
+                 lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1, \
+                 last_error = 'lease expired: the worker stopped before recording the attempt' \
+             WHERE status = 'processing' AND lease_expires_at < ?1",
+        )
+        .bind(&now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    pub(super) async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
+        let row = sqlx::query(
+            "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, \
+                 payload, created_at, dispatched_at FROM kurir_outbox WHERE event_id = ?1",
+        )
+        .bind(event_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(StoredEvent {
+                id: r.try_get("id")?,
+                event_id: r.try_get("event_id")?,
+                event_type: r.try_get("event_type")?,
+                version: r.try_get("version")?,
+                aggregate_type: r.try_get("aggregate_type")?,
+                aggregate_id: r.try_get("aggregate_id")?,
+                occurred_at: ts(&r, "occurred_at")?,
+                payload: r.try_get("payload")?,
+                created_at: ts(&r, "created_at")?,
+                dispatched_at: opt_ts(&r, "dispatched_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    pub(super) async fn deliveries_for_event(&self, event_id: &str) -> Result<Vec<DeliveryRecord>> {
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM kurir_deliveries WHERE event_id = ?1 ORDER BY id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(event_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(delivery_record).collect()
+    }
+
+    pub(super) async fn attempts_for_delivery(
+        &self,
+        delivery_id: i64,
+    ) -> Result<Vec<AttemptRecord>> {
+        let rows = sqlx::query(
+            "SELECT delivery_id, attempt, trigger, started_at, duration_ms, status_code, error, \
+                 response_body FROM kurir_attempts WHERE delivery_id = ?1 ORDER BY attempt, id",
+        )
+        .bind(delivery_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(AttemptRecord {
+                    delivery_id: r.try_get("delivery_id")?,
+                    attempt: u32::try_from(r.try_get::<i64, _>("attempt")?).unwrap_or(0),
+                    trigger: Trigger::from_db(r.try_get("trigger")?),
+                    started_at: ts(r, "started_at")?,
+                    duration_ms: r.try_get("duration_ms")?,
+                    status_code: r
+                        .try_get::<Option<i64>, _>("status_code")?
+                        .map(|c| c as u16),
+                    error: r.try_get("error")?,
+                    response_body: r.try_get("response_body")?,
+                })
+            })
+            .collect()
+    }
+
+    pub(super) async fn count_deliveries_by_status(&self) -> Result<Vec<(String, i64)>> {
+        let rows = sqlx::query_as(
+            "SELECT status, count(*) FROM kurir_deliveries GROUP BY status ORDER BY status",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows)
+    }
+}
+
+fn bind_endpoint<'q>(
+    q: Query<'q, Sqlite, SqliteArguments<'q>>,
+    e: &'q Endpoint,
+) -> Query<'q, Sqlite, SqliteArguments<'q>> {
+    let o = &e.overrides;
+    q.bind(e.id.as_str())
+        .bind(&e.url)
+        .bind(&e.description)
+        .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
+        .bind(e.secret.expose())
+        .bind(serde_json::to_string(&e.previous_secrets).unwrap_or_else(|_| "[]".into()))
+        .bind(e.enabled)
+        .bind(e.disabled_reason.as_deref())
+        .bind(o.connect_timeout_ms.map(i64::from))
+        .bind(o.request_timeout_ms.map(i64::from))
+        .bind(o.retry_initial_delay_ms.map(|v| v as i64))
+        .bind(o.retry_max_delay_ms.map(|v| v as i64))
+        .bind(o.retry_max_attempts.map(i64::from))
+        .bind(i64::from(e.max_in_flight))
+}
+
+fn ts(r: &SqliteRow, column: &str) -> Result<DateTime<Utc>> {
+    let raw: String = r.try_get(column)?;
+    parse_sqlite_ts(&raw).ok_or_else(|| StoreError::Corrupt {
+        table: "kurir",
+        message: format!("column {column} holds '{raw}', which is not a timestamp"),
+    })
+}
+
+fn opt_ts(r: &SqliteRow, column: &str) -> Result<Option<DateTime<Utc>>> {
+    let raw: Option<String> = r.try_get(column)?;
+    raw.map(|raw| {
+        parse_sqlite_ts(&raw).ok_or_else(|| StoreError::Corrupt {
+            table: "kurir",
+            message: format!("column {column} holds '{raw}', which is not a timestamp"),
+        })
+    })
+    .transpose()
+}
+
+fn endpoint_row(r: &SqliteRow) -> Result<EndpointRow> {
+    Ok(EndpointRow {
+        id: r.try_get("id")?,
+        url: r.try_get("url")?,
+        description: r.try_get("description")?,
+        event_types: r.try_get("event_types")?,
+        secret: r.try_get("secret")?,
+        previous_secrets: r.try_get("previous_secrets")?,
+        enabled: r.try_get("enabled")?,
+        disabled_reason: r.try_get("disabled_reason")?,
+        connect_timeout_ms: r.try_get("connect_timeout_ms")?,
+        request_timeout_ms: r.try_get("request_timeout_ms")?,
+        retry_initial_delay_ms: r.try_get("retry_initial_delay_ms")?,
+        retry_max_delay_ms: r.try_get("retry_max_delay_ms")?,
+        retry_max_attempts: r.try_get("retry_max_attempts")?,
+        max_in_flight: r.try_get("max_in_flight")?,
+        created_at: ts(r, "created_at")?,
+        updated_at: ts(r, "updated_at")?,
+    })
+}
+
+fn delivery_record(r: &SqliteRow) -> Result<DeliveryRecord> {
+    let status: String = r.try_get("status")?;
+    Ok(DeliveryRecord {
+        id: r.try_get("id")?,
+        event_id: r.try_get("event_id")?,
+        endpoint_id: r.try_get("endpoint_id")?,
+        status: status
+            .parse()
+            .map_err(|e: crate::delivery::UnknownStatus| StoreError::Corrupt {
+                table: "kurir_deliveries",
+                message: e.to_string(),
+            })?,
+        attempt_count: u32::try_from(r.try_get::<i64, _>("attempt_count")?).unwrap_or(0),
+        available_at: ts(r, "available_at")?,
+        last_status_code: r
+            .try_get::<Option<i64>, _>("last_status_code")?
+            .map(|c| c as u16),
+        last_error: r.try_get("last_error")?,
+        sent_at: opt_ts(r, "sent_at")?,
+        created_at: ts(r, "created_at")?,
+    })
+}
