@@ -181,7 +181,7 @@ impl RawConfig {
             .map(Some)
             .ok_or_else(|| ConfigError::Invalid {
                 origin: origin.clone(),
-                value: value.clone(),
+                value: redact_userinfo(value),
                 expected: expected.to_owned(),
             })
     }
@@ -317,6 +317,17 @@ impl Config {
             data_dir,
             delivery,
         })
+    }
+}
+
+/// `scheme://user:password@host/…` → `scheme://***@host/…`: values are echoed in errors, and a
+/// URL's credentials must never be.
+fn redact_userinfo(value: &str) -> String {
+    match (value.find("://"), value.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}://***{}", &value[..scheme_end], &value[at..])
+        }
+        _ => value.to_owned(),
     }
 }
 

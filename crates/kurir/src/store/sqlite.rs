@@ -270,7 +270,7 @@ impl SqliteStore {
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        let mut events: HashMap<i64, EventSnapshot> = events
+        let events: HashMap<i64, EventSnapshot> = events
             .iter()
             .map(|r| {
                 Ok((
@@ -289,8 +289,10 @@ impl SqliteStore {
         leased
             .into_iter()
             .map(|(delivery_id, outbox_id, attempt, trigger, slot)| {
+                // One event may have several deliveries in the batch (one per endpoint).
                 let event = events
-                    .remove(&outbox_id)
+                    .get(&outbox_id)
+                    .cloned()
                     .ok_or_else(|| StoreError::Corrupt {
                         table: "kurir_deliveries",
                         message: format!(

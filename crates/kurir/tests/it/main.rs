@@ -1,0 +1,9 @@
+//! kurir's integration tests: one binary, one module per area. Store and delivery tests run on
+//! SQLite and on PostgreSQL (see `support::on_both_backends!`).
+
+mod support;
+
+mod binary;
+mod delivery;
+mod outbox;
+mod store;

@@ -1,0 +1,465 @@
+//! Store conformance: every operation behaves the same on SQLite and PostgreSQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use kurir::delivery::{Completion, DeliveryStatus, NextState, Trigger};
+use kurir::endpoint::{EndpointUpdate, EventFilter, NewEndpoint};
+use kurir::store::{EndpointSlot, Store};
+use kurir_core::secret::Secret;
+
+use crate::on_both_backends;
+use crate::support::{enqueue_events, TestDb};
+
+on_both_backends!(
+    endpoints_are_created_read_updated_disabled_and_deleted,
+    migrations_run_twice_without_error,
+    relay_fans_out_once_per_matching_enabled_endpoint,
+    an_event_no_endpoint_wants_is_dispatched_with_zero_deliveries,
+    concurrent_relays_create_each_delivery_once,
+    claims_respect_endpoint_and_total_limits,
+    a_claimed_delivery_is_not_claimed_again_until_its_lease_expires,
+    a_late_completion_is_fenced_out_but_its_attempt_is_recorded,
+    completion_moves_deliveries_to_their_next_state,
+    gone_disables_the_endpoint,
+    released_leases_are_due_again,
+    rotated_secret_keeps_signing_during_grace,
+);
+
+fn endpoint(url: &str, filter: &[&str]) -> NewEndpoint {
+    let mut e = NewEndpoint::new(url);
+    e.event_types = EventFilter::parse(filter.iter().map(|s| s.to_string()).collect()).unwrap();
+    e
+}
+
+fn slot(e: &kurir::endpoint::Endpoint, limit: u32, lease: Duration) -> EndpointSlot {
+    EndpointSlot {
+        endpoint: Arc::new(e.clone()),
+        limit,
+        lease,
+    }
+}
+
+fn completion(d: &kurir::delivery::ClaimedDelivery, next: NextState) -> Completion {
+    Completion {
+        delivery_id: d.delivery_id,
+        endpoint_id: d.endpoint.id.clone(),
+        attempt: d.attempt,
+        trigger: Trigger::Scheduled,
+        started_at: Utc::now(),
+        duration_ms: 12,
+        status_code: Some(500),
+        error: None,
+        response_body: Some("nope".into()),
+        next,
+    }
+}
+
+async fn statuses(store: &Store, event_id: &str) -> Vec<DeliveryStatus> {
+    store
+        .deliveries_for_event(event_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.status)
+        .collect()
+}
+
+async fn endpoints_are_created_read_updated_disabled_and_deleted(db: TestDb) {
+    let s = &db.store;
+    let given = Secret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+    let mut new = endpoint("https://partner.example/hooks", &["order.*"]);
+    new.secret = Some(given.clone());
+    new.max_in_flight = Some(4);
+    let a = s.create_endpoint(new).await.unwrap();
+    let b = s
+        .create_endpoint(endpoint("https://other.example/", &[]))
+        .await
+        .unwrap();
+    assert!(b.secret.expose().starts_with("whsec_"), "generated secret");
+    assert_ne!(a.id, b.id);
+
+    let read = s.get_endpoint(&a.id).await.unwrap().unwrap();
+    assert_eq!(read.url, "https://partner.example/hooks");
+    assert_eq!(read.secret, given);
+    assert_eq!(read.max_in_flight, 4);
+    assert_eq!(read.event_types.patterns(), ["order.*"]);
+    assert_eq!(s.list_endpoints().await.unwrap().len(), 2);
+
+    let update = EndpointUpdate {
+        enabled: Some(false),
+        disabled_reason: Some("partner maintenance".into()),
+        description: Some("orders".into()),
+        ..Default::default()
+    };
+    let updated = s.update_endpoint(&a.id, update).await.unwrap().unwrap();
+    assert!(!updated.enabled);
+    let read = s.get_endpoint(&a.id).await.unwrap().unwrap();
+    assert_eq!(read.disabled_reason.as_deref(), Some("partner maintenance"));
+    assert_eq!(read.description, "orders");
+    assert_eq!(s.enabled_endpoints().await.unwrap().len(), 1);
+
+    let enable = EndpointUpdate {
+        enabled: Some(true),
+        ..Default::default()
+    };
+    let read = s.update_endpoint(&a.id, enable).await.unwrap().unwrap();
+    assert!(read.enabled && read.disabled_reason.is_none());
+
+    assert!(s.delete_endpoint(&b.id).await.unwrap());
+    assert!(!s.delete_endpoint(&b.id).await.unwrap());
+    assert!(s.get_endpoint(&b.id).await.unwrap().is_none());
+}
+
+async fn migrations_run_twice_without_error(db: TestDb) {
+    db.store.migrate().await.unwrap();
+    db.store.migrate().await.unwrap();
+}
+
+async fn relay_fans_out_once_per_matching_enabled_endpoint(db: TestDb) {
+    let s = &db.store;
+    let orders = s
+        .create_endpoint(endpoint("https://a.example/", &["order.*"]))
+        .await
+        .unwrap();
+    let all = s
+        .create_endpoint(endpoint("https://b.example/", &["*"]))
+        .await
+        .unwrap();
+    let _payments = s
+        .create_endpoint(endpoint("https://c.example/", &["payment.succeeded"]))
+        .await
+        .unwrap();
+    let off = s
+        .create_endpoint(endpoint("https://d.example/", &[]))
+        .await
+        .unwrap();
+    s.update_endpoint(
+        &off.id,
+        EndpointUpdate {
+            enabled: Some(false),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let ids = enqueue_events(s, "order.paid", 3).await;
+    // Created after the events were written: it must not receive them.
+    let _late = s
+        .create_endpoint(endpoint("https://e.example/", &[]))
+        .await
+        .unwrap();
+
+    let first = s.relay_batch(100).await.unwrap();
+    assert_eq!(first.events, 3);
+    assert_eq!(first.deliveries, 6);
+    assert_eq!(
+        s.relay_batch(100).await.unwrap().events,
+        0,
+        "a dispatched row is not relayed again"
+    );
+    for id in &ids {
+        let mut got: Vec<String> = s
+            .deliveries_for_event(id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.endpoint_id)
+            .collect();
+        got.sort();
+        let mut want = vec![orders.id.to_string(), all.id.to_string()];
+        want.sort();
+        assert_eq!(got, want);
+        assert!(s
+            .get_event(id)
+            .await
+            .unwrap()
+            .unwrap()
+            .dispatched_at
+            .is_some());
+    }
+}
+
+async fn an_event_no_endpoint_wants_is_dispatched_with_zero_deliveries(db: TestDb) {
+    let s = &db.store;
+    s.create_endpoint(endpoint("https://a.example/", &["payment.*"]))
+        .await
+        .unwrap();
+    let ids = enqueue_events(s, "order.paid", 1).await;
+    let outcome = s.relay_batch(10).await.unwrap();
+    assert_eq!((outcome.events, outcome.deliveries), (1, 0));
+    let event = s.get_event(&ids[0]).await.unwrap().unwrap();
+    assert!(
+        event.dispatched_at.is_some(),
+        "visible as dispatched, not silently pending"
+    );
+    assert!(s.deliveries_for_event(&ids[0]).await.unwrap().is_empty());
+}
+
+async fn concurrent_relays_create_each_delivery_once(db: TestDb) {
+    let s = &db.store;
+    for i in 0..3 {
+        s.create_endpoint(endpoint(&format!("https://{i}.example/"), &[]))
+            .await
+            .unwrap();
+    }
+    enqueue_events(s, "order.paid", 300).await;
+    let mut relays = tokio::task::JoinSet::new();
+    for _ in 0..3 {
+        let store = db.connect_again().await;
+        relays.spawn(async move {
+            let mut total = 0;
+            loop {
+                let o = store.relay_batch(25).await.unwrap();
+                if o.events == 0 {
+                    return total;
+                }
+                total += o.deliveries;
+            }
+        });
+    }
+    let created: usize = relays.join_all().await.into_iter().sum();
+    assert_eq!(created, 900);
+    let counts = s.count_deliveries_by_status().await.unwrap();
+    assert_eq!(counts, vec![("pending".to_string(), 900)]);
+}
+
+async fn claims_respect_endpoint_and_total_limits(db: TestDb) {
+    let s = &db.store;
+    let a = s
+        .create_endpoint(endpoint("https://a.example/", &[]))
+        .await
+        .unwrap();
+    let b = s
+        .create_endpoint(endpoint("https://b.example/", &[]))
+        .await
+        .unwrap();
+    enqueue_events(s, "order.paid", 10).await;
+    s.relay_batch(100).await.unwrap();
+    let lease = Duration::from_secs(60);
+    let claimed = s
+        .claim_due_deliveries("w1", &[slot(&a, 3, lease), slot(&b, 100, lease)], 8)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 8);
+    assert_eq!(claimed.iter().filter(|c| c.endpoint.id == a.id).count(), 3);
+    assert!(claimed
+        .iter()
+        .all(|c| c.attempt == 1 && c.trigger == Trigger::Scheduled));
+    assert!(claimed
+        .iter()
+        .all(|c| c.event.payload.starts_with("{\"n\":")));
+    let counts = s.count_deliveries_by_status().await.unwrap();
+    assert!(
+        counts.contains(&("processing".to_string(), 8)),
+        "{counts:?}"
+    );
+}
+
+async fn a_claimed_delivery_is_not_claimed_again_until_its_lease_expires(db: TestDb) {
+    let s = &db.store;
+    let a = s
+        .create_endpoint(endpoint("https://a.example/", &[]))
+        .await
+        .unwrap();
+    enqueue_events(s, "order.paid", 2).await;
+    s.relay_batch(100).await.unwrap();
+    let long = s
+        .claim_due_deliveries("w1", &[slot(&a, 1, Duration::from_secs(60))], 10)
+        .await
+        .unwrap();
+    let short = s
+        .claim_due_deliveries("w2", &[slot(&a, 1, Duration::ZERO)], 10)
+        .await
+        .unwrap();
+    assert_eq!((long.len(), short.len()), (1, 1));
+    assert_ne!(long[0].delivery_id, short[0].delivery_id);
+    assert!(s
+        .claim_due_deliveries("w3", &[slot(&a, 10, Duration::ZERO)], 10)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // Only the expired lease is swept; the live one stays with its owner.
+    crate::support::eventually("the zero-length lease to be swept", || async {
+        (s.sweep_expired_leases().await.unwrap() == 1).then_some(())
+    })
+    .await;
+    let again = s
+        .claim_due_deliveries("w3", &[slot(&a, 10, Duration::from_secs(60))], 10)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].delivery_id, short[0].delivery_id);
+    assert_eq!(again[0].attempt, 2, "the interrupted attempt counts");
+}
+
+async fn a_late_completion_is_fenced_out_but_its_attempt_is_recorded(db: TestDb) {
+    let s = &db.store;
+    let a = s
+        .create_endpoint(endpoint("https://a.example/", &[]))
+        .await
+        .unwrap();
+    let ids = enqueue_events(s, "order.paid", 1).await;
+    s.relay_batch(100).await.unwrap();
+    let stale = s
+        .claim_due_deliveries("w1", &[slot(&a, 1, Duration::ZERO)], 1)
+        .await
+        .unwrap();
+    crate::support::eventually("the lease to be swept", || async {
+        (s.sweep_expired_leases().await.unwrap() == 1).then_some(())
+    })
+    .await;
+    let fresh = s
+        .claim_due_deliveries("w2", &[slot(&a, 1, Duration::from_secs(60))], 1)
+        .await
+        .unwrap();
+    assert_eq!(fresh[0].attempt, 2);
+
+    let fenced = s
+        .complete_deliveries("w1", &[completion(&stale[0], NextState::Sent)])
+        .await
+        .unwrap();
+    assert_eq!(
+        fenced, 1,
+        "the old worker may not overwrite the newer lease"
+    );
+    assert_eq!(statuses(s, &ids[0]).await, vec![DeliveryStatus::Processing]);
+    let attempts = s.attempts_for_delivery(stale[0].delivery_id).await.unwrap();
+    assert_eq!(
+        attempts.len(),
+        1,
+        "the late attempt still happened and is on record"
+    );
+
+    let fenced = s
+        .complete_deliveries("w2", &[completion(&fresh[0], NextState::Sent)])
+        .await
+        .unwrap();
+    assert_eq!(fenced, 0);
+    assert_eq!(statuses(s, &ids[0]).await, vec![DeliveryStatus::Sent]);
+}
+
+async fn completion_moves_deliveries_to_their_next_state(db: TestDb) {
+    let s = &db.store;
+    let a = s
+        .create_endpoint(endpoint("https://a.example/", &[]))
+        .await
+        .unwrap();
+    let ids = enqueue_events(s, "order.paid", 3).await;
+    s.relay_batch(100).await.unwrap();
+    let claimed = s
+        .claim_due_deliveries("w1", &[slot(&a, 10, Duration::from_secs(60))], 10)
+        .await
+        .unwrap();
+    let by_event = |id: &str| {
+        claimed
+            .iter()
+            .find(|c| c.event.event_id == id)
+            .unwrap()
+            .clone()
+    };
+    let retry_at = Utc::now() + chrono::Duration::hours(1);
+    let done = [
+        completion(&by_event(&ids[0]), NextState::Sent),
+        completion(&by_event(&ids[1]), NextState::Retry(retry_at)),
+        completion(&by_event(&ids[2]), NextState::DeadLetter),
+    ];
+    assert_eq!(s.complete_deliveries("w1", &done).await.unwrap(), 0);
+
+    let sent = &s.deliveries_for_event(&ids[0]).await.unwrap()[0];
+    assert_eq!(sent.status, DeliveryStatus::Sent);
+    assert!(sent.sent_at.is_some());
+    let failed = &s.deliveries_for_event(&ids[1]).await.unwrap()[0];
+    assert_eq!(failed.status, DeliveryStatus::Failed);
+    assert_eq!(failed.last_status_code, Some(500));
+    assert!((failed.available_at - retry_at).num_milliseconds().abs() <= 1);
+    assert_eq!(statuses(s, &ids[2]).await, vec![DeliveryStatus::DeadLetter]);
+    let attempt = &s.attempts_for_delivery(sent.id).await.unwrap()[0];
+    assert_eq!(
+        (attempt.attempt, attempt.duration_ms, attempt.status_code),
+        (1, 12, Some(500))
+    );
+    assert_eq!(attempt.response_body.as_deref(), Some("nope"));
+    assert!(
+        s.claim_due_deliveries("w1", &[slot(&a, 10, Duration::from_secs(60))], 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "a retry scheduled in an hour is not due"
+    );
+}
+
+async fn gone_disables_the_endpoint(db: TestDb) {
+    let s = &db.store;
+    let a = s
+        .create_endpoint(endpoint("https://a.example/", &[]))
+        .await
+        .unwrap();
+    let ids = enqueue_events(s, "order.paid", 1).await;
+    s.relay_batch(100).await.unwrap();
+    let claimed = s
+        .claim_due_deliveries("w1", &[slot(&a, 1, Duration::from_secs(60))], 1)
+        .await
+        .unwrap();
+    s.complete_deliveries("w1", &[completion(&claimed[0], NextState::Gone)])
+        .await
+        .unwrap();
+    assert_eq!(statuses(s, &ids[0]).await, vec![DeliveryStatus::DeadLetter]);
+    let a = s.get_endpoint(&a.id).await.unwrap().unwrap();
+    assert!(!a.enabled);
+    assert!(a.disabled_reason.unwrap().contains("410 Gone"));
+}
+
+async fn released_leases_are_due_again(db: TestDb) {
+    let s = &db.store;
+    let a = s
+        .create_endpoint(endpoint("https://a.example/", &[]))
+        .await
+        .unwrap();
+    enqueue_events(s, "order.paid", 2).await;
+    s.relay_batch(100).await.unwrap();
+    let slots = [slot(&a, 10, Duration::from_secs(60))];
+    assert_eq!(
+        s.claim_due_deliveries("w1", &slots, 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(s.release_leases("someone-else").await.unwrap(), 0);
+    assert_eq!(s.release_leases("w1").await.unwrap(), 2);
+    assert_eq!(
+        s.claim_due_deliveries("w2", &slots, 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+async fn rotated_secret_keeps_signing_during_grace(db: TestDb) {
+    let s = &db.store;
+    let a = s
+        .create_endpoint(endpoint("https://a.example/", &[]))
+        .await
+        .unwrap();
+    let old = a.secret.clone();
+    let new = Secret::generate();
+    let rotated = s
+        .rotate_secret(&a.id, new.clone(), Duration::from_secs(3600))
+        .await
+        .unwrap()
+        .unwrap();
+    let read = s.get_endpoint(&a.id).await.unwrap().unwrap();
+    assert_eq!(read.secret, new);
+    let signing: Vec<&Secret> = read.signing_secrets(Utc::now());
+    assert_eq!(
+        signing,
+        vec![&new, &old],
+        "current first, then the rotated-out one"
+    );
+    assert!(read.signing_secrets(Utc::now() + chrono::Duration::hours(2)) == vec![&new]);
+    assert_eq!(rotated.previous_secrets.len(), 1);
+}

@@ -1,0 +1,254 @@
+//! Test support: fresh databases on both backends, a recording HTTP receiver on loopback, a
+//! kurir server in-process or as the real binary, and condition waits with deadlines.
+
+pub mod receiver;
+
+use std::future::Future;
+use std::time::Duration;
+
+use kurir::config::{Config, DeliveryConfig};
+use kurir::store::Store;
+use kurir_core::retry::RetryPolicy;
+use tokio_util::sync::CancellationToken;
+
+/// Runs each named `async fn name(db: TestDb)` once on SQLite and once on PostgreSQL, as
+/// `name::sqlite` and `name::postgres`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name($crate::support::TestDb::sqlite().await).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if let Some(db) = $crate::support::TestDb::postgres().await {
+                    super::$name(db).await
+                }
+            }
+        }
+    )*};
+}
+
+/// Which database a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh, migrated database that is removed when the test ends.
+pub struct TestDb {
+    pub backend: Backend,
+    pub url: String,
+    pub store: Store,
+    _dir: Option<tempfile::TempDir>,
+    pg_name: Option<(String, String)>,
+}
+
+/// The PostgreSQL server tests use: `KURIR_TEST_POSTGRES_URL`. Without it, PostgreSQL tests are
+/// skipped with a notice, except under CI (`CI` set), where that is a failure.
+pub fn postgres_admin_url() -> Option<String> {
+    match std::env::var("KURIR_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but KURIR_TEST_POSTGRES_URL is not: PostgreSQL tests must run in CI")
+        }
+        _ => {
+            eprintln!("notice: KURIR_TEST_POSTGRES_URL is not set; skipping a PostgreSQL test");
+            None
+        }
+    }
+}
+
+impl TestDb {
+    pub async fn sqlite() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("kurir.db").display());
+        let store = Store::connect(&url).await.expect("open sqlite");
+        store.migrate().await.expect("migrate sqlite");
+        Self {
+            backend: Backend::Sqlite,
+            url,
+            store,
+            _dir: Some(dir),
+            pg_name: None,
+        }
+    }
+
+    pub async fn postgres() -> Option<Self> {
+        let admin = postgres_admin_url()?;
+        let name = format!("kurir_test_{}", uuid::Uuid::now_v7().simple());
+        let admin_store = Store::connect(&admin).await.unwrap_or_else(|e| {
+            panic!("PostgreSQL at KURIR_TEST_POSTGRES_URL is unreachable: {e}")
+        });
+        let Store::Postgres(pg) = &admin_store else {
+            panic!("KURIR_TEST_POSTGRES_URL is not postgres://")
+        };
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(pg.pool())
+            .await
+            .expect("create test database");
+        admin_store.close().await;
+        let url = with_database(&admin, &name);
+        let store = Store::connect(&url).await.expect("connect test database");
+        store.migrate().await.expect("migrate postgres");
+        Some(Self {
+            backend: Backend::Postgres,
+            url,
+            store,
+            _dir: None,
+            pg_name: Some((admin, name)),
+        })
+    }
+
+    /// A second, independent connection pool to the same database.
+    pub async fn connect_again(&self) -> Store {
+        Store::connect(&self.url).await.expect("connect again")
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((admin, name)) = self.pg_name.take() else {
+            return;
+        };
+        // Dropping needs async I/O; do it on a runtime of its own so Drop works anywhere.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let store = Store::connect(&admin).await.ok()?;
+                if let Store::Postgres(pg) = &store {
+                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                    let _ = sqlx::query(&sql).execute(pg.pool()).await;
+                }
+                store.close().await;
+                Some(())
+            })
+        })
+        .join();
+    }
+}
+
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let base = match base.rfind('/') {
+        Some(i) if i > "postgres://".len() => &base[..i],
+        _ => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// Delivery settings for tests: loopback allowed, tiny retry delays without jitter, fast polls.
+pub fn test_delivery_config() -> DeliveryConfig {
+    DeliveryConfig {
+        connect_timeout: Duration::from_secs(2),
+        request_timeout: Duration::from_secs(5),
+        retry: RetryPolicy {
+            initial_delay: Duration::from_millis(20),
+            max_delay: Duration::from_millis(200),
+            max_attempts: 10,
+            jitter: 0.0,
+        },
+        allowed_networks: kurir::config::parse_networks("127.0.0.0/8,::1/128").unwrap(),
+        max_concurrency: 64,
+        batch_size: 100,
+        poll_interval: Duration::from_millis(10),
+        lease_margin: Duration::from_secs(30),
+    }
+}
+
+/// A kurir server running in this process on 127.0.0.1:0.
+pub struct TestServer {
+    /// Where its HTTP server listens.
+    #[allow(dead_code)]
+    pub addr: std::net::SocketAddr,
+    shutdown: CancellationToken,
+    handle: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl TestServer {
+    pub async fn start(db: &TestDb, delivery: DeliveryConfig) -> Self {
+        if std::env::var_os("KURIR_LOG").is_some() {
+            kurir::telemetry::init();
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = Config {
+            database_url: db.url.clone(),
+            data_dir: std::env::temp_dir(),
+            listen: addr,
+            admin_token: Some("test-token".into()),
+            delivery,
+        };
+        let store = db.connect_again().await;
+        let shutdown = CancellationToken::new();
+        let handle = tokio::spawn(kurir::serve::run(config, store, listener, shutdown.clone()));
+        Self {
+            addr,
+            shutdown,
+            handle,
+        }
+    }
+
+    /// Graceful shutdown; returns once everything has stopped.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.handle
+            .await
+            .expect("server task")
+            .expect("server result");
+    }
+}
+
+/// Polls `check` every 10 ms until it yields a value; panics after 30 s naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Enqueues `n` events of `event_type` in one transaction of the caller kind (the Rust API).
+pub async fn enqueue_events(store: &Store, event_type: &str, n: usize) -> Vec<String> {
+    use kurir::outbox::{enqueue, NewEvent};
+    let mut ids = Vec::with_capacity(n);
+    macro_rules! run {
+        ($pool:expr) => {{
+            let mut tx = $pool.begin().await.unwrap();
+            for i in 0..n {
+                let ev = NewEvent::json(event_type, &serde_json::json!({"n": i, "note": "hello"}))
+                    .unwrap()
+                    .aggregate("order", i.to_string());
+                ids.push(enqueue(&mut tx, ev).await.unwrap().to_string());
+            }
+            tx.commit().await.unwrap();
+        }};
+    }
+    match store {
+        Store::Postgres(pg) => run!(pg.pool()),
+        Store::Sqlite(sq) => run!(sq.pool()),
+    }
+    ids
+}
