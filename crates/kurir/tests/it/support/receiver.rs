@@ -125,11 +125,6 @@ impl Receiver {
             .collect()
     }
 
-    /// Requests being held open right now.
-    pub fn open(&self) -> usize {
-        self.shared.inner.lock().unwrap().open
-    }
-
     /// The most requests ever open at once.
     pub fn max_open(&self) -> usize {
         self.shared.inner.lock().unwrap().max_open
