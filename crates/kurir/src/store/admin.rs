@@ -194,7 +194,11 @@ impl Store {
     }
 
     /// The replay audit, newest first.
-    pub async fn list_replays(&self, before_id: Option<i64>, limit: u32) -> Result<Vec<ReplayRecord>> {
+    pub async fn list_replays(
+        &self,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<ReplayRecord>> {
         on_backend!(self, s => s.list_replays(before_id, limit).await)
     }
 
@@ -213,9 +217,7 @@ impl Store {
 }
 
 /// Turns `(status, count, oldest)` rows into [`StatusCount`]s, skipping unknown statuses.
-fn status_counts(
-    rows: Vec<(String, i64, Option<DateTime<Utc>>)>,
-) -> Vec<StatusCount> {
+fn status_counts(rows: Vec<(String, i64, Option<DateTime<Utc>>)>) -> Vec<StatusCount> {
     rows.into_iter()
         .filter_map(|(status, count, oldest_created_at)| {
             Some(StatusCount {

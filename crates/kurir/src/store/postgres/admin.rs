@@ -191,12 +191,11 @@ async fn find_idempotency_key(
     conn: &mut PgConnection,
     key: &str,
 ) -> Result<Option<Published>, sqlx::Error> {
-    let row: Option<(String, String)> = sqlx::query_as(
-        "SELECT event_id, request_hash FROM kurir_idempotency_keys WHERE key = $1",
-    )
-    .bind(key)
-    .fetch_optional(conn)
-    .await?;
+    let row: Option<(String, String)> =
+        sqlx::query_as("SELECT event_id, request_hash FROM kurir_idempotency_keys WHERE key = $1")
+            .bind(key)
+            .fetch_optional(conn)
+            .await?;
     Ok(row.map(|(event_id, request_hash)| Published::KeyExists {
         event_id,
         request_hash,

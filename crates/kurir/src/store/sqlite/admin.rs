@@ -135,7 +135,11 @@ impl SqliteStore {
         )
         .fetch_one(&self.pool)
         .await?;
-        Ok((total, undispatched, oldest.as_deref().and_then(parse_sqlite_ts)))
+        Ok((
+            total,
+            undispatched,
+            oldest.as_deref().and_then(parse_sqlite_ts),
+        ))
     }
 
     /// A read; no locks. Per status: how many deliveries, and the oldest one's creation.
@@ -159,12 +163,11 @@ async fn find_idempotency_key(
     conn: &mut SqliteConnection,
     key: &str,
 ) -> Result<Option<Published>, sqlx::Error> {
-    let row: Option<(String, String)> = sqlx::query_as(
-        "SELECT event_id, request_hash FROM kurir_idempotency_keys WHERE key = ?1",
-    )
-    .bind(key)
-    .fetch_optional(conn)
-    .await?;
+    let row: Option<(String, String)> =
+        sqlx::query_as("SELECT event_id, request_hash FROM kurir_idempotency_keys WHERE key = ?1")
+            .bind(key)
+            .fetch_optional(conn)
+            .await?;
     Ok(row.map(|(event_id, request_hash)| Published::KeyExists {
         event_id,
         request_hash,
