@@ -272,7 +272,7 @@ impl SqliteStore {
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        let mut events: HashMap<i64, EventSnapshot> = events
+        let events: HashMap<i64, EventSnapshot> = events
             .iter()
             .map(|r| {
                 Ok((
@@ -291,8 +291,10 @@ impl SqliteStore {
         leased
             .into_iter()
             .map(|(delivery_id, outbox_id, attempt, trigger, slot)| {
+                // Several deliveries of one event can be claimed together: each gets a copy.
                 let event = events
-                    .remove(&outbox_id)
+                    .get(&outbox_id)
+                    .cloned()
                     .ok_or_else(|| StoreError::Corrupt {
                         table: "kurir_deliveries",
                         message: format!(
