@@ -1,0 +1,1 @@
+//! The `kurir` binary, driven as an operator would.

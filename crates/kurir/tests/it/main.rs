@@ -1,0 +1,4 @@
+//! kurir's integration tests: one binary, one module per area.
+
+mod api;
+mod cli;
