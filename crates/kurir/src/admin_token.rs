@@ -104,9 +104,7 @@ pub fn for_serving(
     if let Some(token) = configured {
         return Ok((token.to_owned(), TokenSource::Configured));
     }
-    if !listen.ip().is_loopback() {
-        return Err(TokenError::ExposedWithoutToken(listen));
-    }
+    check_exposure(configured, listen)?;
     let path = data_dir.join(TOKEN_FILE);
     if let Some(token) = read_file(data_dir)? {
         return Ok((token, TokenSource::File(path)));
@@ -124,6 +122,14 @@ pub fn for_serving(
             source,
         }),
     }
+}
+
+/// Refuses a non-loopback `listen` without a configured token (checked before anything starts).
+pub fn check_exposure(configured: Option<&str>, listen: SocketAddr) -> Result<(), TokenError> {
+    if configured.is_none() && !listen.ip().is_loopback() {
+        return Err(TokenError::ExposedWithoutToken(listen));
+    }
+    Ok(())
 }
 
 /// The token in `<data_dir>/admin-token`, if the file exists.

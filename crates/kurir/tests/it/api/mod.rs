@@ -1,6 +1,6 @@
 //! The admin API, through a real server on port 0, on SQLite and PostgreSQL.
 
-mod support;
+pub mod support;
 
 mod auth;
 mod bad_input;
