@@ -5,7 +5,7 @@ use reqwest::Method;
 use serde_json::{json, Map, Value};
 
 use super::client::{Client, ClientArgs};
-use super::output;
+use super::output::{self, out};
 
 /// `kurir endpoints …`
 #[derive(Debug, Args)]
@@ -166,7 +166,7 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
             if as_json {
                 output::json(&json!({"deleted": id}));
             } else {
-                println!("deleted endpoint {id}");
+                out!("deleted endpoint {id}");
             }
             return Ok(());
         }
@@ -220,7 +220,7 @@ fn show(e: &Value) {
         ],
     );
     if let Some(secret) = e["secret"].as_str() {
-        println!("secret: {secret}");
-        println!("(configure your receiver with this secret; kurir shows it only now)");
+        out!("secret: {secret}");
+        out!("(configure your receiver with this secret; kurir shows it only now)");
     }
 }

@@ -9,7 +9,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
 use super::client::{parse_time, Client, ClientArgs};
-use super::output;
+use super::output::{self, out};
 
 /// `kurir events …`
 #[derive(Debug, Args)]
@@ -185,12 +185,12 @@ async fn send_one(client: &Client, s: SendArgs, as_json: bool) -> anyhow::Result
     if as_json {
         output::json(&answer);
     } else if status == StatusCode::OK {
-        println!(
+        out!(
             "already accepted earlier: event {} (nothing new created)",
             output::cell(&answer["event_id"])
         );
     } else {
-        println!("accepted event {}", output::cell(&answer["event_id"]));
+        out!("accepted event {}", output::cell(&answer["event_id"]));
     }
     Ok(())
 }
@@ -236,7 +236,7 @@ async fn send_file(client: &Client, file: &PathBuf, as_json: bool) -> anyhow::Re
             &json!({"accepted": accepted, "already_accepted": duplicates, "failed": failed}),
         );
     } else {
-        println!(
+        out!(
             "{accepted} accepted, {duplicates} already accepted earlier, {} failed",
             failed.len()
         );
@@ -266,16 +266,16 @@ fn show(event: &Value) {
             "dispatched_at",
         ],
     );
-    println!("data: {}", event["data"]);
+    out!("data: {}", event["data"]);
     let deliveries = event["deliveries"]
         .as_array()
         .map(|a| a.as_slice())
         .unwrap_or_default();
     if deliveries.is_empty() {
-        println!("\nno deliveries yet (the relay has not fanned the event out, or no endpoint subscribes to it)");
+        out!("\nno deliveries yet (the relay has not fanned the event out, or no endpoint subscribes to it)");
         return;
     }
-    println!();
+    out!();
     let rows: Vec<Vec<String>> = deliveries
         .iter()
         .map(|d| {
@@ -304,7 +304,7 @@ fn show(event: &Value) {
         &rows,
     );
     for d in deliveries {
-        println!("\nattempts to {}:", output::cell(&d["endpoint_id"]));
+        out!("\nattempts to {}:", output::cell(&d["endpoint_id"]));
         let rows: Vec<Vec<String>> = d["attempts"]
             .as_array()
             .map(|a| a.as_slice())

@@ -2,9 +2,18 @@
 
 use serde_json::Value;
 
+/// `println!` that ignores a closed stdout (`kurir events list | head` must not panic).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+pub(crate) use out;
+
 /// Prints `value` as pretty JSON.
 pub fn json(value: &Value) {
-    println!(
+    out!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
     );
@@ -35,7 +44,7 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) {
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        println!("{}", text.join("  ").trim_end());
+        out!("{}", text.join("  ").trim_end());
     };
     line(headers.iter().map(|h| h.to_string()).collect());
     for row in rows {
@@ -47,13 +56,13 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) {
 pub fn fields(object: &Value, names: &[&str]) {
     let width = names.iter().map(|n| n.len()).max().unwrap_or(0) + 1;
     for name in names {
-        println!("{:<width$} {}", format!("{name}:"), cell(&object[*name]));
+        out!("{:<width$} {}", format!("{name}:"), cell(&object[*name]));
     }
 }
 
 /// Tells how to get the next page, when there is one.
 pub fn next_page(page: &Value) {
     if let Some(cursor) = page["next_cursor"].as_str() {
-        println!("(more: repeat with --cursor {cursor})");
+        out!("(more: repeat with --cursor {cursor})");
     }
 }

@@ -7,7 +7,7 @@ use reqwest::Method;
 use serde_json::{json, Map, Value};
 
 use super::client::{parse_time, Client, ClientArgs};
-use super::output;
+use super::output::{self, out};
 
 /// Arguments of `kurir replay`.
 #[derive(Debug, Args)]
@@ -72,7 +72,7 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     if args.client.json {
         output::json(&answer);
     } else {
-        println!(
+        out!(
             "{} deliveries back to pending (audit #{})",
             output::cell(&answer["replayed"]),
             output::cell(&answer["replay_id"])

@@ -3,7 +3,7 @@
 use clap::Args;
 
 use super::client::{Client, ClientArgs};
-use super::output;
+use super::output::{self, out};
 
 /// Arguments of `kurir stats`.
 #[derive(Debug, Args)]
@@ -23,7 +23,7 @@ pub async fn run(args: StatsArgs) -> anyhow::Result<()> {
     }
     let d = &stats["deliveries"];
     let e = &stats["events"];
-    println!(
+    out!(
         "backlog: {} ({} pending, {} processing, {} failed); oldest waiting: {}",
         d["pending"].as_i64().unwrap_or(0)
             + d["processing"].as_i64().unwrap_or(0)
@@ -35,9 +35,11 @@ pub async fn run(args: StatsArgs) -> anyhow::Result<()> {
             .as_f64()
             .map_or("-".to_owned(), |s| format!("{s:.1}s")),
     );
-    println!(
+    out!(
         "events: {} ({} dispatched, {} waiting for the relay)",
-        e["total"], e["dispatched"], e["undispatched"]
+        e["total"],
+        e["dispatched"],
+        e["undispatched"]
     );
     let statuses = ["pending", "processing", "sent", "failed", "dead_letter"];
     output::table(

@@ -10,3 +10,4 @@ mod openapi;
 mod replays;
 mod rotation;
 mod stats;
+mod wake;

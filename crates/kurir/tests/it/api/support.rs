@@ -148,8 +148,8 @@ impl Stopper {
 
 impl TestApp {
     /// Settings for tests: loopback receivers allowed, fast polling and retries.
-    pub fn config(database: &TestDatabase) -> Config {
-        let flags: Vec<(&'static str, String)> = vec![
+    pub fn config(database: &TestDatabase, overrides: &[(&'static str, &str)]) -> Config {
+        let mut flags: Vec<(&'static str, String)> = vec![
             ("database_url", database.url.clone()),
             ("data_dir", database.dir.path().display().to_string()),
             ("admin_token", TOKEN.into()),
@@ -160,11 +160,17 @@ impl TestApp {
             ("request_timeout", "2s".into()),
             ("max_body_size", "64KiB".into()),
         ];
+        flags.extend(overrides.iter().map(|(k, v)| (*k, v.to_string())));
         Config::from_raw(&RawConfig::load(None, |_| None, &flags).unwrap()).unwrap()
     }
 
     pub async fn spawn(database: &TestDatabase) -> Self {
-        let config = Self::config(database);
+        Self::spawn_with(database, &[]).await
+    }
+
+    /// [`TestApp::spawn`] with some settings changed.
+    pub async fn spawn_with(database: &TestDatabase, overrides: &[(&'static str, &str)]) -> Self {
+        let config = Self::config(database, overrides);
         if std::env::var_os("KURIR_LOG").is_some() {
             kurir::telemetry::init();
         }
@@ -187,7 +193,7 @@ impl TestApp {
         }
     }
 
-    fn stopper(&self) -> Stopper {
+    pub fn stopper(&self) -> Stopper {
         Stopper {
             shutdown: self.shutdown.clone(),
             server: self.server.clone(),
