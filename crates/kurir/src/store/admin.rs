@@ -90,7 +90,10 @@ pub struct ReplayFilter {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_id: Option<String>,
     /// Exact status (`sent` or `dead_letter`; any other replays nothing).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "status_name"
+    )]
     pub status: Option<DeliveryStatus>,
     /// Exact endpoint.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,10 +109,11 @@ pub struct ReplayFilter {
     pub until: Option<DateTime<Utc>>,
 }
 
-impl Serialize for DeliveryStatus {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
+fn status_name<S: serde::Serializer>(
+    status: &Option<DeliveryStatus>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(status.map_or("", DeliveryStatus::as_str))
 }
 
 /// Who replays and why, for the audit row.
