@@ -42,6 +42,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "max_concurrency", env: "KURIR_MAX_CONCURRENCY", default: Some("256"), help: "concurrent deliveries per process, all endpoints together" },
     Setting { key: "batch_size", env: "KURIR_BATCH_SIZE", default: Some("200"), help: "rows per relay batch and per claim" },
     Setting { key: "lease_margin", env: "KURIR_LEASE_MARGIN", default: Some("30s"), help: "added to an endpoint's timeouts to make a delivery's lease; after a crash, deliveries are retried once their lease expires" },
+    Setting { key: "max_body_size", env: "KURIR_MAX_BODY_SIZE", default: Some("256KiB"), help: "largest admin API request body, e.g. an event with its data (bytes, or with KiB or MiB); larger requests get 413" },
     Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long relay and dispatcher wait when there is no work" },
 ];
 
@@ -249,6 +250,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Admin token, when set explicitly.
     pub admin_token: Option<String>,
+    /// Largest admin API request body, in bytes.
+    pub max_body_bytes: usize,
     /// Delivery settings.
     pub delivery: DeliveryConfig,
 }
@@ -314,6 +317,11 @@ impl Config {
             admin_token: raw.parse("admin_token", "a non-empty token", |s| {
                 (!s.is_empty()).then(|| s.to_owned())
             })?,
+            max_body_bytes: raw.required(
+                "max_body_size",
+                "a size such as 262144, 256KiB or 1MiB",
+                byte_size,
+            )?,
             data_dir,
             delivery,
         })
@@ -333,6 +341,25 @@ fn redact_userinfo(value: &str) -> String {
 
 fn positive_duration(s: &str) -> Option<Duration> {
     duration(s).filter(|d| !d.is_zero())
+}
+
+/// Bytes, or a whole number of `KiB` or `MiB`; at least 1 KiB.
+fn byte_size(s: &str) -> Option<usize> {
+    let (digits, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, ""),
+    };
+    let unit = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1024,
+        "MiB" => 1024 * 1024,
+        _ => return None,
+    };
+    digits
+        .parse::<usize>()
+        .ok()?
+        .checked_mul(unit)
+        .filter(|n| *n >= 1024)
 }
 
 fn at_least_one(s: &str) -> Option<u32> {
@@ -381,6 +408,16 @@ mod tests {
         assert_eq!(c.delivery.retry.max_delay, Duration::from_secs(300));
         assert_eq!(c.delivery.retry.max_attempts, 10);
         assert!(c.delivery.allowed_networks.is_empty());
+        assert_eq!(c.max_body_bytes, 256 * 1024);
+    }
+
+    #[test]
+    fn body_sizes_take_bytes_or_binary_units() {
+        assert_eq!(byte_size("262144"), Some(262_144));
+        assert_eq!(byte_size("1MiB"), Some(1_048_576));
+        assert_eq!(byte_size("16 KiB"), Some(16_384));
+        assert_eq!(byte_size("10"), None);
+        assert_eq!(byte_size("1GB"), None);
     }
 
     #[test]

@@ -11,10 +11,15 @@
 //! - [`store`]: every database operation, once for PostgreSQL and once for SQLite.
 //! - [`relay`]: fans outbox rows out into deliveries.
 //! - [`dispatch`]: claims due deliveries with a lease, sends them, records the outcome.
+//! - [`api`]: the admin API under `/v1` (endpoints, events, deliveries, replays, stats, OpenAPI).
+//! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
+//! - [`wake`]: the PostgreSQL `LISTEN` that wakes the relay when kurir itself publishes.
 //! - [`config`]: settings from `kurir.toml`, the environment and flags, validated.
-//! - [`serve`]: runs relay, dispatcher and lease sweep together until shutdown.
-//! - [`cli`]: the `kurir` command line (`main.rs` only calls it).
+//! - [`serve`]: runs the HTTP server, relay, dispatcher and lease sweep together until shutdown.
+//! - [`cli`]: the `kurir` command line (`main.rs` only calls it), including the admin API client.
 
+pub mod admin_token;
+pub mod api;
 pub mod cli;
 pub mod config;
 pub mod delivery;
@@ -25,3 +30,4 @@ pub mod relay;
 pub mod serve;
 pub mod store;
 pub mod telemetry;
+pub mod wake;

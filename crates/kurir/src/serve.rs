@@ -1,5 +1,5 @@
-//! `kurir serve`: the relay, the dispatcher, the lease sweep and the HTTP server in one process,
-//! all stopped by one [`CancellationToken`].
+//! `kurir serve`: the relay, the dispatcher, the lease sweep and the HTTP server (health and the
+//! admin API) in one process, all stopped by one [`CancellationToken`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::admin_token::{self, AdminToken, TokenSource, ADMIN_ACTOR};
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::store::Store;
@@ -24,14 +25,36 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 pub struct AppState {
     /// The store.
     pub store: Store,
+    /// The admin API's token.
+    pub admin: Arc<AdminToken>,
+    /// Wakes this process's relay (an event was published).
+    pub relay_wake: Arc<Notify>,
+    /// Wakes this process's dispatcher (deliveries were replayed).
+    pub dispatch_wake: Arc<Notify>,
+    /// Largest admin API request body, in bytes.
+    pub max_body_bytes: usize,
 }
 
-/// The HTTP routes.
+impl AppState {
+    /// State for `store` and `admin`, with fresh wake-ups and the default body limit.
+    pub fn new(store: Store, admin: AdminToken) -> Self {
+        Self {
+            store,
+            admin: Arc::new(admin),
+            relay_wake: Arc::new(Notify::new()),
+            dispatch_wake: Arc::new(Notify::new()),
+            max_body_bytes: 256 * 1024,
+        }
+    }
+}
+
+/// The HTTP routes: health checks and the admin API.
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .with_state(state)
+        .with_state(state.clone())
+        .merge(crate::api::router(state))
 }
 
 async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
@@ -62,17 +85,41 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let listen = listener.local_addr()?;
+    let (token, source) =
+        admin_token::for_serving(config.admin_token.as_deref(), &config.data_dir, listen)?;
+    match &source {
+        TokenSource::Configured => tracing::info!("admin API token: the configured one"),
+        TokenSource::File(path) => {
+            tracing::info!(file = %path.display(), "admin API token read from file")
+        }
+        TokenSource::Generated(path) => tracing::info!(
+            file = %path.display(),
+            "admin API token generated; the CLI on this machine reads it from that file"
+        ),
+    }
     let delivery = config.delivery.clone();
-    let relay_wake = Arc::new(Notify::new());
-    let dispatch_wake = Arc::new(Notify::new());
+    let state = AppState {
+        max_body_bytes: config.max_body_bytes,
+        ..AppState::new(store.clone(), AdminToken::new(ADMIN_ACTOR, &token))
+    };
+    let relay_wake = state.relay_wake.clone();
+    let dispatch_wake = state.dispatch_wake.clone();
     let dispatcher = Arc::new(Dispatcher::new(store.clone(), delivery.clone(), owner_id()));
     tracing::info!(
         backend = store.backend(),
-        listen = %listener.local_addr()?,
+        listen = %listen,
         owner = dispatcher.owner(),
         "kurir serving"
     );
     let tasks = tokio_util::task::TaskTracker::new();
+    if let Store::Postgres(pg) = &store {
+        tasks.spawn(crate::wake::listen_for_outbox(
+            pg.pool().clone(),
+            relay_wake.clone(),
+            shutdown.clone(),
+        ));
+    }
     tasks.spawn(crate::relay::run(
         store.clone(),
         delivery.batch_size,
@@ -88,13 +135,8 @@ pub async fn run(
     ));
     tasks.spawn(dispatcher.run(dispatch_wake, shutdown.clone()));
     let server_shutdown = shutdown.clone();
-    let server = axum::serve(
-        listener,
-        app(AppState {
-            store: store.clone(),
-        }),
-    )
-    .with_graceful_shutdown(async move { server_shutdown.cancelled().await });
+    let server = axum::serve(listener, app(state))
+        .with_graceful_shutdown(async move { server_shutdown.cancelled().await });
     let served = server.await;
     shutdown.cancel();
     tasks.close();

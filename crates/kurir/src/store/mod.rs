@@ -5,6 +5,7 @@
 //! implementation per backend, in [`postgres`] and [`sqlite`], and each documents its locking.
 //! The conformance tests in `tests/it/store.rs` run every operation on both.
 
+pub mod admin;
 pub mod postgres;
 pub mod sqlite;
 
@@ -17,6 +18,10 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use crate::delivery::{AttemptRecord, ClaimedDelivery, Completion, DeliveryRecord};
 use crate::endpoint::{Endpoint, EndpointId, EndpointUpdate, NewEndpoint};
 
+pub use admin::{
+    DeliveryListItem, DeliveryQuery, EventQuery, IdempotencyKey, Published, ReplayFilter,
+    ReplayRecord, ReplayRequest, Stats, StatusCount,
+};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -221,6 +226,7 @@ macro_rules! on_backend {
         }
     };
 }
+pub(crate) use on_backend;
 
 impl Store {
     /// Connects to `url` (`postgres://…`, `postgresql://…` or `sqlite://…`). A missing SQLite
@@ -390,7 +396,8 @@ impl Store {
         on_backend!(self, s => s.deliveries_for_event(event_id).await)
     }
 
-    /// The attempts of one delivery, in order.
+    /// The attempts of one delivery, in the order they were recorded (a replay restarts the
+    /// attempt numbers, so they are not unique).
     pub async fn attempts_for_delivery(&self, delivery_id: i64) -> Result<Vec<AttemptRecord>> {
         on_backend!(self, s => s.attempts_for_delivery(delivery_id).await)
     }

@@ -1,6 +1,8 @@
 //! The PostgreSQL store: shared by any number of kurir processes, which coordinate only through
 //! row locks (`FOR UPDATE SKIP LOCKED`), leases and fences.
 
+mod admin;
+
 use std::collections::HashMap;
 use std::str::FromStr;
 
@@ -435,7 +437,7 @@ impl PgStore {
     ) -> Result<Vec<AttemptRecord>> {
         let rows = sqlx::query(
             "SELECT delivery_id, attempt, trigger, started_at, duration_ms, status_code, error, \
-                 response_body FROM kurir_attempts WHERE delivery_id = $1 ORDER BY attempt, id",
+                 response_body FROM kurir_attempts WHERE delivery_id = $1 ORDER BY id",
         )
         .bind(delivery_id)
         .fetch_all(&self.pool)

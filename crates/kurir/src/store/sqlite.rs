@@ -2,6 +2,8 @@
 //! starts with `BEGIN IMMEDIATE` so it takes the write lock up front instead of failing to
 //! upgrade a read lock halfway through.
 
+mod admin;
+
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
@@ -289,7 +291,7 @@ impl SqliteStore {
         leased
             .into_iter()
             .map(|(delivery_id, outbox_id, attempt, trigger, slot)| {
-                // One event may have several deliveries in the batch (one per endpoint).
+                // Several deliveries of one event can be claimed together: each gets a copy.
                 let event = events
                     .get(&outbox_id)
                     .cloned()
@@ -447,7 +449,7 @@ impl SqliteStore {
     ) -> Result<Vec<AttemptRecord>> {
         let rows = sqlx::query(
             "SELECT delivery_id, attempt, trigger, started_at, duration_ms, status_code, error, \
-                 response_body FROM kurir_attempts WHERE delivery_id = ?1 ORDER BY attempt, id",
+                 response_body FROM kurir_attempts WHERE delivery_id = ?1 ORDER BY id",
         )
         .bind(delivery_id)
         .fetch_all(&self.pool)

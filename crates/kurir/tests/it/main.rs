@@ -3,7 +3,9 @@
 
 mod support;
 
+mod api;
 mod binary;
+mod cli;
 mod delivery;
 mod outbox;
 mod store;

@@ -1,5 +1,17 @@
 //! The `kurir` command line: parses arguments, loads configuration, and runs the chosen command.
 //! `main.rs` only calls [`main`].
+//!
+//! `serve` and `migrate` run kurir itself (this module). The operator commands ([`endpoints`],
+//! [`events`], [`deliveries`], [`replay`], [`stats`]) talk to a running kurir's admin API through
+//! [`client`] and print with [`output`]: tables for people, `--json` for scripts.
+
+pub mod client;
+pub mod deliveries;
+pub mod endpoints;
+pub mod events;
+pub mod output;
+pub mod replay;
+pub mod stats;
 
 use std::path::PathBuf;
 
@@ -26,6 +38,16 @@ pub enum Command {
     Serve(ServeArgs),
     /// Apply database migrations and exit (safe to run repeatedly).
     Migrate(MigrateArgs),
+    /// Create, list, show, update, rotate the secret of, or delete endpoints.
+    Endpoints(endpoints::EndpointsArgs),
+    /// Send events, show one with its deliveries and attempts, or list them.
+    Events(events::EventsArgs),
+    /// List deliveries (e.g. --status dead_letter).
+    Deliveries(deliveries::DeliveriesArgs),
+    /// Replay one event, or every delivery matching a filter (audited).
+    Replay(replay::ReplayArgs),
+    /// Backlog, oldest pending age, events and deliveries per status.
+    Stats(stats::StatsArgs),
 }
 
 /// Arguments of `kurir serve`: every setting as a flag.
@@ -123,6 +145,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(args).await,
         Command::Migrate(args) => migrate(args).await,
+        Command::Endpoints(args) => endpoints::run(args).await,
+        Command::Events(args) => events::run(args).await,
+        Command::Deliveries(args) => deliveries::run(args).await,
+        Command::Replay(args) => replay::run(args).await,
+        Command::Stats(args) => stats::run(args).await,
     }
 }
 
@@ -143,6 +170,7 @@ async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(args.config, &args.settings.values)?;
+    crate::admin_token::check_exposure(config.admin_token.as_deref(), config.listen)?;
     let store = open_store(&config).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -150,4 +178,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     crate::serve::cancel_on_signals(shutdown.clone());
     crate::serve::run(config, store, listener, shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
 }

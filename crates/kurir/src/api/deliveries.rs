@@ -1,0 +1,175 @@
+//! `/v1/deliveries`: the delivery listing (e.g. `status=dead_letter`, the reconciliation list of
+//! undelivered events), and the delivery and attempt views the event resource shares.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::ApiQuery;
+use super::page::{Page, PageRequest};
+use crate::delivery::{AttemptRecord, DeliveryRecord, DeliveryStatus, Trigger};
+use crate::serve::AppState;
+use crate::store::DeliveryQuery;
+
+/// A delivery: one event to one endpoint.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryView {
+    /// Its id.
+    pub id: i64,
+    /// The event.
+    pub event_id: String,
+    /// The event's type.
+    pub event_type: String,
+    /// The endpoint.
+    pub endpoint_id: String,
+    /// `pending`, `processing`, `sent`, `failed` or `dead_letter`.
+    pub status: String,
+    /// Attempts made since it was created or last replayed.
+    pub attempt_count: u32,
+    /// When the next attempt is due (pending and failed deliveries only).
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// The last HTTP status received.
+    pub last_status_code: Option<u16>,
+    /// The last error.
+    pub last_error: Option<String>,
+    /// When a 2xx was received.
+    pub sent_at: Option<DateTime<Utc>>,
+    /// When the relay created it.
+    pub created_at: DateTime<Utc>,
+}
+
+impl DeliveryView {
+    /// The view of `d`, whose event has `event_type`.
+    pub fn new(d: DeliveryRecord, event_type: String) -> Self {
+        let due = matches!(d.status, DeliveryStatus::Pending | DeliveryStatus::Failed);
+        Self {
+            id: d.id,
+            event_id: d.event_id,
+            event_type,
+            endpoint_id: d.endpoint_id,
+            status: d.status.as_str().to_owned(),
+            attempt_count: d.attempt_count,
+            next_attempt_at: due.then_some(d.available_at),
+            last_status_code: d.last_status_code,
+            last_error: d.last_error,
+            sent_at: d.sent_at,
+            created_at: d.created_at,
+        }
+    }
+}
+
+/// One HTTP attempt.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttemptView {
+    /// Its number (restarts at 1 after a replay).
+    pub attempt: u32,
+    /// `scheduled` or `replay`.
+    pub trigger: String,
+    /// When the request started.
+    pub started_at: DateTime<Utc>,
+    /// How long it took.
+    pub duration_ms: i64,
+    /// The HTTP status, when a response arrived.
+    pub status_code: Option<u16>,
+    /// What went wrong, when something did.
+    pub error: Option<String>,
+    /// At most the first 4 KiB of the response body.
+    pub response_body: Option<String>,
+}
+
+impl From<AttemptRecord> for AttemptView {
+    fn from(a: AttemptRecord) -> Self {
+        Self {
+            attempt: a.attempt,
+            trigger: match a.trigger {
+                Trigger::Scheduled => "scheduled",
+                Trigger::Replay => "replay",
+            }
+            .to_owned(),
+            started_at: a.started_at,
+            duration_ms: a.duration_ms,
+            status_code: a.status_code,
+            error: a.error,
+            response_body: a.response_body,
+        }
+    }
+}
+
+/// Parses a `status` filter.
+pub(super) fn parse_status(status: Option<&str>) -> Result<Option<DeliveryStatus>, ApiError> {
+    status
+        .map(|s| {
+            s.parse().map_err(|e: crate::delivery::UnknownStatus| {
+                ApiError::field("status", e.to_string())
+            })
+        })
+        .transpose()
+}
+
+/// Checks that `since` comes before `until`.
+pub(super) fn check_window(
+    since: Option<DateTime<Utc>>,
+    until: Option<DateTime<Utc>>,
+) -> Result<(), ApiError> {
+    match (since, until) {
+        (Some(s), Some(u)) if s >= u => Err(ApiError::field("until", "must be later than since")),
+        _ => Ok(()),
+    }
+}
+
+/// Query of `GET /v1/deliveries`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListDeliveries {
+    /// `pending`, `processing`, `sent`, `failed` or `dead_letter`.
+    pub status: Option<String>,
+    /// Only this endpoint's deliveries.
+    pub endpoint_id: Option<String>,
+    /// Only events of this type.
+    pub event_type: Option<String>,
+    /// Created at or after (RFC 3339).
+    pub since: Option<DateTime<Utc>>,
+    /// Created before (RFC 3339).
+    pub until: Option<DateTime<Utc>>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Rows per page, 1 to 200 (default 50).
+    pub limit: Option<u32>,
+}
+
+/// Lists deliveries, newest first.
+#[utoipa::path(get, path = "/v1/deliveries", tag = "deliveries", params(ListDeliveries),
+    responses((status = 200, description = "A page of deliveries", body = Page<DeliveryView>),
+              (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ListDeliveries>,
+) -> Result<Json<Page<DeliveryView>>, ApiError> {
+    let page = PageRequest::new("deliveries", q.cursor.as_deref(), q.limit)?;
+    check_window(q.since, q.until)?;
+    let query = DeliveryQuery {
+        status: parse_status(q.status.as_deref())?,
+        endpoint_id: q.endpoint_id,
+        event_type: q.event_type,
+        since: q.since,
+        until: q.until,
+        before_id: page.before_id,
+        limit: page.fetch(),
+    };
+    let rows = state.store.list_deliveries(&query).await?;
+    Ok(Json(page.page(
+        rows,
+        |r| r.delivery.id,
+        |r| DeliveryView::new(r.delivery, r.event_type),
+    )))
+}
+
+/// The routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/deliveries", get(list))
+}

@@ -1,0 +1,407 @@
+//! `/v1/endpoints`: create, list, read, change, delete endpoints and rotate their secrets.
+//!
+//! The secret is answered only by create and rotate-secret; reads show when rotated-out
+//! secrets stop signing, never the secrets.
+
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use kurir_core::secret::Secret;
+use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::ApiJson;
+use crate::endpoint::{
+    validate_url, Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint,
+    Overrides,
+};
+use crate::serve::AppState;
+
+/// Default time a rotated-out secret keeps signing.
+pub const DEFAULT_GRACE_PERIOD_SECONDS: u64 = 86_400;
+/// Longest grace period accepted (30 days).
+pub const MAX_GRACE_PERIOD_SECONDS: u64 = 30 * 86_400;
+
+/// An endpoint as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EndpointView {
+    /// Its id (a UUID).
+    pub id: String,
+    /// Where events are POSTed.
+    pub url: String,
+    /// Free text for operators.
+    pub description: String,
+    /// Event types it receives: names, `*`, or prefix wildcards like `order.*`; empty = all.
+    pub event_types: Vec<String>,
+    /// Whether deliveries are made.
+    pub enabled: bool,
+    /// Why it was disabled.
+    pub disabled_reason: Option<String>,
+    /// Concurrent requests to it per kurir process.
+    pub max_in_flight: u32,
+    /// Connect timeout override.
+    pub connect_timeout_ms: Option<u32>,
+    /// Response timeout override.
+    pub request_timeout_ms: Option<u32>,
+    /// First retry delay override.
+    pub retry_initial_delay_ms: Option<u64>,
+    /// Longest retry delay override.
+    pub retry_max_delay_ms: Option<u64>,
+    /// Attempts before dead-letter override.
+    pub retry_max_attempts: Option<u32>,
+    /// The signing secret: only in the answers of create and rotate-secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// When each rotated-out secret that still signs stops signing.
+    pub previous_secrets_expire_at: Vec<DateTime<Utc>>,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl EndpointView {
+    fn new(e: Endpoint, with_secret: bool) -> Self {
+        let now = Utc::now();
+        Self {
+            id: e.id.to_string(),
+            url: e.url,
+            description: e.description,
+            event_types: e.event_types.patterns().to_vec(),
+            enabled: e.enabled,
+            disabled_reason: e.disabled_reason,
+            max_in_flight: e.max_in_flight,
+            connect_timeout_ms: e.overrides.connect_timeout_ms,
+            request_timeout_ms: e.overrides.request_timeout_ms,
+            retry_initial_delay_ms: e.overrides.retry_initial_delay_ms,
+            retry_max_delay_ms: e.overrides.retry_max_delay_ms,
+            retry_max_attempts: e.overrides.retry_max_attempts,
+            secret: with_secret.then(|| e.secret.expose().to_owned()),
+            previous_secrets_expire_at: e
+                .previous_secrets
+                .iter()
+                .filter(|p| p.expires_at > now)
+                .map(|p| p.expires_at)
+                .collect(),
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+        }
+    }
+}
+
+/// Body of `POST /v1/endpoints`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateEndpoint {
+    /// Absolute http(s) URL.
+    pub url: String,
+    /// Free text.
+    #[serde(default)]
+    pub description: String,
+    /// Event types to receive; empty or absent = all.
+    #[serde(default)]
+    pub event_types: Vec<String>,
+    /// The signing secret (8 to 512 characters; `whsec_` + base64 for Standard Webhooks);
+    /// generated when absent.
+    pub secret: Option<String>,
+    /// Concurrent requests per kurir process (default 16).
+    pub max_in_flight: Option<u32>,
+    /// Connect timeout, overriding the global one.
+    pub connect_timeout_ms: Option<u32>,
+    /// Response timeout, overriding the global one.
+    pub request_timeout_ms: Option<u32>,
+    /// First retry delay, overriding the global one.
+    pub retry_initial_delay_ms: Option<u64>,
+    /// Longest retry delay, overriding the global one.
+    pub retry_max_delay_ms: Option<u64>,
+    /// Attempts before dead-letter, overriding the global one.
+    pub retry_max_attempts: Option<u32>,
+}
+
+/// Body of `PATCH /v1/endpoints/{id}`: absent fields stay; an override set to `null` goes back
+/// to the global setting.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateEndpoint {
+    /// New URL.
+    pub url: Option<String>,
+    /// New description.
+    pub description: Option<String>,
+    /// New event types (replaces the list).
+    pub event_types: Option<Vec<String>>,
+    /// Enable or disable.
+    pub enabled: Option<bool>,
+    /// Why, with `enabled: false`.
+    pub disabled_reason: Option<String>,
+    /// New per-process concurrency.
+    pub max_in_flight: Option<u32>,
+    /// Connect timeout override; `null` clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<u32>, nullable)]
+    pub connect_timeout_ms: Option<Option<u32>>,
+    /// Response timeout override; `null` clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<u32>, nullable)]
+    pub request_timeout_ms: Option<Option<u32>>,
+    /// First retry delay override; `null` clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<u64>, nullable)]
+    pub retry_initial_delay_ms: Option<Option<u64>>,
+    /// Longest retry delay override; `null` clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<u64>, nullable)]
+    pub retry_max_delay_ms: Option<Option<u64>>,
+    /// Attempts before dead-letter override; `null` clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<u32>, nullable)]
+    pub retry_max_attempts: Option<Option<u32>>,
+}
+
+/// Tells a field given as `null` (`Some(None)`) from an absent one (`None`).
+fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Sets `slot` to `value` when the field was given (`null` clears it).
+fn patch<T>(slot: &mut Option<T>, value: Option<Option<T>>) {
+    if let Some(value) = value {
+        *slot = value;
+    }
+}
+
+/// Body of `POST /v1/endpoints/{id}/rotate-secret`; may be empty.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RotateSecret {
+    /// How long the old secret keeps signing, as a second `v1,` entry (default 86400, at most
+    /// 2592000; 0 drops it at once).
+    pub grace_period_seconds: Option<u64>,
+    /// The new secret; generated when absent.
+    pub secret: Option<String>,
+}
+
+impl From<InvalidEndpoint> for ApiError {
+    fn from(e: InvalidEndpoint) -> Self {
+        ApiError::field(e.field, e.message)
+    }
+}
+
+fn parse_secret(s: Option<&str>) -> Result<Option<Secret>, ApiError> {
+    s.map(|s| Secret::parse(s).map_err(|e| ApiError::field("secret", e.to_string())))
+        .transpose()
+}
+
+fn positive<T: PartialEq + Default>(
+    field: &'static str,
+    v: Option<T>,
+) -> Result<Option<T>, ApiError> {
+    match v {
+        Some(v) if v == T::default() => Err(ApiError::field(field, "must be at least 1")),
+        v => Ok(v),
+    }
+}
+
+fn check_overrides(o: &Overrides) -> Result<(), ApiError> {
+    positive("connect_timeout_ms", o.connect_timeout_ms)?;
+    positive("request_timeout_ms", o.request_timeout_ms)?;
+    positive("retry_max_attempts", o.retry_max_attempts)?;
+    if let (Some(initial), Some(max)) = (o.retry_initial_delay_ms, o.retry_max_delay_ms) {
+        if initial > max {
+            return Err(ApiError::field(
+                "retry_initial_delay_ms",
+                "must not be larger than retry_max_delay_ms",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Parses an endpoint id from a path; one that is not a UUID cannot exist.
+pub(super) fn endpoint_id(id: &str) -> Result<EndpointId, ApiError> {
+    EndpointId::parse(id).map_err(|_| not_found(id))
+}
+
+pub(super) fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("no endpoint with id '{id}'"))
+}
+
+/// Creates an endpoint.
+#[utoipa::path(post, path = "/v1/endpoints", tag = "endpoints", request_body = CreateEndpoint,
+    responses((status = 201, description = "Created; the answer holds the secret", body = EndpointView),
+              (status = 400, description = "A field is invalid", body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<CreateEndpoint>,
+) -> Result<(StatusCode, Json<EndpointView>), ApiError> {
+    let overrides = Overrides {
+        connect_timeout_ms: body.connect_timeout_ms,
+        request_timeout_ms: body.request_timeout_ms,
+        retry_initial_delay_ms: body.retry_initial_delay_ms,
+        retry_max_delay_ms: body.retry_max_delay_ms,
+        retry_max_attempts: body.retry_max_attempts,
+    };
+    check_overrides(&overrides)?;
+    let new = NewEndpoint {
+        url: body.url,
+        description: body.description,
+        event_types: EventFilter::parse(body.event_types)?,
+        secret: parse_secret(body.secret.as_deref())?,
+        overrides,
+        max_in_flight: body.max_in_flight,
+    };
+    new.validate()?;
+    let endpoint = state.store.create_endpoint(new).await?;
+    tracing::info!(endpoint_id = %endpoint.id, "endpoint created");
+    Ok((StatusCode::CREATED, Json(EndpointView::new(endpoint, true))))
+}
+
+/// Lists every endpoint, oldest first.
+#[utoipa::path(get, path = "/v1/endpoints", tag = "endpoints",
+    responses((status = 200, description = "Every endpoint", body = Vec<EndpointView>)))]
+pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<EndpointView>>, ApiError> {
+    let endpoints = state.store.list_endpoints().await?;
+    Ok(Json(
+        endpoints
+            .into_iter()
+            .map(|e| EndpointView::new(e, false))
+            .collect(),
+    ))
+}
+
+/// Reads one endpoint.
+#[utoipa::path(get, path = "/v1/endpoints/{id}", tag = "endpoints",
+    params(("id" = String, Path, description = "Endpoint id")),
+    responses((status = 200, description = "The endpoint", body = EndpointView),
+              (status = 404, description = "No such endpoint", body = ErrorBody)))]
+pub async fn show(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<EndpointView>, ApiError> {
+    let endpoint = state
+        .store
+        .get_endpoint(&endpoint_id(&id)?)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    Ok(Json(EndpointView::new(endpoint, false)))
+}
+
+/// Changes an endpoint, including `enabled`.
+#[utoipa::path(patch, path = "/v1/endpoints/{id}", tag = "endpoints", request_body = UpdateEndpoint,
+    params(("id" = String, Path, description = "Endpoint id")),
+    responses((status = 200, description = "The endpoint as changed", body = EndpointView),
+              (status = 400, description = "A field is invalid", body = ErrorBody),
+              (status = 404, description = "No such endpoint", body = ErrorBody)))]
+pub async fn update(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<UpdateEndpoint>,
+) -> Result<Json<EndpointView>, ApiError> {
+    let eid = endpoint_id(&id)?;
+    if let Some(url) = &body.url {
+        validate_url(url)?;
+    }
+    if body.max_in_flight == Some(0) {
+        return Err(ApiError::field("max_in_flight", "must be at least 1"));
+    }
+    if body.disabled_reason.is_some() && body.enabled != Some(false) {
+        return Err(ApiError::field(
+            "disabled_reason",
+            "only allowed together with \"enabled\": false",
+        ));
+    }
+    let event_types = body.event_types.map(EventFilter::parse).transpose()?;
+    let current = state
+        .store
+        .get_endpoint(&eid)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    let mut overrides = current.overrides.clone();
+    patch(&mut overrides.connect_timeout_ms, body.connect_timeout_ms);
+    patch(&mut overrides.request_timeout_ms, body.request_timeout_ms);
+    patch(
+        &mut overrides.retry_initial_delay_ms,
+        body.retry_initial_delay_ms,
+    );
+    patch(&mut overrides.retry_max_delay_ms, body.retry_max_delay_ms);
+    patch(&mut overrides.retry_max_attempts, body.retry_max_attempts);
+    check_overrides(&overrides)?;
+    let update = EndpointUpdate {
+        url: body.url,
+        description: body.description,
+        event_types,
+        enabled: body.enabled,
+        disabled_reason: body.disabled_reason,
+        overrides: (overrides != current.overrides).then_some(overrides),
+        max_in_flight: body.max_in_flight,
+    };
+    let endpoint = state
+        .store
+        .update_endpoint(&eid, update)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    tracing::info!(endpoint_id = %endpoint.id, enabled = endpoint.enabled, "endpoint updated");
+    Ok(Json(EndpointView::new(endpoint, false)))
+}
+
+/// Deletes an endpoint and its deliveries.
+#[utoipa::path(delete, path = "/v1/endpoints/{id}", tag = "endpoints",
+    params(("id" = String, Path, description = "Endpoint id")),
+    responses((status = 204, description = "Deleted"),
+              (status = 404, description = "No such endpoint", body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if !state.store.delete_endpoint(&endpoint_id(&id)?).await? {
+        return Err(not_found(&id));
+    }
+    tracing::info!(endpoint_id = %id, "endpoint deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Makes a new secret current; the old one keeps signing until the grace period ends.
+#[utoipa::path(post, path = "/v1/endpoints/{id}/rotate-secret", tag = "endpoints",
+    request_body = RotateSecret,
+    params(("id" = String, Path, description = "Endpoint id")),
+    responses((status = 200, description = "The endpoint with its new secret", body = EndpointView),
+              (status = 400, description = "A field is invalid", body = ErrorBody),
+              (status = 404, description = "No such endpoint", body = ErrorBody)))]
+pub async fn rotate_secret(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<RotateSecret>,
+) -> Result<Json<EndpointView>, ApiError> {
+    let eid = endpoint_id(&id)?;
+    let grace = body
+        .grace_period_seconds
+        .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS);
+    if grace > MAX_GRACE_PERIOD_SECONDS {
+        return Err(ApiError::field(
+            "grace_period_seconds",
+            format!("at most {MAX_GRACE_PERIOD_SECONDS} (30 days)"),
+        ));
+    }
+    let secret = parse_secret(body.secret.as_deref())?.unwrap_or_else(Secret::generate);
+    let endpoint = state
+        .store
+        .rotate_secret(&eid, secret, Duration::from_secs(grace))
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    tracing::info!(endpoint_id = %endpoint.id, grace_period_seconds = grace, "endpoint secret rotated");
+    Ok(Json(EndpointView::new(endpoint, true)))
+}
+
+/// The routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/endpoints", post(create).get(list))
+        .route("/endpoints/{id}", get(show).patch(update).delete(delete))
+        .route("/endpoints/{id}/rotate-secret", post(rotate_secret))
+}

@@ -1,0 +1,150 @@
+//! The admin API's one error shape: `{"error":{"code":"…","message":"…","field":"…"}}`.
+//!
+//! Handlers return [`ApiError`]; this module alone decides status codes and bodies. A client
+//! error names the field at fault. A server error is logged here, once, with its details (inside
+//! the request's span, so with its request id) and answered with a generic message.
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::outbox::EnqueueError;
+use crate::store::StoreError;
+
+/// An error answered to an admin API client.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not JSON at all.
+    #[error("the request body is not valid JSON: {0}")]
+    MalformedJson(String),
+    /// A body field, query parameter or header has a wrong value.
+    #[error("{field}: {message}")]
+    InvalidField {
+        /// The field, parameter or header, as the client named it.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The request is wrong in a way no single field explains.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// No or a wrong bearer token.
+    #[error("a valid admin token is required: send 'Authorization: Bearer <token>'")]
+    Unauthorized,
+    /// What the request names does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The route exists but not with this method.
+    #[error("method not allowed on this path")]
+    MethodNotAllowed,
+    /// The request contradicts what is stored.
+    #[error("{message}")]
+    Conflict {
+        /// Machine-readable reason.
+        code: &'static str,
+        /// What conflicts.
+        message: String,
+    },
+    /// The body is over the configured limit.
+    #[error("the request body is larger than the limit of {0} bytes")]
+    TooLarge(usize),
+    /// Something failed on the server; details are logged, not answered.
+    #[error("internal error")]
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The JSON body of every error response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Machine-readable: `invalid_json`, `invalid_field`, `invalid_request`, `unauthorized`,
+    /// `not_found`, `method_not_allowed`, `event_id_conflict`, `idempotency_key_reused`,
+    /// `payload_too_large` or `internal_error`.
+    pub code: String,
+    /// For people.
+    pub message: String,
+    /// The body field, query parameter or header at fault, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    /// A field-level error.
+    pub fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::InvalidField {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            Self::MalformedJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
+            Self::InvalidField { .. } => (StatusCode::BAD_REQUEST, "invalid_field"),
+            Self::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        if let Self::Internal(e) = &self {
+            tracing::error!(error = %e, "admin API request failed");
+        }
+        let field = match &self {
+            Self::InvalidField { field, .. } => Some(field.clone()),
+            _ => None,
+        };
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: code.to_owned(),
+                message: self.to_string(),
+                field,
+            },
+        };
+        let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                "Bearer".parse().expect("static header"),
+            );
+        }
+        response
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        Self::Internal(Box::new(e))
+    }
+}
+
+impl From<EnqueueError> for ApiError {
+    fn from(e: EnqueueError) -> Self {
+        match e {
+            EnqueueError::InvalidEventType(m) => Self::field("event_type", m),
+            EnqueueError::InvalidPayload(m) => Self::field("data", m),
+            EnqueueError::InvalidVersion(v) => Self::field("version", format!("{v} is below 1")),
+            EnqueueError::DuplicateEventId(id) => Self::Conflict {
+                code: "event_id_conflict",
+                message: format!("an event with event_id '{id}' already exists"),
+            },
+            EnqueueError::Database(e) => Self::Internal(Box::new(e)),
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! `/v1/events`: publish an event (for systems that cannot share kurir's database), read one
+//! with its deliveries and every attempt, and list them.
+//!
+//! Publishing is idempotent two ways: an `Idempotency-Key` header, or a repeated `event_id`.
+//! Either returns the original event (200) and creates nothing when the content is the same, and
+//! is refused with 409 when it differs.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use kurir_core::event::EventId;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+
+use super::deliveries::{check_window, AttemptView, DeliveryView};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{ApiJson, ApiQuery};
+use super::page::{Page, PageRequest};
+use crate::outbox::NewEvent;
+use crate::serve::AppState;
+use crate::store::{EventQuery, IdempotencyKey, Published, StoredEvent};
+
+/// The header that makes a publish idempotent.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// Longest aggregate type or id accepted.
+const MAX_AGGREGATE_LEN: usize = 255;
+
+/// Body of `POST /v1/events`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PublishEvent {
+    /// Dot-separated lowercase type, e.g. `order.paid`.
+    pub event_type: String,
+    /// The payload: a JSON object, stored and delivered byte-for-byte.
+    #[schema(value_type = Object)]
+    pub data: Box<RawValue>,
+    /// Payload schema version (default 1).
+    pub version: Option<i32>,
+    /// What kind of thing the event is about, e.g. `order`.
+    pub aggregate_type: Option<String>,
+    /// Which one, e.g. `98765`.
+    pub aggregate_id: Option<String>,
+    /// When it happened (RFC 3339; default now).
+    pub occurred_at: Option<DateTime<Utc>>,
+    /// Your id for the event (visible ASCII, at most 255); a UUIDv7 when absent.
+    pub event_id: Option<String>,
+}
+
+/// Answer of a newly accepted event.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Accepted {
+    /// The event's id.
+    pub event_id: String,
+}
+
+/// An event as stored.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventView {
+    /// Its id.
+    pub event_id: String,
+    /// Its type.
+    pub event_type: String,
+    /// Payload schema version.
+    pub version: i32,
+    /// Aggregate kind.
+    pub aggregate_type: Option<String>,
+    /// Aggregate id.
+    pub aggregate_id: Option<String>,
+    /// When it happened.
+    pub occurred_at: DateTime<Utc>,
+    /// When kurir recorded it.
+    pub created_at: DateTime<Utc>,
+    /// When the relay fanned it out to endpoints (absent: not yet).
+    pub dispatched_at: Option<DateTime<Utc>>,
+    /// The payload, as stored.
+    #[schema(value_type = Object)]
+    pub data: Box<RawValue>,
+}
+
+impl TryFrom<StoredEvent> for EventView {
+    type Error = ApiError;
+
+    fn try_from(e: StoredEvent) -> Result<Self, ApiError> {
+        let data = RawValue::from_string(e.payload).map_err(|err| {
+            ApiError::Internal(
+                format!("stored payload of {} is not JSON: {err}", e.event_id).into(),
+            )
+        })?;
+        Ok(Self {
+            event_id: e.event_id,
+            event_type: e.event_type,
+            version: e.version,
+            aggregate_type: e.aggregate_type,
+            aggregate_id: e.aggregate_id,
+            occurred_at: e.occurred_at,
+            created_at: e.created_at,
+            dispatched_at: e.dispatched_at,
+            data,
+        })
+    }
+}
+
+/// A delivery with every attempt made for it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryDetail {
+    /// The delivery.
+    #[serde(flatten)]
+    pub delivery: DeliveryView,
+    /// Its attempts, oldest first.
+    pub attempts: Vec<AttemptView>,
+}
+
+/// An event with its deliveries.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventDetail {
+    /// The event.
+    #[serde(flatten)]
+    pub event: EventView,
+    /// One per subscribed endpoint, once the relay has fanned the event out.
+    pub deliveries: Vec<DeliveryDetail>,
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let bad = |m: &str| ApiError::field("Idempotency-Key", m);
+    let key = value.to_str().map_err(|_| bad("must be visible ASCII"))?;
+    EventId::parse(key)
+        .map(|k| Some(k.to_string()))
+        .map_err(|e| bad(&e.to_string().replace("event id", "key")))
+}
+
+fn new_event(b: &PublishEvent) -> Result<NewEvent, ApiError> {
+    let mut event = NewEvent::raw(&b.event_type, b.data.clone())?;
+    if let Some(v) = b.version {
+        if v < 1 {
+            return Err(ApiError::field("version", "must be 1 or more"));
+        }
+        event = event.version(v);
+    }
+    for (field, value) in [
+        ("aggregate_type", &b.aggregate_type),
+        ("aggregate_id", &b.aggregate_id),
+    ] {
+        if value
+            .as_ref()
+            .is_some_and(|v| v.is_empty() || v.len() > MAX_AGGREGATE_LEN)
+        {
+            return Err(ApiError::field(
+                field,
+                format!("must be 1 to {MAX_AGGREGATE_LEN} bytes"),
+            ));
+        }
+    }
+    event.aggregate_type = b.aggregate_type.clone();
+    event.aggregate_id = b.aggregate_id.clone();
+    event.occurred_at = b.occurred_at;
+    if let Some(id) = &b.event_id {
+        event = event
+            .event_id(EventId::parse(id).map_err(|e| ApiError::field("event_id", e.to_string()))?);
+    }
+    Ok(event)
+}
+
+/// The payload as a JSON value, for comparing content regardless of formatting.
+fn json(raw: &str) -> serde_json::Value {
+    serde_json::from_str(raw).unwrap_or(serde_json::Value::Null)
+}
+
+/// SHA-256 of what the request asks for, formatting aside.
+fn request_hash(b: &PublishEvent) -> String {
+    let canonical = serde_json::json!({
+        "event_type": b.event_type, "version": b.version.unwrap_or(1),
+        "aggregate_type": b.aggregate_type, "aggregate_id": b.aggregate_id,
+        "occurred_at": b.occurred_at.map(|t| t.timestamp_millis()), "event_id": b.event_id,
+        "data": json(b.data.get()),
+    });
+    Sha256::digest(canonical.to_string().as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// Whether `stored` is what `b` asks to publish (an absent `occurred_at` matches any).
+fn same_content(stored: &StoredEvent, b: &PublishEvent) -> bool {
+    stored.event_type == b.event_type
+        && stored.version == b.version.unwrap_or(1)
+        && stored.aggregate_type == b.aggregate_type
+        && stored.aggregate_id == b.aggregate_id
+        && b.occurred_at
+            .is_none_or(|at| at.timestamp_millis() == stored.occurred_at.timestamp_millis())
+        && json(&stored.payload) == json(b.data.get())
+}
+
+async fn stored(state: &AppState, event_id: &str) -> Result<StoredEvent, ApiError> {
+    state
+        .store
+        .get_event(event_id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no event with event_id '{event_id}'")))
+}
+
+/// Records an event in the outbox; the relay fans it out to every subscribed endpoint.
+#[utoipa::path(post, path = "/v1/events", tag = "events", request_body = PublishEvent,
+    params(("Idempotency-Key" = Option<String>, Header,
+        description = "Repeating a request with the same key returns the original event")),
+    responses((status = 202, description = "Accepted for delivery", body = Accepted),
+              (status = 200, description = "Already accepted: the original event, nothing created", body = EventView),
+              (status = 400, description = "A field is invalid", body = ErrorBody),
+              (status = 409, description = "The event_id or key was used for different content", body = ErrorBody),
+              (status = 413, description = "The body is over the limit", body = ErrorBody)))]
+pub async fn publish(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<PublishEvent>,
+) -> Result<Response, ApiError> {
+    let key = idempotency_key(&headers)?;
+    let event = new_event(&body)?;
+    let key = key.map(|key| IdempotencyKey {
+        key,
+        request_hash: request_hash(&body),
+    });
+    match state.store.publish_event(event, key.as_ref()).await? {
+        Published::Created(event_id) => {
+            state.relay_wake.notify_one();
+            tracing::info!(event_id = %event_id, event_type = %body.event_type, "event accepted");
+            Ok((StatusCode::ACCEPTED, Json(Accepted { event_id })).into_response())
+        }
+        Published::KeyExists {
+            event_id,
+            request_hash,
+        } => {
+            if key.is_some_and(|k| k.request_hash != request_hash) {
+                return Err(ApiError::Conflict {
+                    code: "idempotency_key_reused",
+                    message: "this Idempotency-Key was already used for a different request".into(),
+                });
+            }
+            let original = EventView::try_from(stored(&state, &event_id).await?)?;
+            Ok((StatusCode::OK, Json(original)).into_response())
+        }
+        Published::EventIdExists(event_id) => {
+            let original = stored(&state, &event_id).await?;
+            if !same_content(&original, &body) {
+                return Err(ApiError::Conflict {
+                    code: "event_id_conflict",
+                    message: format!(
+                        "an event with event_id '{event_id}' already exists with different content"
+                    ),
+                });
+            }
+            Ok((StatusCode::OK, Json(EventView::try_from(original)?)).into_response())
+        }
+    }
+}
+
+/// Reads an event, its deliveries and every attempt.
+#[utoipa::path(get, path = "/v1/events/{event_id}", tag = "events",
+    params(("event_id" = String, Path, description = "Event id")),
+    responses((status = 200, description = "The event", body = EventDetail),
+              (status = 404, description = "No such event", body = ErrorBody)))]
+pub async fn show(
+    State(state): State<AppState>,
+    Path(event_id): Path<String>,
+) -> Result<Json<EventDetail>, ApiError> {
+    let event = EventView::try_from(stored(&state, &event_id).await?)?;
+    let mut deliveries = Vec::new();
+    for d in state.store.deliveries_for_event(&event_id).await? {
+        let attempts = state.store.attempts_for_delivery(d.id).await?;
+        deliveries.push(DeliveryDetail {
+            delivery: DeliveryView::new(d, event.event_type.clone()),
+            attempts: attempts.into_iter().map(AttemptView::from).collect(),
+        });
+    }
+    Ok(Json(EventDetail { event, deliveries }))
+}
+
+/// Query of `GET /v1/events`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListEvents {
+    /// Only events of this type.
+    pub event_type: Option<String>,
+    /// Only events about this aggregate id.
+    pub aggregate_id: Option<String>,
+    /// Recorded at or after (RFC 3339).
+    pub since: Option<DateTime<Utc>>,
+    /// Recorded before (RFC 3339).
+    pub until: Option<DateTime<Utc>>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Rows per page, 1 to 200 (default 50).
+    pub limit: Option<u32>,
+}
+
+/// Lists events, newest first.
+#[utoipa::path(get, path = "/v1/events", tag = "events", params(ListEvents),
+    responses((status = 200, description = "A page of events", body = Page<EventView>),
+              (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ListEvents>,
+) -> Result<Json<Page<EventView>>, ApiError> {
+    let page = PageRequest::new("events", q.cursor.as_deref(), q.limit)?;
+    check_window(q.since, q.until)?;
+    let query = EventQuery {
+        event_type: q.event_type,
+        aggregate_id: q.aggregate_id,
+        since: q.since,
+        until: q.until,
+        before_id: page.before_id,
+        limit: page.fetch(),
+    };
+    let rows = state
+        .store
+        .list_events(&query)
+        .await?
+        .into_iter()
+        .map(|r| Ok((r.id, EventView::try_from(r)?)))
+        .collect::<Result<Vec<_>, ApiError>>()?;
+    Ok(Json(page.page(rows, |(id, _)| *id, |(_, view)| view)))
+}
+
+/// The routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/events", post(publish).get(list))
+        .route("/events/{event_id}", get(show))
+}

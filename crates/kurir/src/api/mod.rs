@@ -1,0 +1,95 @@
+//! The admin API under `/v1`: JSON over HTTP, bearer-token authenticated.
+//!
+//! One resource per module, each with its `router()` at the bottom: [`endpoints`], [`events`],
+//! [`deliveries`], [`replays`], [`stats`], [`openapi`]. Cross-cutting pieces: [`auth`] (the
+//! token check), [`error`] (the one error shape), [`extract`] (body and query parsing that names
+//! the field at fault), [`page`] (cursor pagination). Every request gets an `x-request-id`
+//! (kept when the client sent one) that is on its log lines and in its response.
+
+pub mod auth;
+pub mod deliveries;
+pub mod endpoints;
+pub mod error;
+pub mod events;
+pub mod extract;
+pub mod openapi;
+pub mod page;
+pub mod replays;
+pub mod stats;
+
+use axum::body::Body;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, Request};
+use axum::{middleware, Extension, Router};
+use tower_http::request_id::{
+    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tower_http::LatencyUnit;
+
+use crate::serve::AppState;
+use error::ApiError;
+use extract::BodyLimit;
+
+/// `/v1/…`, with authentication, the body limit, request ids and request logs.
+pub fn router(state: AppState) -> Router {
+    let limit = state.max_body_bytes;
+    let v1 = Router::new()
+        .merge(endpoints::router())
+        .merge(events::router())
+        .merge(deliveries::router())
+        .merge(replays::router())
+        .merge(stats::router())
+        .merge(openapi::router())
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_admin,
+        ))
+        .layer(Extension(BodyLimit(limit)))
+        .layer(DefaultBodyLimit::max(limit));
+    Router::new()
+        .nest("/v1", v1)
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(
+                    DefaultOnResponse::new()
+                        .level(tracing::Level::INFO)
+                        .latency_unit(LatencyUnit::Millis),
+                )
+                .on_failure(()),
+        )
+        .layer(SetRequestIdLayer::x_request_id(UuidV7RequestId))
+        .with_state(state)
+}
+
+/// The span of one request: method, path (no query string) and request id.
+fn request_span(req: &Request<Body>) -> tracing::Span {
+    let request_id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-");
+    tracing::info_span!(
+        "admin_api",
+        method = %req.method(),
+        path = %req.uri().path(),
+        request_id = %request_id,
+    )
+}
+
+/// Request ids are UUIDv7s, so they sort by time in logs.
+#[derive(Clone, Copy, Debug)]
+struct UuidV7RequestId;
+
+impl MakeRequestId for UuidV7RequestId {
+    fn make_request_id<B>(&mut self, _: &Request<B>) -> Option<RequestId> {
+        HeaderValue::from_str(&uuid::Uuid::now_v7().to_string())
+            .ok()
+            .map(RequestId::new)
+    }
+}

@@ -1,0 +1,157 @@
+//! The admin API client behind the operator commands: where the API is, which token to send,
+//! and turning API errors into one readable line.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+/// How to reach the admin API; shared by every operator command.
+#[derive(Clone, Debug, Args)]
+pub struct ClientArgs {
+    /// Base URL of kurir's HTTP server.
+    #[arg(
+        long,
+        env = "KURIR_URL",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
+    pub url: String,
+    /// Data directory of a local `kurir serve`, whose generated admin-token file is used when
+    /// KURIR_ADMIN_TOKEN is not set.
+    #[arg(
+        long,
+        env = "KURIR_DATA_DIR",
+        default_value = "./kurir-data",
+        global = true
+    )]
+    pub data_dir: PathBuf,
+    /// Print the API's JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// A connection to the admin API.
+#[derive(Debug)]
+pub struct Client {
+    base: reqwest::Url,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// A client for `args`; the token comes from `KURIR_ADMIN_TOKEN`, else the data directory.
+    pub fn new(args: &ClientArgs) -> anyhow::Result<Self> {
+        let base = reqwest::Url::parse(&args.url)
+            .with_context(|| format!("--url / KURIR_URL: '{}' is not a URL", args.url))?;
+        let token = match std::env::var("KURIR_ADMIN_TOKEN") {
+            Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
+            _ => crate::admin_token::read_file(&args.data_dir)?.ok_or_else(|| {
+                anyhow!(
+                    "no admin token: set KURIR_ADMIN_TOKEN, or run where `kurir serve` generated {} \
+                     (or point --data-dir / KURIR_DATA_DIR at its data directory)",
+                    args.data_dir.join(crate::admin_token::TOKEN_FILE).display()
+                )
+            })?,
+        };
+        let http = reqwest::Client::builder()
+            .user_agent(format!("kurir-cli/{}", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Self { base, token, http })
+    }
+
+    /// The URL of `path` (which may carry a query string) under the base URL.
+    pub fn url(&self, path: &str) -> anyhow::Result<reqwest::Url> {
+        let base = self.base.as_str().trim_end_matches('/');
+        reqwest::Url::parse(&format!("{base}{path}")).with_context(|| format!("bad path {path}"))
+    }
+
+    /// Sends a request; returns the status and the JSON body (`Null` when empty). An error
+    /// answer becomes an error whose message is the API's.
+    pub async fn send(
+        &self,
+        method: Method,
+        url: reqwest::Url,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> anyhow::Result<(StatusCode, Value)> {
+        let mut req = self
+            .http
+            .request(method, url)
+            .bearer_auth(&self.token)
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        if let Some(body) = body {
+            req = req.body(body.to_string());
+        }
+        let resp = req.send().await.with_context(|| {
+            format!(
+                "cannot reach kurir at {}; is `kurir serve` running?",
+                self.base
+            )
+        })?;
+        let status = resp.status();
+        let bytes = resp.bytes().await?;
+        let value: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        if status.is_client_error() || status.is_server_error() {
+            let message = value["error"]["message"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| value.to_string());
+            let code = value["error"]["code"].as_str().unwrap_or("error");
+            return Err(anyhow!("{message} ({code}, HTTP {})", status.as_u16()));
+        }
+        Ok((status, value))
+    }
+
+    /// `GET path`.
+    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
+        Ok(self.send(Method::GET, self.url(path)?, None, &[]).await?.1)
+    }
+
+    /// `GET path?query` with the given (non-empty) parameters.
+    pub async fn get_query(
+        &self,
+        path: &str,
+        query: &[(&str, Option<String>)],
+    ) -> anyhow::Result<Value> {
+        let mut url = self.url(path)?;
+        for (name, value) in query {
+            if let Some(value) = value {
+                url.query_pairs_mut().append_pair(name, value);
+            }
+        }
+        Ok(self.send(Method::GET, url, None, &[]).await?.1)
+    }
+
+    /// `method path` with a JSON body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: &Value,
+    ) -> anyhow::Result<(StatusCode, Value)> {
+        self.send(method, self.url(path)?, Some(body), &[]).await
+    }
+}
+
+/// Parses `--since`/`--until`: an RFC 3339 time, or a duration ago such as `90m` or `2d`.
+pub fn parse_time(s: &str) -> Result<String, String> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&chrono::Utc).to_rfc3339());
+    }
+    let ago = humantime::parse_duration(s).map_err(|_| {
+        format!("'{s}' is neither an RFC 3339 time nor a duration such as 90m or 2d")
+    })?;
+    let ago = chrono::Duration::from_std(ago).map_err(|e| e.to_string())?;
+    Ok((chrono::Utc::now() - ago).to_rfc3339())
+}

@@ -1,0 +1,110 @@
+//! `kurir deliveries list`: e.g. `--status dead_letter`, what was not delivered.
+
+use clap::{Args, Subcommand};
+
+use super::client::{parse_time, Client, ClientArgs};
+use super::output;
+
+/// `kurir deliveries …`
+#[derive(Debug, Args)]
+pub struct DeliveriesArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: DeliveriesCommand,
+    /// Where the admin API is.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Delivery commands.
+#[derive(Debug, Subcommand)]
+pub enum DeliveriesCommand {
+    /// List deliveries, newest first.
+    List(ListArgs),
+}
+
+/// Arguments of `deliveries list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// pending, processing, sent, failed or dead_letter.
+    #[arg(long)]
+    pub status: Option<String>,
+    /// Only this endpoint.
+    #[arg(long = "endpoint")]
+    pub endpoint_id: Option<String>,
+    /// Only this event type.
+    #[arg(long = "type")]
+    pub event_type: Option<String>,
+    /// Created at or after: RFC 3339, or a duration ago such as 2h.
+    #[arg(long, value_parser = parse_time)]
+    pub since: Option<String>,
+    /// Created before: RFC 3339, or a duration ago.
+    #[arg(long, value_parser = parse_time)]
+    pub until: Option<String>,
+    /// Rows per page (1 to 200).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Continue from a previous page.
+    #[arg(long)]
+    pub cursor: Option<String>,
+}
+
+/// Runs a delivery command.
+pub async fn run(args: DeliveriesArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.client)?;
+    let DeliveriesCommand::List(l) = args.command;
+    let page = client
+        .get_query(
+            "/v1/deliveries",
+            &[
+                ("status", l.status),
+                ("endpoint_id", l.endpoint_id),
+                ("event_type", l.event_type),
+                ("since", l.since),
+                ("until", l.until),
+                ("limit", l.limit.map(|n| n.to_string())),
+                ("cursor", l.cursor),
+            ],
+        )
+        .await?;
+    if args.client.json {
+        output::json(&page);
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = page["data"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|d| {
+            [
+                "id",
+                "event_id",
+                "event_type",
+                "endpoint_id",
+                "status",
+                "attempt_count",
+                "last_status_code",
+                "last_error",
+            ]
+            .iter()
+            .map(|k| output::cell(&d[*k]))
+            .collect()
+        })
+        .collect();
+    output::table(
+        &[
+            "ID",
+            "EVENT ID",
+            "TYPE",
+            "ENDPOINT",
+            "STATUS",
+            "ATTEMPTS",
+            "LAST CODE",
+            "LAST ERROR",
+        ],
+        &rows,
+    );
+    output::next_page(&page);
+    Ok(())
+}

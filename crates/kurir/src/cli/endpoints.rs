@@ -1,0 +1,226 @@
+//! `kurir endpoints create|list|show|update|rotate-secret|delete`.
+
+use clap::{Args, Subcommand};
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+
+use super::client::{Client, ClientArgs};
+use super::output::{self, out};
+
+/// `kurir endpoints …`
+#[derive(Debug, Args)]
+pub struct EndpointsArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: EndpointsCommand,
+    /// Where the admin API is.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Endpoint commands.
+#[derive(Debug, Subcommand)]
+pub enum EndpointsCommand {
+    /// Create an endpoint; prints its secret (shown only now and at rotation).
+    Create(EndpointFields),
+    /// List every endpoint.
+    List,
+    /// Show one endpoint.
+    Show {
+        /// Endpoint id.
+        id: String,
+    },
+    /// Change an endpoint.
+    Update {
+        /// Endpoint id.
+        id: String,
+        /// Fields to change.
+        #[command(flatten)]
+        fields: UpdateFields,
+    },
+    /// Make a new secret current; the old one keeps signing during the grace period.
+    RotateSecret {
+        /// Endpoint id.
+        id: String,
+        /// How long the old secret keeps signing, e.g. 24h, 30m, 0s.
+        #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+        grace: std::time::Duration,
+    },
+    /// Delete an endpoint and its deliveries.
+    Delete {
+        /// Endpoint id.
+        id: String,
+    },
+}
+
+/// Fields of `endpoints create`.
+#[derive(Debug, Args)]
+pub struct EndpointFields {
+    /// Where events are POSTed (absolute http or https URL).
+    #[arg(value_name = "ENDPOINT_URL")]
+    pub endpoint_url: String,
+    /// Free text for operators.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Event types to receive (repeat or comma-separate; `*` and `order.*` allowed); all when absent.
+    #[arg(long = "event-type", value_delimiter = ',')]
+    pub event_types: Vec<String>,
+    /// Use this secret instead of a generated one.
+    #[arg(long)]
+    pub secret: Option<String>,
+    /// Concurrent requests to the endpoint per kurir process.
+    #[arg(long)]
+    pub max_in_flight: Option<u32>,
+}
+
+/// Fields of `endpoints update`.
+#[derive(Debug, Args)]
+pub struct UpdateFields {
+    /// New URL of the endpoint (`--url` is the admin API's).
+    #[arg(long, value_name = "ENDPOINT_URL")]
+    pub endpoint_url: Option<String>,
+    /// New description.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// New event types (replaces the list).
+    #[arg(long = "event-type", value_delimiter = ',')]
+    pub event_types: Option<Vec<String>>,
+    /// Enable deliveries.
+    #[arg(long, conflicts_with = "disable")]
+    pub enable: bool,
+    /// Disable deliveries.
+    #[arg(long)]
+    pub disable: bool,
+    /// Why, with --disable.
+    #[arg(long, requires = "disable")]
+    pub reason: Option<String>,
+    /// New per-process concurrency.
+    #[arg(long)]
+    pub max_in_flight: Option<u32>,
+}
+
+fn insert(body: &mut Map<String, Value>, key: &str, value: Option<Value>) {
+    if let Some(value) = value {
+        body.insert(key.to_owned(), value);
+    }
+}
+
+/// Runs an endpoint command.
+pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.client)?;
+    let as_json = args.client.json;
+    let shown = match args.command {
+        EndpointsCommand::Create(f) => {
+            let mut body = Map::new();
+            body.insert("url".into(), json!(f.endpoint_url));
+            insert(&mut body, "description", f.description.map(Value::from));
+            insert(
+                &mut body,
+                "event_types",
+                (!f.event_types.is_empty()).then(|| json!(f.event_types)),
+            );
+            insert(&mut body, "secret", f.secret.map(Value::from));
+            insert(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
+            client
+                .call(Method::POST, "/v1/endpoints", &Value::Object(body))
+                .await?
+                .1
+        }
+        EndpointsCommand::List => {
+            let list = client.get("/v1/endpoints").await?;
+            if as_json {
+                output::json(&list);
+            } else {
+                list_table(&list);
+            }
+            return Ok(());
+        }
+        EndpointsCommand::Show { id } => client.get(&format!("/v1/endpoints/{id}")).await?,
+        EndpointsCommand::Update { id, fields: f } => {
+            let mut body = Map::new();
+            insert(&mut body, "url", f.endpoint_url.map(Value::from));
+            insert(&mut body, "description", f.description.map(Value::from));
+            insert(&mut body, "event_types", f.event_types.map(|t| json!(t)));
+            insert(
+                &mut body,
+                "enabled",
+                (f.enable || f.disable).then_some(json!(f.enable)),
+            );
+            insert(&mut body, "disabled_reason", f.reason.map(Value::from));
+            insert(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
+            let path = format!("/v1/endpoints/{id}");
+            client
+                .call(Method::PATCH, &path, &Value::Object(body))
+                .await?
+                .1
+        }
+        EndpointsCommand::RotateSecret { id, grace } => {
+            let body = json!({"grace_period_seconds": grace.as_secs()});
+            let path = format!("/v1/endpoints/{id}/rotate-secret");
+            client.call(Method::POST, &path, &body).await?.1
+        }
+        EndpointsCommand::Delete { id } => {
+            client
+                .call(Method::DELETE, &format!("/v1/endpoints/{id}"), &Value::Null)
+                .await?;
+            if as_json {
+                output::json(&json!({"deleted": id}));
+            } else {
+                out!("deleted endpoint {id}");
+            }
+            return Ok(());
+        }
+    };
+    if as_json {
+        output::json(&shown);
+    } else {
+        show(&shown);
+    }
+    Ok(())
+}
+
+fn list_table(list: &Value) {
+    let rows: Vec<Vec<String>> = list
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            ["id", "url", "enabled", "event_types", "description"]
+                .iter()
+                .map(|k| output::cell(&e[*k]))
+                .collect()
+        })
+        .collect();
+    output::table(
+        &["ID", "URL", "ENABLED", "EVENT TYPES", "DESCRIPTION"],
+        &rows,
+    );
+}
+
+fn show(e: &Value) {
+    output::fields(
+        e,
+        &[
+            "id",
+            "url",
+            "description",
+            "event_types",
+            "enabled",
+            "disabled_reason",
+            "max_in_flight",
+            "connect_timeout_ms",
+            "request_timeout_ms",
+            "retry_initial_delay_ms",
+            "retry_max_delay_ms",
+            "retry_max_attempts",
+            "previous_secrets_expire_at",
+            "created_at",
+            "updated_at",
+        ],
+    );
+    if let Some(secret) = e["secret"].as_str() {
+        out!("secret: {secret}");
+        out!("(configure your receiver with this secret; kurir shows it only now)");
+    }
+}

@@ -1,0 +1,329 @@
+//! `kurir events send|show|list`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Map, Value};
+
+use super::client::{parse_time, Client, ClientArgs};
+use super::output::{self, out};
+
+/// `kurir events …`
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: EventsCommand,
+    /// Where the admin API is.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Event commands.
+#[derive(Debug, Subcommand)]
+pub enum EventsCommand {
+    /// Publish one event, or every line of an NDJSON file.
+    Send(SendArgs),
+    /// Show an event, its deliveries and every attempt.
+    Show {
+        /// Event id.
+        event_id: String,
+    },
+    /// List events, newest first.
+    List(ListArgs),
+}
+
+/// Arguments of `events send`.
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// Event type, e.g. order.paid.
+    #[arg(
+        long = "type",
+        required_unless_present = "file",
+        conflicts_with = "file"
+    )]
+    pub event_type: Option<String>,
+    /// The payload, a JSON object.
+    #[arg(long, required_unless_present = "file")]
+    pub data: Option<String>,
+    /// Your id for the event (default: a UUIDv7).
+    #[arg(long)]
+    pub event_id: Option<String>,
+    /// Aggregate kind, e.g. order.
+    #[arg(long)]
+    pub aggregate_type: Option<String>,
+    /// Aggregate id, e.g. 98765.
+    #[arg(long)]
+    pub aggregate_id: Option<String>,
+    /// Payload version.
+    #[arg(long)]
+    pub version: Option<i32>,
+    /// Idempotency-Key header: resending with the same key creates nothing new.
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// Send every line of this file (NDJSON: one POST /v1/events body per line), with progress.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["data", "event_id", "aggregate_type", "aggregate_id", "version", "idempotency_key"])]
+    pub file: Option<PathBuf>,
+}
+
+/// Arguments of `events list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this event type.
+    #[arg(long = "type")]
+    pub event_type: Option<String>,
+    /// Only this aggregate id.
+    #[arg(long)]
+    pub aggregate_id: Option<String>,
+    /// Recorded at or after: RFC 3339, or a duration ago such as 2h.
+    #[arg(long, value_parser = parse_time)]
+    pub since: Option<String>,
+    /// Recorded before: RFC 3339, or a duration ago.
+    #[arg(long, value_parser = parse_time)]
+    pub until: Option<String>,
+    /// Rows per page (1 to 200).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Continue from a previous page.
+    #[arg(long)]
+    pub cursor: Option<String>,
+}
+
+/// Runs an event command.
+pub async fn run(args: EventsArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.client)?;
+    let as_json = args.client.json;
+    match args.command {
+        EventsCommand::Send(send) => match send.file.clone() {
+            Some(file) => send_file(&client, &file, as_json).await,
+            None => send_one(&client, send, as_json).await,
+        },
+        EventsCommand::Show { event_id } => {
+            let event = client.get(&format!("/v1/events/{event_id}")).await?;
+            if as_json {
+                output::json(&event);
+            } else {
+                show(&event);
+            }
+            Ok(())
+        }
+        EventsCommand::List(l) => {
+            let page = client
+                .get_query(
+                    "/v1/events",
+                    &[
+                        ("event_type", l.event_type),
+                        ("aggregate_id", l.aggregate_id),
+                        ("since", l.since),
+                        ("until", l.until),
+                        ("limit", l.limit.map(|n| n.to_string())),
+                        ("cursor", l.cursor),
+                    ],
+                )
+                .await?;
+            if as_json {
+                output::json(&page);
+                return Ok(());
+            }
+            let rows: Vec<Vec<String>> = page["data"]
+                .as_array()
+                .map(|a| a.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|e| {
+                    [
+                        "event_id",
+                        "event_type",
+                        "aggregate_id",
+                        "created_at",
+                        "dispatched_at",
+                    ]
+                    .iter()
+                    .map(|k| output::cell(&e[*k]))
+                    .collect()
+                })
+                .collect();
+            output::table(
+                &["EVENT ID", "TYPE", "AGGREGATE", "CREATED", "DISPATCHED"],
+                &rows,
+            );
+            output::next_page(&page);
+            Ok(())
+        }
+    }
+}
+
+async fn send_one(client: &Client, s: SendArgs, as_json: bool) -> anyhow::Result<()> {
+    let data: Value = serde_json::from_str(s.data.as_deref().unwrap_or_default())
+        .context("--data must be JSON, e.g. '{\"order_id\":\"98765\"}'")?;
+    let mut body = Map::new();
+    body.insert("event_type".into(), json!(s.event_type));
+    body.insert("data".into(), data);
+    for (key, value) in [
+        ("event_id", s.event_id.map(Value::from)),
+        ("aggregate_type", s.aggregate_type.map(Value::from)),
+        ("aggregate_id", s.aggregate_id.map(Value::from)),
+        ("version", s.version.map(Value::from)),
+    ] {
+        if let Some(value) = value {
+            body.insert(key.into(), value);
+        }
+    }
+    let url = client.url("/v1/events")?;
+    let headers: Vec<(&str, &str)> = s
+        .idempotency_key
+        .as_deref()
+        .map(|k| ("Idempotency-Key", k))
+        .into_iter()
+        .collect();
+    let (status, answer) = client
+        .send(Method::POST, url, Some(&Value::Object(body)), &headers)
+        .await?;
+    if as_json {
+        output::json(&answer);
+    } else if status == StatusCode::OK {
+        out!(
+            "already accepted earlier: event {} (nothing new created)",
+            output::cell(&answer["event_id"])
+        );
+    } else {
+        out!("accepted event {}", output::cell(&answer["event_id"]));
+    }
+    Ok(())
+}
+
+/// Sends each non-empty line of `file`; failures are reported per line and make the command fail.
+async fn send_file(client: &Client, file: &PathBuf, as_json: bool) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| (i + 1, l))
+        .collect();
+    let bar = ProgressBar::new(lines.len() as u64).with_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} events sent ({elapsed}, eta {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let (mut accepted, mut duplicates, mut failed) = (0, 0, Vec::new());
+    let url = client.url("/v1/events")?;
+    for (line_no, line) in lines {
+        let result = match serde_json::from_str::<Value>(line) {
+            Ok(body) => {
+                client
+                    .send(Method::POST, url.clone(), Some(&body), &[])
+                    .await
+            }
+            Err(e) => Err(anyhow::anyhow!("not JSON: {e}")),
+        };
+        match result {
+            Ok((StatusCode::OK, _)) => duplicates += 1,
+            Ok(_) => accepted += 1,
+            Err(e) => {
+                bar.suspend(|| eprintln!("line {line_no}: {e}"));
+                failed.push(json!({"line": line_no, "error": e.to_string()}));
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if as_json {
+        output::json(
+            &json!({"accepted": accepted, "already_accepted": duplicates, "failed": failed}),
+        );
+    } else {
+        out!(
+            "{accepted} accepted, {duplicates} already accepted earlier, {} failed",
+            failed.len()
+        );
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!(
+            "{} of the lines in {} were not accepted",
+            failed.len(),
+            file.display()
+        )
+    }
+}
+
+fn show(event: &Value) {
+    output::fields(
+        event,
+        &[
+            "event_id",
+            "event_type",
+            "version",
+            "aggregate_type",
+            "aggregate_id",
+            "occurred_at",
+            "created_at",
+            "dispatched_at",
+        ],
+    );
+    out!("data: {}", event["data"]);
+    let deliveries = event["deliveries"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default();
+    if deliveries.is_empty() {
+        out!("\nno deliveries yet (the relay has not fanned the event out, or no endpoint subscribes to it)");
+        return;
+    }
+    out!();
+    let rows: Vec<Vec<String>> = deliveries
+        .iter()
+        .map(|d| {
+            [
+                "endpoint_id",
+                "status",
+                "attempt_count",
+                "last_status_code",
+                "next_attempt_at",
+                "last_error",
+            ]
+            .iter()
+            .map(|k| output::cell(&d[*k]))
+            .collect()
+        })
+        .collect();
+    output::table(
+        &[
+            "ENDPOINT",
+            "STATUS",
+            "ATTEMPTS",
+            "LAST CODE",
+            "NEXT ATTEMPT",
+            "LAST ERROR",
+        ],
+        &rows,
+    );
+    for d in deliveries {
+        out!("\nattempts to {}:", output::cell(&d["endpoint_id"]));
+        let rows: Vec<Vec<String>> = d["attempts"]
+            .as_array()
+            .map(|a| a.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|a| {
+                [
+                    "attempt",
+                    "trigger",
+                    "started_at",
+                    "duration_ms",
+                    "status_code",
+                    "error",
+                ]
+                .iter()
+                .map(|k| output::cell(&a[*k]))
+                .collect()
+            })
+            .collect();
+        output::table(&["#", "TRIGGER", "STARTED", "MS", "CODE", "ERROR"], &rows);
+    }
+}

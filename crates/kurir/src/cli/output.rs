@@ -1,0 +1,68 @@
+//! Printing for people (aligned tables, `key: value` lines) and for scripts (`--json`).
+
+use serde_json::Value;
+
+/// `println!` that ignores a closed stdout (`kurir events list | head` must not panic).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+pub(crate) use out;
+
+/// Prints `value` as pretty JSON.
+pub fn json(value: &Value) {
+    out!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
+}
+
+/// A JSON value as a table cell: strings bare, null as `-`.
+pub fn cell(value: &Value) -> String {
+    match value {
+        Value::Null => "-".to_owned(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) if items.is_empty() => "-".to_owned(),
+        Value::Array(items) => items.iter().map(cell).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+/// Prints rows under `headers`, each column as wide as its widest cell.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let text: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out!("{}", text.join("  ").trim_end());
+    };
+    line(headers.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+}
+
+/// Prints `key: value` lines for the named fields of `object`.
+pub fn fields(object: &Value, names: &[&str]) {
+    let width = names.iter().map(|n| n.len()).max().unwrap_or(0) + 1;
+    for name in names {
+        out!("{:<width$} {}", format!("{name}:"), cell(&object[*name]));
+    }
+}
+
+/// Tells how to get the next page, when there is one.
+pub fn next_page(page: &Value) {
+    if let Some(cursor) = page["next_cursor"].as_str() {
+        out!("(more: repeat with --cursor {cursor})");
+    }
+}

@@ -1,0 +1,93 @@
+//! `/v1/endpoints`: create, read, list, change, delete.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use super::support::{on_both_backends, TestApp};
+
+on_both_backends!(endpoints_are_created_read_listed_changed_and_deleted);
+
+async fn endpoints_are_created_read_listed_changed_and_deleted(app: TestApp) {
+    let created = app
+        .create_endpoint(
+            "https://partner.example/hooks",
+            json!({"description": "partner", "event_types": ["order.*"], "max_in_flight": 4,
+                   "retry_max_attempts": 3}),
+        )
+        .await;
+    let id = created["id"].as_str().unwrap();
+    assert!(created["secret"].as_str().unwrap().starts_with("whsec_"));
+    assert_eq!(created["event_types"], json!(["order.*"]));
+    assert_eq!(created["max_in_flight"], 4);
+    assert_eq!(created["retry_max_attempts"], 3);
+    assert_eq!(created["enabled"], true);
+
+    let (status, shown) = app.get(&format!("/v1/endpoints/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(shown["url"], "https://partner.example/hooks");
+    assert!(
+        shown.get("secret").is_none(),
+        "reads never show the secret: {shown}"
+    );
+
+    let given = app
+        .create_endpoint(
+            "http://other.example/x",
+            json!({"secret": "a-secret-of-my-own"}),
+        )
+        .await;
+    assert_eq!(given["secret"], "a-secret-of-my-own");
+    let (status, list) = app.get("/v1/endpoints").await;
+    assert_eq!(status, StatusCode::OK);
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [id, given["id"].as_str().unwrap()], "oldest first");
+
+    let (status, changed) = app
+        .patch(
+            &format!("/v1/endpoints/{id}"),
+            json!({"enabled": false, "disabled_reason": "partner maintenance",
+                   "description": "partner (paused)", "retry_max_attempts": null, "request_timeout_ms": 900}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["enabled"], false);
+    assert_eq!(changed["disabled_reason"], "partner maintenance");
+    assert_eq!(changed["description"], "partner (paused)");
+    assert_eq!(
+        changed["retry_max_attempts"],
+        json!(null),
+        "null clears an override"
+    );
+    assert_eq!(changed["request_timeout_ms"], 900);
+    assert_eq!(
+        changed["event_types"],
+        json!(["order.*"]),
+        "absent fields stay"
+    );
+    let (_, enabled) = app
+        .patch(&format!("/v1/endpoints/{id}"), json!({"enabled": true}))
+        .await;
+    assert_eq!(
+        (
+            enabled["enabled"].clone(),
+            enabled["disabled_reason"].clone()
+        ),
+        (json!(true), json!(null))
+    );
+
+    let (status, body) = app.delete(&format!("/v1/endpoints/{id}")).await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::NO_CONTENT, serde_json::Value::Null)
+    );
+    let (status, body) = app.get(&format!("/v1/endpoints/{id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "not_found");
+    let (status, _) = app.delete(&format!("/v1/endpoints/{id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -1,0 +1,13 @@
+//! The admin API, through a real server on port 0, on SQLite and PostgreSQL.
+
+pub mod support;
+
+mod auth;
+mod bad_input;
+mod endpoints;
+mod events;
+mod openapi;
+mod replays;
+mod rotation;
+mod stats;
+mod wake;

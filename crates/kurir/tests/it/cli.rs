@@ -1,0 +1,296 @@
+//! The `kurir` binary, driven as an operator would: the README quickstart (start `kurir serve`
+//! with nothing set up, create an endpoint at a local receiver, send an event, see it delivered
+//! with `kurir events show`) and the other operator commands, against a real `kurir serve` child
+//! process and a receiver on loopback.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use kurir_core::{Scheme, Secret, Verifier};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::api::support::{eventually, Receiver};
+
+const KURIR: &str = env!("CARGO_BIN_EXE_kurir");
+
+/// A `kurir` command with none of the caller's KURIR_* settings.
+fn kurir(dir: &Path) -> Command {
+    let mut cmd = Command::new(KURIR);
+    cmd.current_dir(dir).kill_on_drop(true);
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("KURIR_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
+/// A `kurir serve` child and what it has logged.
+struct Serve {
+    _child: Child,
+    url: String,
+    log: Arc<Mutex<String>>,
+}
+
+/// Starts `kurir serve` in `dir` with only `args`; waits for its "kurir serving" log line.
+async fn serve(dir: &Path, args: &[&str]) -> Serve {
+    let mut child = kurir(dir)
+        .arg("serve")
+        .args(args)
+        .env("KURIR_LOG_FORMAT", "json")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("kurir serve starts");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let log = Arc::new(Mutex::new(String::new()));
+    let listen = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            log.lock().unwrap().push_str(&line);
+            log.lock().unwrap().push('\n');
+            let Ok(entry) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if entry["message"] == "kurir serving" {
+                return entry["listen"].as_str().unwrap().to_owned();
+            }
+        }
+        panic!(
+            "kurir serve exited before serving:\n{}",
+            log.lock().unwrap()
+        );
+    })
+    .await
+    .expect("kurir serve starts within 30 s");
+    let keep = log.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            keep.lock().unwrap().push_str(&line);
+            keep.lock().unwrap().push('\n');
+        }
+    });
+    Serve {
+        _child: child,
+        url: format!("http://{listen}"),
+        log,
+    }
+}
+
+/// Runs a CLI command against `server`; returns stdout, failing on a non-zero exit.
+async fn cli(dir: &Path, server: &Serve, args: &[&str]) -> String {
+    let out = kurir(dir)
+        .args(args)
+        .env("KURIR_URL", &server.url)
+        .output()
+        .await
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "kurir {args:?} failed: {stderr}\n{stdout}"
+    );
+    stdout.into_owned()
+}
+
+async fn cli_json(dir: &Path, server: &Serve, args: &[&str]) -> Value {
+    let mut args = args.to_vec();
+    args.push("--json");
+    let out = cli(dir, server, &args).await;
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("kurir {args:?}: not JSON ({e}): {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quickstart_works_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let receiver = Receiver::start().await;
+    let server = serve(
+        dir,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--allowed-networks",
+            "127.0.0.0/8",
+        ],
+    )
+    .await;
+
+    let token_file = dir.join("kurir-data/admin-token");
+    let token = std::fs::read_to_string(&token_file).expect("a token was generated");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let log = server.log.lock().unwrap().clone();
+    assert!(
+        log.contains("admin-token"),
+        "the log says where the token is:\n{log}"
+    );
+    assert!(!log.contains(token.trim()), "the log never shows the token");
+
+    // The quickstart, step by step.
+    let endpoint = cli_json(
+        dir,
+        &server,
+        &[
+            "endpoints",
+            "create",
+            &receiver.url,
+            "--event-type",
+            "order.*",
+        ],
+    )
+    .await;
+    let secret = Secret::parse(endpoint["secret"].as_str().unwrap()).unwrap();
+    let sent = cli_json(
+        dir,
+        &server,
+        &[
+            "events",
+            "send",
+            "--type",
+            "order.paid",
+            "--data",
+            r#"{"order_id":"98765","total":250000}"#,
+        ],
+    )
+    .await;
+    let event_id = sent["event_id"].as_str().unwrap().to_owned();
+    eventually("the event to be delivered", || async {
+        let shown = cli_json(dir, &server, &["events", "show", &event_id]).await;
+        (shown["deliveries"][0]["status"] == "sent").then_some(())
+    })
+    .await;
+    let shown = cli(dir, &server, &["events", "show", &event_id]).await;
+    assert!(
+        shown.contains(&event_id) && shown.contains("sent") && shown.contains("scheduled"),
+        "{shown}"
+    );
+    let delivered = receiver.wait_for(1).await.remove(0);
+    assert_eq!(delivered.json()["data"]["order_id"], "98765");
+    Verifier::new(Scheme::StandardWebhooks, vec![secret])
+        .verify(&delivered.headers, &delivered.body, chrono::Utc::now())
+        .expect("signed with the endpoint's secret");
+
+    // The other operator commands.
+    let file = dir.join("events.ndjson");
+    std::fs::write(
+        &file,
+        "{\"event_type\":\"order.shipped\",\"data\":{\"n\":1}}\n\n{\"event_type\":\"order.shipped\",\"data\":{\"n\":2}}\n",
+    )
+    .unwrap();
+    let bulk = cli(
+        dir,
+        &server,
+        &["events", "send", "--file", file.to_str().unwrap()],
+    )
+    .await;
+    assert!(bulk.contains("2 accepted"), "{bulk}");
+    receiver.wait_for(3).await;
+    let listed = cli_json(dir, &server, &["events", "list", "--type", "order.shipped"]).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 2);
+    eventually("all three delivered", || async {
+        let page = cli_json(dir, &server, &["deliveries", "list", "--status", "sent"]).await;
+        (page["data"].as_array()?.len() == 3).then_some(())
+    })
+    .await;
+
+    let one = cli(
+        dir,
+        &server,
+        &["replay", &event_id, "--reason", "partner asked"],
+    )
+    .await;
+    assert!(one.contains("1 deliveries back to pending"), "{one}");
+    receiver.wait_for(4).await;
+    eventually("the replayed delivery to be sent again", || async {
+        let page = cli_json(dir, &server, &["deliveries", "list", "--status", "sent"]).await;
+        (page["data"].as_array()?.len() == 3).then_some(())
+    })
+    .await;
+    let many = cli_json(
+        dir,
+        &server,
+        &[
+            "replay",
+            "--status",
+            "sent",
+            "--type",
+            "order.shipped",
+            "--reason",
+            "resend",
+        ],
+    )
+    .await;
+    assert_eq!(many["replayed"], 2);
+    receiver.wait_for(6).await;
+
+    let stats = cli_json(dir, &server, &["stats"]).await;
+    assert_eq!(stats["events"]["total"], 3);
+    let human = cli(dir, &server, &["stats"]).await;
+    assert!(human.contains("backlog:"), "{human}");
+
+    let id = endpoint["id"].as_str().unwrap();
+    let rotated = cli_json(
+        dir,
+        &server,
+        &["endpoints", "rotate-secret", id, "--grace", "1h"],
+    )
+    .await;
+    assert_ne!(rotated["secret"], endpoint["secret"]);
+    let disabled = cli_json(
+        dir,
+        &server,
+        &[
+            "endpoints",
+            "update",
+            id,
+            "--disable",
+            "--reason",
+            "maintenance",
+        ],
+    )
+    .await;
+    assert_eq!(disabled["enabled"], false);
+    let table = cli(dir, &server, &["endpoints", "list"]).await;
+    assert!(table.contains(id) && table.contains("false"), "{table}");
+    cli(dir, &server, &["endpoints", "delete", id]).await;
+
+    let refused = kurir(dir)
+        .args(["stats"])
+        .env("KURIR_URL", &server.url)
+        .env("KURIR_ADMIN_TOKEN", "wrong")
+        .output()
+        .await
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("unauthorized"));
+}
+
+#[tokio::test]
+async fn serve_refuses_a_public_address_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kurir(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("KURIR_ADMIN_TOKEN") && stderr.contains("0.0.0.0"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("kurir-data").exists(),
+        "nothing was created"
+    );
+}
