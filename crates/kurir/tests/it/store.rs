@@ -145,7 +145,13 @@ async fn relay_fans_out_once_per_matching_enabled_endpoint(db: TestDb) {
     .await
     .unwrap();
     let ids = enqueue_events(s, "order.paid", 3).await;
-    // Created after the events were written: it must not receive them.
+    // Created after the events were written: it must not receive them. Timestamps have
+    // millisecond precision on SQLite and a tie counts as "existed", so wait for the clock to move.
+    let written = s.get_event(&ids[2]).await.unwrap().unwrap().created_at;
+    crate::support::eventually("the clock to pass the events' timestamp", || async {
+        (kurir::store::now_millis() > written).then_some(())
+    })
+    .await;
     let _late = s
         .create_endpoint(endpoint("https://e.example/", &[]))
         .await

@@ -189,6 +189,7 @@ impl TestServer {
             data_dir: std::env::temp_dir(),
             listen: addr,
             admin_token: Some("test-token".into()),
+            max_body_bytes: 256 * 1024,
             delivery,
         };
         let store = db.connect_again().await;
