@@ -167,6 +167,16 @@ impl Inbox {
         on_backend!(self, migrate())
     }
 
+    /// Closes the connection pool, waiting for connections in use to be returned (at shutdown).
+    pub async fn close(&self) {
+        match self {
+            #[cfg(feature = "postgres")]
+            Inbox::Postgres(pool) => pool.close().await,
+            #[cfg(feature = "sqlite")]
+            Inbox::Sqlite(pool) => pool.close().await,
+        }
+    }
+
     /// Stores `event` once per `(source, event_id)`: the first call creates a `pending` row, every
     /// later one (concurrent ones included) reports the existing row untouched.
     pub async fn receive(&self, event: &VerifiedEvent) -> Result<Receipt> {
