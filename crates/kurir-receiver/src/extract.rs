@@ -3,6 +3,38 @@
 //!
 //! Owns nothing but that: storing the event is [`crate::Inbox`]'s job, answering the sender is
 //! [`crate::Receiver`]'s. A rejected request has touched no database.
+//!
+//! [`Receiver::router`](crate::Receiver::router) uses the extractor for you. In a handler of your
+//! own, the router state must yield the [`WebhookSource`]:
+//!
+//! ```
+//! use axum::extract::{FromRef, State};
+//! use axum::response::{IntoResponse, Response};
+//! use kurir_receiver::{ApiError, Receiver, VerifiedEvent, WebhookSource};
+//!
+//! #[derive(Clone)]
+//! struct AppState {
+//!     billing: Receiver,
+//!     source: WebhookSource,
+//! }
+//!
+//! impl FromRef<AppState> for WebhookSource {
+//!     fn from_ref(state: &AppState) -> WebhookSource {
+//!         state.source.clone()
+//!     }
+//! }
+//!
+//! async fn billing_webhook(State(state): State<AppState>, event: VerifiedEvent) -> Response {
+//!     // `event` is authentic; store it once (and answer) as the receiver's own route would.
+//!     match state.billing.accept(event).await {
+//!         Ok(accepted) => accepted.into_response(),
+//!         Err(_) => ApiError::internal().into_response(),
+//!     }
+//! }
+//!
+//! let routes: axum::Router<AppState> =
+//!     axum::Router::new().route("/webhooks/billing", axum::routing::post(billing_webhook));
+//! ```
 
 use axum::extract::{FromRef, FromRequest, Request};
 use axum::response::{IntoResponse, Response};

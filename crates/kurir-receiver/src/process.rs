@@ -49,6 +49,9 @@ pub enum ProcessOutcome {
     GaveUp,
     /// The lease expired and another worker took the event over; nothing was recorded.
     LeaseLost,
+    /// The runtime shut down before the outcome was recorded; the lease will expire and the event
+    /// be attempted again.
+    Interrupted,
 }
 
 impl Processor {
@@ -103,7 +106,24 @@ impl Processor {
     }
 
     /// Runs the handler for `claimed` and records the outcome.
+    ///
+    /// The attempt runs in a task of its own, so it is recorded even if the caller (an HTTP request
+    /// whose client hung up) is dropped meanwhile.
     pub async fn process(
+        &self,
+        inbox: &Inbox,
+        claimed: ClaimedEvent,
+    ) -> Result<ProcessOutcome, StoreError> {
+        let (processor, inbox) = (self.clone(), inbox.clone());
+        let attempt = tokio::spawn(async move { processor.attempt(&inbox, claimed).await });
+        match attempt.await {
+            Ok(result) => result,
+            Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+            Err(_) => Ok(ProcessOutcome::Interrupted),
+        }
+    }
+
+    async fn attempt(
         &self,
         inbox: &Inbox,
         claimed: ClaimedEvent,
@@ -126,20 +146,16 @@ impl Processor {
         Ok(outcome)
     }
 
-    /// The handler's result, in its own task and bounded by the lease.
+    /// The handler's result. It runs in its own task, which ends when the lease does even if no one
+    /// awaits it any more, and where a panic is only a failed attempt.
     async fn run_handler(&self, event: InboxEvent) -> Result<(), String> {
-        let mut task = tokio::spawn((self.handler)(event));
-        match tokio::time::timeout(self.lease, &mut task).await {
+        let lease = self.lease;
+        let task = tokio::spawn(tokio::time::timeout(lease, (self.handler)(event)));
+        match task.await {
             Ok(Ok(result)) => result,
-            Ok(Err(join)) if join.is_panic() => Err("handler panicked".to_owned()),
-            Ok(Err(_)) => Err("handler task was cancelled".to_owned()),
-            Err(_) => {
-                task.abort();
-                Err(format!(
-                    "handler timed out after {:?} (the lease)",
-                    self.lease
-                ))
-            }
+            Ok(Err(_elapsed)) => Err(format!("handler timed out after {lease:?} (the lease)")),
+            Err(join) if join.is_panic() => Err("handler panicked".to_owned()),
+            Err(_) => Err("handler task was cancelled".to_owned()),
         }
     }
 
@@ -177,37 +193,26 @@ fn log_attempt(event: &InboxEvent, outcome: &ProcessOutcome, elapsed: Duration) 
     let duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
     let (source, event_id, attempt) = (&event.source, &event.event_id, event.attempt);
     let event_type = event.event_type.as_deref().unwrap_or("");
+    macro_rules! log {
+        ($level:ident, $($rest:tt)*) => {
+            tracing::$level!(source, event_id, event_type, attempt, duration_ms, $($rest)*)
+        };
+    }
     match outcome {
-        ProcessOutcome::Completed => tracing::info!(
-            source,
-            event_id,
-            event_type,
-            attempt,
-            duration_ms,
-            status = "completed",
-            "inbox event processed"
-        ),
-        ProcessOutcome::Retrying(at) => tracing::warn!(
-            source, event_id, event_type, attempt, duration_ms, status = "failed", retry_at = %at,
-            "inbox event failed, will retry"
-        ),
-        ProcessOutcome::GaveUp => tracing::error!(
-            source,
-            event_id,
-            event_type,
-            attempt,
-            duration_ms,
-            status = "failed",
-            "inbox event failed on its last attempt"
-        ),
-        ProcessOutcome::LeaseLost => tracing::warn!(
-            source,
-            event_id,
-            event_type,
-            attempt,
-            duration_ms,
-            "inbox event lease lost before completion; outcome not recorded"
-        ),
+        ProcessOutcome::Completed => log!(info, status = "completed", "inbox event processed"),
+        ProcessOutcome::Retrying(at) => {
+            log!(warn, status = "failed", retry_at = %at, "inbox event failed, will retry")
+        }
+        ProcessOutcome::GaveUp => {
+            log!(
+                error,
+                status = "failed",
+                "inbox event failed on its last attempt"
+            )
+        }
+        ProcessOutcome::LeaseLost | ProcessOutcome::Interrupted => {
+            log!(warn, "inbox event outcome not recorded: its lease was lost")
+        }
     }
 }
 

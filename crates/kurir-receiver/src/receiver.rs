@@ -182,7 +182,9 @@ impl IntoResponse for Accepted {
                 ProcessOutcome::Retrying(_) | ProcessOutcome::GaveUp => {
                     (StatusCode::ACCEPTED, "failed", event_id)
                 }
-                ProcessOutcome::LeaseLost => (StatusCode::ACCEPTED, "processing", event_id),
+                ProcessOutcome::LeaseLost | ProcessOutcome::Interrupted => {
+                    (StatusCode::ACCEPTED, "processing", event_id)
+                }
             },
             Accepted::Duplicate { event_id, status } => match status {
                 InboxStatus::Completed => (StatusCode::OK, "already_processed", event_id),

@@ -126,6 +126,8 @@ impl Runner {
             let (inbox, processor) = (self.inbox.clone(), self.processor.clone());
             attempts.spawn(async move { processor.process(&inbox, event).await });
         }
+        // Each attempt runs in a task of its own (see `Processor::process`): cancelling this step
+        // leaves them to finish and record their outcome.
         while let Some(joined) = attempts.join_next().await {
             counts.add(joined);
         }
@@ -161,7 +163,7 @@ impl StepCounts {
             Ok(Ok(ProcessOutcome::Completed)) => self.completed += 1,
             Ok(Ok(ProcessOutcome::Retrying(_))) => self.retrying += 1,
             Ok(Ok(ProcessOutcome::GaveUp)) => self.gave_up += 1,
-            Ok(Ok(ProcessOutcome::LeaseLost)) => self.unrecorded += 1,
+            Ok(Ok(ProcessOutcome::LeaseLost | ProcessOutcome::Interrupted)) => self.unrecorded += 1,
             Ok(Err(error)) => {
                 tracing::error!(%error, "recording an inbox attempt failed");
                 self.unrecorded += 1;

@@ -260,3 +260,25 @@ both_backends! {
         assert_eq!(app.calls.count(), 2);
     }
 }
+
+both_backends! {
+    /// The inline attempt runs in a task of its own: a sender that hangs up mid-way does not leave
+    /// the event half-processed.
+    async fn inline_attempt_finishes_when_the_sender_hangs_up(db) {
+        let calls = Calls::gated(0);
+        let app = Arc::new(TestApp::builder(&db).calls(calls.clone()).inline().manual_runner().start().await);
+        let (headers, body) = signed_request("evt_hangup");
+        let sender = {
+            let app = Arc::clone(&app);
+            tokio::spawn(async move { app.post(&headers, &body).await })
+        };
+        calls.wait_for(1).await;
+        sender.abort();
+        assert!(sender.await.unwrap_err().is_cancelled());
+
+        calls.release();
+        let done = app.wait_for_record("evt_hangup", |r| r.status == InboxStatus::Completed).await;
+        assert_eq!(done.attempts, 1);
+        assert_eq!(calls.count(), 1);
+    }
+}
