@@ -81,22 +81,25 @@ impl Rejection {
             Rejection::BodyUnreadable => (StatusCode::BAD_REQUEST, "body_unreadable"),
             Rejection::MissingEventId => (StatusCode::BAD_REQUEST, "missing_event_id"),
             Rejection::InvalidEventId(_) => (StatusCode::BAD_REQUEST, "invalid_event_id"),
-            Rejection::Unverified(error) => unverified_code(error),
+            Rejection::Unverified(error) => match unverified_code(error) {
+                Some(code) => (StatusCode::UNAUTHORIZED, code),
+                None => return ApiError::internal(),
+            },
         };
         ApiError::new(status, code, self.to_string())
     }
 }
 
-fn unverified_code(error: &VerifyError) -> (StatusCode, &'static str) {
-    let unauthorized = |code| (StatusCode::UNAUTHORIZED, code);
+/// The `401` code naming the failed check; `None` for a fault of ours, not the sender's.
+fn unverified_code(error: &VerifyError) -> Option<&'static str> {
     match error {
-        VerifyError::MissingHeader(_) => unauthorized("missing_header"),
-        VerifyError::MalformedHeader { .. } => unauthorized("malformed_header"),
-        VerifyError::TimestampTooOld { .. } => unauthorized("timestamp_too_old"),
-        VerifyError::TimestampTooNew { .. } => unauthorized("timestamp_too_new"),
-        VerifyError::SignatureMismatch => unauthorized("signature_mismatch"),
-        // WebhookSource::new refuses a source without secrets, so this is a bug, not the sender's.
-        VerifyError::NoSecrets => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        VerifyError::MissingHeader(_) => Some("missing_header"),
+        VerifyError::MalformedHeader { .. } => Some("malformed_header"),
+        VerifyError::TimestampTooOld { .. } => Some("timestamp_too_old"),
+        VerifyError::TimestampTooNew { .. } => Some("timestamp_too_new"),
+        VerifyError::SignatureMismatch => Some("signature_mismatch"),
+        // WebhookSource::new refuses a source without secrets, so this cannot happen.
+        VerifyError::NoSecrets => None,
     }
 }
 

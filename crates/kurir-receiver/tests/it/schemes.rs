@@ -123,6 +123,19 @@ both_backends! {
 }
 
 both_backends! {
+    async fn every_scheme_rejects_a_missing_signature(db) {
+        for scheme in Scheme::ALL {
+            let r = reference(scheme, "evt_unsigned");
+            let app = receiver(&db, scheme.as_str(), scheme, &[r.secret], r.at).await;
+            let mut headers = r.headers.clone();
+            headers.retain(|(name, _)| !(name.contains("signature") || name.contains("hmac")));
+            assert_refused(&app.post(&headers, &r.body).await, "missing_header", scheme);
+        }
+        assert_eq!(db.total_rows().await, 0);
+    }
+}
+
+both_backends! {
     async fn every_scheme_rejects_a_wrong_secret(db) {
         for scheme in Scheme::ALL {
             let r = reference(scheme, "evt_wrong_secret");
