@@ -1,0 +1,324 @@
+//! The inbox store: `kurir_inbox` on PostgreSQL or SQLite, behind one [`Inbox`] handle.
+//!
+//! Owns every SQL statement the crate runs and the migrations that create the table. Each operation
+//! has one implementation per backend (`postgres.rs`, `sqlite.rs`), one SQL statement each, with a doc
+//! line on its locking; this file composes them ([`Inbox::receive`] is insert, then read on a
+//! conflict) and turns rows into the crate's types. Deciding *when* to claim or retry is the
+//! [`Runner`](crate::Runner)'s and the [`Processor`](crate::Processor)'s job, not the store's.
+//!
+//! Rows move `pending` → `processing` (leased: `lease_owner`, `lease_expires_at`, `attempts` + 1) →
+//! `completed` | `failed`. A completion is fenced on `(lease_owner, attempts)`, so a worker whose lease
+//! expired and was taken over cannot overwrite the new owner's result. A lease that expires (its
+//! worker died) makes the row claimable again. A `failed` row whose attempts are exhausted keeps
+//! `available_at` at year 9999 ("never") until [`Inbox::retry_now`].
+
+#[cfg(feature = "postgres")]
+mod postgres;
+pub(crate) mod row;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::event::{EventRecord, InboxEvent, InboxStatus, VerifiedEvent};
+use row::{now_millis, NewRow};
+
+/// Why an inbox operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Applying the inbox migrations failed.
+    #[error("inbox migrations failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value could not be read back (a hand-edited row, or a bug).
+    #[error("corrupt kurir_inbox row for event {event_id}: {message}")]
+    Corrupt {
+        /// The row's event id.
+        event_id: String,
+        /// What could not be decoded.
+        message: String,
+    },
+    /// An insert met an existing row that was gone when read: something deletes inbox rows
+    /// concurrently.
+    #[error("kurir_inbox row for event {event_id} conflicted on insert but vanished before it could be read")]
+    Vanished {
+        /// The event id.
+        event_id: String,
+    },
+    /// Any other database error.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// The result type of store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The inbox table in one database. Cheap to clone (it holds a connection pool).
+///
+/// For SQLite, open the pool in WAL mode with a busy timeout (see the crate docs): claims and inserts
+/// from several tasks then wait for the write lock instead of failing.
+#[derive(Clone, Debug)]
+pub enum Inbox {
+    /// PostgreSQL, which any number of processes may share.
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::PgPool),
+    /// SQLite, one process per database file.
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlx::SqlitePool),
+}
+
+#[cfg(feature = "postgres")]
+impl From<sqlx::PgPool> for Inbox {
+    fn from(pool: sqlx::PgPool) -> Inbox {
+        Inbox::Postgres(pool)
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl From<sqlx::SqlitePool> for Inbox {
+    fn from(pool: sqlx::SqlitePool) -> Inbox {
+        Inbox::Sqlite(pool)
+    }
+}
+
+/// Runs one backend function with the pool as first argument.
+macro_rules! on_backend {
+    ($inbox:expr, $function:ident ( $($arg:expr),* $(,)? )) => {
+        match $inbox {
+            #[cfg(feature = "postgres")]
+            Inbox::Postgres(pool) => postgres::$function(pool, $($arg),*).await,
+            #[cfg(feature = "sqlite")]
+            Inbox::Sqlite(pool) => sqlite::$function(pool, $($arg),*).await,
+        }
+    };
+}
+
+/// What storing a verified event found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Receipt {
+    /// First receipt: the row was created (and is durable: the statement has committed).
+    New(EventRecord),
+    /// The `(source, event_id)` was already stored; this is its current state.
+    Duplicate(EventRecord),
+}
+
+impl Receipt {
+    /// The stored row, new or not.
+    pub fn record(&self) -> &EventRecord {
+        match self {
+            Receipt::New(record) | Receipt::Duplicate(record) => record,
+        }
+    }
+}
+
+/// An event leased to one worker for one attempt. The lease is the fence its completion must match.
+#[derive(Debug, Clone)]
+pub struct ClaimedEvent {
+    row_id: i64,
+    owner: String,
+    /// The event, with `attempt` the number of the attempt this lease is for.
+    pub event: InboxEvent,
+}
+
+/// How an attempt ended, as the store records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    /// The handler succeeded.
+    Completed,
+    /// The handler failed; try again at `at`.
+    Retry {
+        /// When the event becomes due again.
+        at: DateTime<Utc>,
+        /// What the handler reported.
+        error: String,
+    },
+    /// The handler failed and no attempts are left: `failed` until [`Inbox::retry_now`].
+    GiveUp {
+        /// What the handler reported.
+        error: String,
+    },
+}
+
+/// Whether a completion was recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    /// The lease was still ours; the row moved on.
+    Recorded,
+    /// The lease had expired and another worker claimed the event; nothing was written.
+    LeaseLost,
+}
+
+/// What [`Inbox::retry_now`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryNow {
+    /// The failed event is due now, with a fresh set of attempts.
+    Scheduled,
+    /// No such event.
+    NotFound,
+    /// The event is not `failed`; nothing changed.
+    NotFailed(InboxStatus),
+}
+
+impl Inbox {
+    /// Creates `kurir_inbox` and its indexes if missing (see [`migrate_postgres`] and
+    /// [`migrate_sqlite`]).
+    pub async fn migrate(&self) -> Result<()> {
+        on_backend!(self, migrate())
+    }
+
+    /// Closes the connection pool, waiting for connections in use to be returned (at shutdown).
+    pub async fn close(&self) {
+        match self {
+            #[cfg(feature = "postgres")]
+            Inbox::Postgres(pool) => pool.close().await,
+            #[cfg(feature = "sqlite")]
+            Inbox::Sqlite(pool) => pool.close().await,
+        }
+    }
+
+    /// Stores `event` once per `(source, event_id)`: the first call creates a `pending` row, every
+    /// later one (concurrent ones included) reports the existing row untouched.
+    pub async fn receive(&self, event: &VerifiedEvent) -> Result<Receipt> {
+        Ok(self.insert_or_get(event, None).await?.0)
+    }
+
+    /// Like [`Inbox::receive`], but a new row is created already leased to `owner` for attempt 1,
+    /// for processing inline; a duplicate is left alone.
+    pub(crate) async fn receive_claimed(
+        &self,
+        event: &VerifiedEvent,
+        owner: &str,
+        lease: Duration,
+    ) -> Result<(Receipt, Option<ClaimedEvent>)> {
+        let (receipt, row_id) = self.insert_or_get(event, Some((owner, lease))).await?;
+        let claimed = match &receipt {
+            Receipt::New(record) => Some(inline_claim(event, record, row_id, owner)),
+            Receipt::Duplicate(_) => None,
+        };
+        Ok((receipt, claimed))
+    }
+
+    /// Insert, and on a conflict read the row that won; also returns the row id. Two statements and
+    /// no transaction: under READ COMMITTED a conflicting insert waits for the winner to commit, so
+    /// the read that follows sees it.
+    async fn insert_or_get(
+        &self,
+        event: &VerifiedEvent,
+        claim: Option<(&str, Duration)>,
+    ) -> Result<(Receipt, i64)> {
+        let new = NewRow::new(event, claim, now_millis());
+        // A second round only if the conflicting row was deleted between the two statements.
+        for _ in 0..2 {
+            if let Some(row) = on_backend!(self, insert_event(&new))? {
+                let id = row.id;
+                return Ok((Receipt::New(row.into_record()?), id));
+            }
+            if let Some(row) = on_backend!(self, get_event(new.source, new.event_id))? {
+                let id = row.id;
+                return Ok((Receipt::Duplicate(row.into_record()?), id));
+            }
+        }
+        Err(StoreError::Vanished {
+            event_id: new.event_id.to_owned(),
+        })
+    }
+
+    /// The state of one event, if stored.
+    pub async fn status(&self, source: &str, event_id: &str) -> Result<Option<EventRecord>> {
+        on_backend!(self, get_event(source, event_id))?
+            .map(row::RecordRow::into_record)
+            .transpose()
+    }
+
+    /// Leases up to `limit` due events to `owner` for `lease`: `pending` ones, `failed` ones whose
+    /// `available_at` has come, and `processing` ones whose lease expired. Each claimed row's
+    /// `attempts` is incremented and `last_attempt_at` set: the attempt starts now. With `source`,
+    /// only that source's events are claimed.
+    pub async fn claim_due(
+        &self,
+        owner: &str,
+        lease: Duration,
+        limit: u32,
+        source: Option<&str>,
+    ) -> Result<Vec<ClaimedEvent>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let now = now_millis();
+        let lease_until = row::later(now, lease);
+        let rows = on_backend!(self, claim_due(owner, now, lease_until, limit, source))?;
+        Ok(rows.into_iter().map(|r| r.into_claimed(owner)).collect())
+    }
+
+    /// Records how `claimed`'s attempt ended and releases its lease, unless the lease was lost.
+    pub async fn complete(&self, claimed: &ClaimedEvent, completion: &Completion) -> Result<Fence> {
+        let (status, available_at, error) = row::completion_columns(completion, now_millis());
+        let fence = (
+            claimed.row_id,
+            claimed.owner.as_str(),
+            claimed.event.attempt,
+        );
+        let done = on_backend!(
+            self,
+            complete(fence, status, available_at, error, now_millis())
+        )?;
+        Ok(if done {
+            Fence::Recorded
+        } else {
+            Fence::LeaseLost
+        })
+    }
+
+    /// Makes a `failed` event due now with its attempt count reset, so the runner gives it a full
+    /// new set of attempts (for an operator, once the cause is fixed). `last_error` and
+    /// `last_attempt_at` keep the previous values until the next attempt.
+    pub async fn retry_now(&self, source: &str, event_id: &str) -> Result<RetryNow> {
+        if on_backend!(self, reschedule_failed(source, event_id, now_millis()))? {
+            return Ok(RetryNow::Scheduled);
+        }
+        Ok(match self.status(source, event_id).await? {
+            None => RetryNow::NotFound,
+            Some(record) => RetryNow::NotFailed(record.status),
+        })
+    }
+}
+
+/// The lease a [`Inbox::receive_claimed`] insert created, as a [`ClaimedEvent`].
+fn inline_claim(
+    event: &VerifiedEvent,
+    record: &EventRecord,
+    row_id: i64,
+    owner: &str,
+) -> ClaimedEvent {
+    ClaimedEvent {
+        row_id,
+        owner: owner.to_owned(),
+        event: InboxEvent {
+            source: event.source.clone(),
+            event_id: event.event_id.as_str().to_owned(),
+            event_type: event.event_type.clone(),
+            payload: event.payload.clone(),
+            headers: event.headers.clone(),
+            idempotency_key: event.idempotency_key.clone(),
+            attempt: record.attempts,
+            received_at: record.created_at,
+        },
+    }
+}
+
+/// Creates `kurir_inbox` in a PostgreSQL database, if missing.
+///
+/// The migrations (versions from 1000 on, `CREATE … IF NOT EXISTS`, the same definition kurir's own
+/// schema has) share sqlx's `_sqlx_migrations` table with any other migrator of the database, so
+/// they run with `ignore_missing`: versions applied by another migrator are not an error.
+#[cfg(feature = "postgres")]
+pub async fn migrate_postgres(pool: &sqlx::PgPool) -> Result<()> {
+    postgres::migrate(pool).await
+}
+
+/// Creates `kurir_inbox` in a SQLite database, if missing. See [`migrate_postgres`].
+#[cfg(feature = "sqlite")]
+pub async fn migrate_sqlite(pool: &sqlx::SqlitePool) -> Result<()> {
+    sqlite::migrate(pool).await
+}

@@ -1,0 +1,259 @@
+//! What crosses between the backend-neutral [`Inbox`](super::Inbox) and the two SQL backends: the
+//! values of a new row, rows read back, and the `headers` column's JSON form.
+//!
+//! Keeping these conversions here is what lets `postgres.rs` and `sqlite.rs` be nothing but SQL.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use super::{ClaimedEvent, Completion, StoreError};
+use crate::event::{EventRecord, InboxEvent, InboxStatus, VerifiedEvent};
+
+/// `available_at` of an event whose attempts are exhausted: the column is `NOT NULL`, so "never" is
+/// the last millisecond of year 9999, which both backends store and order correctly.
+pub(crate) fn never() -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(253_402_300_799_999).unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// The current time truncated to milliseconds, the precision both backends keep alike.
+pub(crate) fn now_millis() -> DateTime<Utc> {
+    let now = Utc::now();
+    DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
+}
+
+/// `at + duration`, saturating at [`never`].
+pub(crate) fn later(at: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
+    TimeDelta::from_std(duration)
+        .ok()
+        .and_then(|delta| at.checked_add_signed(delta))
+        .map_or(never(), |t| t.min(never()))
+}
+
+/// SQLite's fixed-width text timestamp, `YYYY-MM-DDTHH:MM:SS.sssZ`, which orders as a string.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn sqlite_ts(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// Reads a SQLite timestamp: our format, any RFC 3339, or `YYYY-MM-DD HH:MM:SS` (what SQLite's own
+/// `CURRENT_TIMESTAMP` writes, for rows inserted by hand) taken as UTC.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn parse_sqlite_ts(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|d| d.to_utc())
+        .ok()
+        .or_else(|| {
+            chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f")
+                .ok()
+                .map(|n| n.and_utc())
+        })
+}
+
+/// Headers never written to the database: they carry the sender's credentials, not the event's.
+const NOT_STORED: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+
+/// Key under which the event type rides in the `headers` JSON. No header name can start with ':',
+/// so it cannot collide; `kurir_inbox` has no `event_type` column (yet).
+const EVENT_TYPE_KEY: &str = ":event-type";
+
+/// The `headers` column: a JSON object of lowercase header names to values (repeated headers
+/// joined by ", "), plus the event type under [`EVENT_TYPE_KEY`].
+pub(crate) fn headers_to_json(headers: &HeaderMap, event_type: Option<&str>) -> String {
+    let mut map: BTreeMap<&str, String> = BTreeMap::new();
+    for (name, value) in headers {
+        if NOT_STORED.contains(&name.as_str()) {
+            continue;
+        }
+        let value = String::from_utf8_lossy(value.as_bytes());
+        map.entry(name.as_str())
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(&value);
+            })
+            .or_insert_with(|| value.into_owned());
+    }
+    if let Some(event_type) = event_type {
+        map.insert(EVENT_TYPE_KEY, event_type.to_owned());
+    }
+    serde_json::to_string(&map).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// The headers and event type back from the `headers` column. Entries that are not valid headers
+/// (a hand-edited row) are skipped rather than failing the event.
+pub(crate) fn headers_from_json(json: &str) -> (HeaderMap, Option<String>) {
+    let map: BTreeMap<String, String> = serde_json::from_str(json).unwrap_or_default();
+    let mut headers = HeaderMap::new();
+    let mut event_type = None;
+    for (name, value) in map {
+        if name == EVENT_TYPE_KEY {
+            event_type = Some(value);
+            continue;
+        }
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            headers.append(name, value);
+        }
+    }
+    (headers, event_type)
+}
+
+/// The values of a row about to be inserted, in both backends' bind order.
+pub(crate) struct NewRow<'a> {
+    pub source: &'a str,
+    pub event_id: &'a str,
+    pub idempotency_key: Option<&'a str>,
+    pub signature: Option<&'a str>,
+    pub status: &'static str,
+    pub payload: &'a [u8],
+    pub headers: String,
+    pub attempts: i64,
+    pub lease_owner: Option<&'a str>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub last_attempt_at: Option<DateTime<Utc>>,
+    /// `available_at`, `created_at` and `updated_at`.
+    pub now: DateTime<Utc>,
+}
+
+impl<'a> NewRow<'a> {
+    /// A `pending` row, or with `claim` a row already leased to its owner for attempt 1.
+    pub(crate) fn new(
+        event: &'a VerifiedEvent,
+        claim: Option<(&'a str, Duration)>,
+        now: DateTime<Utc>,
+    ) -> NewRow<'a> {
+        let (status, attempts) = match claim {
+            Some(_) => (InboxStatus::Processing, 1),
+            None => (InboxStatus::Pending, 0),
+        };
+        NewRow {
+            source: &event.source,
+            event_id: event.event_id.as_str(),
+            idempotency_key: event.idempotency_key.as_deref(),
+            signature: event.signature(),
+            status: status.as_str(),
+            payload: &event.payload,
+            headers: headers_to_json(&event.headers, event.event_type.as_deref()),
+            attempts,
+            lease_owner: claim.map(|(owner, _)| owner),
+            lease_expires_at: claim.map(|(_, lease)| later(now, lease)),
+            last_attempt_at: claim.map(|_| now),
+            now,
+        }
+    }
+}
+
+/// The status columns of one row, as either backend reads them.
+pub(crate) struct RecordRow {
+    pub id: i64,
+    pub source: String,
+    pub event_id: String,
+    pub idempotency_key: Option<String>,
+    pub status: String,
+    pub attempts: i64,
+    pub available_at: DateTime<Utc>,
+    pub last_attempt_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl RecordRow {
+    pub(crate) fn into_record(self) -> Result<EventRecord, StoreError> {
+        let status: InboxStatus = self.status.parse().map_err(|e| StoreError::Corrupt {
+            event_id: self.event_id.clone(),
+            message: format!("{e}"),
+        })?;
+        let waiting = matches!(status, InboxStatus::Pending | InboxStatus::Failed);
+        Ok(EventRecord {
+            next_attempt_at: (waiting && self.available_at < never()).then_some(self.available_at),
+            source: self.source,
+            event_id: self.event_id,
+            idempotency_key: self.idempotency_key,
+            status,
+            attempts: attempts_u32(self.attempts),
+            last_attempt_at: self.last_attempt_at,
+            last_error: self.last_error,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
+}
+
+/// A row just leased by a claim, with what the handler needs.
+pub(crate) struct ClaimedRow {
+    pub id: i64,
+    pub source: String,
+    pub event_id: String,
+    pub idempotency_key: Option<String>,
+    pub payload: Vec<u8>,
+    pub headers: String,
+    pub attempts: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+impl ClaimedRow {
+    pub(crate) fn into_claimed(self, owner: &str) -> ClaimedEvent {
+        let (headers, event_type) = headers_from_json(&self.headers);
+        ClaimedEvent {
+            row_id: self.id,
+            owner: owner.to_owned(),
+            event: InboxEvent {
+                source: self.source,
+                event_id: self.event_id,
+                event_type,
+                payload: Bytes::from(self.payload),
+                headers,
+                idempotency_key: self.idempotency_key,
+                attempt: attempts_u32(self.attempts),
+                received_at: self.created_at,
+            },
+        }
+    }
+}
+
+/// The columns a completion writes: `status`, `available_at`, `last_error`.
+pub(crate) fn completion_columns(
+    completion: &Completion,
+    now: DateTime<Utc>,
+) -> (&'static str, DateTime<Utc>, Option<&str>) {
+    match completion {
+        Completion::Completed => (InboxStatus::Completed.as_str(), now, None),
+        Completion::Retry { at, error } => (InboxStatus::Failed.as_str(), *at, Some(error)),
+        Completion::GiveUp { error } => (InboxStatus::Failed.as_str(), never(), Some(error)),
+    }
+}
+
+fn attempts_u32(attempts: i64) -> u32 {
+    u32::try_from(attempts.max(0)).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_without_credentials() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-webhook-event-id", HeaderValue::from_static("evt_1"));
+        headers.insert("authorization", HeaderValue::from_static("Bearer t0ken"));
+        headers.append("x-multi", HeaderValue::from_static("a"));
+        headers.append("x-multi", HeaderValue::from_static("b"));
+        let json = headers_to_json(&headers, Some("order.paid"));
+        assert!(!json.contains("t0ken"), "{json}");
+        let (back, event_type) = headers_from_json(&json);
+        assert_eq!(event_type.as_deref(), Some("order.paid"));
+        assert_eq!(back["x-webhook-event-id"], "evt_1");
+        assert_eq!(back["x-multi"], "a, b");
+        assert!(back.get("authorization").is_none());
+    }
+
+    #[test]
+    fn never_sorts_last_in_both_forms() {
+        assert_eq!(sqlite_ts(never()), "9999-12-31T23:59:59.999Z");
+        assert_eq!(parse_sqlite_ts(&sqlite_ts(never())), Some(never()));
+        assert_eq!(later(never(), Duration::from_secs(60)), never());
+    }
+}

@@ -1,0 +1,235 @@
+//! The inbox store's conformance: every operation on both backends, without HTTP.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use kurir_receiver::{Completion, Fence, InboxStatus, Receipt, RetryNow};
+use tokio::sync::Barrier;
+
+use crate::support::{verified_event, Deadline};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+both_backends! {
+    async fn receiving_twice_stores_one_row_and_reports_the_duplicate(db) {
+        let event = verified_event("evt_twice");
+        let Receipt::New(first) = db.inbox.receive(&event).await.unwrap() else {
+            panic!("first receipt must be new");
+        };
+        assert_eq!(first.status, InboxStatus::Pending);
+        assert_eq!(first.attempts, 0);
+        assert!(first.next_attempt_at.is_some());
+        assert_eq!(first.idempotency_key, None);
+
+        let again = db.inbox.receive(&event).await.unwrap();
+        assert_eq!(again, Receipt::Duplicate(first));
+        assert_eq!(db.count_rows("billing", "evt_twice").await, 1);
+    }
+}
+
+both_backends! {
+    async fn concurrent_receipts_of_one_event_store_one_row(db) {
+        let barrier = Arc::new(Barrier::new(20));
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let (inbox, barrier) = (db.inbox.clone(), Arc::clone(&barrier));
+                tokio::spawn(async move {
+                    let event = verified_event("evt_race");
+                    barrier.wait().await;
+                    inbox.receive(&event).await.unwrap()
+                })
+            })
+            .collect();
+        let mut new = 0;
+        for task in tasks {
+            if matches!(task.await.unwrap(), Receipt::New(_)) {
+                new += 1;
+            }
+        }
+        assert_eq!(new, 1, "{}", db.backend());
+        assert_eq!(db.count_rows("billing", "evt_race").await, 1);
+    }
+}
+
+both_backends! {
+    async fn concurrent_claims_take_disjoint_events(db) {
+        for i in 0..10 {
+            db.inbox.receive(&verified_event(&format!("evt_{i}"))).await.unwrap();
+        }
+        let claim = |owner: &'static str| {
+            let inbox = db.inbox.clone();
+            tokio::spawn(async move { inbox.claim_due(owner, HOUR, 10, None).await.unwrap() })
+        };
+        let (a, b) = (claim("worker-a"), claim("worker-b"));
+        let (a, b) = (a.await.unwrap(), b.await.unwrap());
+        let ids: HashSet<_> = a.iter().chain(&b).map(|c| c.event.event_id.clone()).collect();
+        assert_eq!(a.len() + b.len(), 10, "{}", db.backend());
+        assert_eq!(ids.len(), 10, "an event was claimed twice");
+        assert!(a.iter().chain(&b).all(|c| c.event.attempt == 1));
+        assert!(db.inbox.claim_due("worker-c", HOUR, 10, None).await.unwrap().is_empty());
+        let record = db.inbox.status("billing", "evt_0").await.unwrap().unwrap();
+        assert_eq!(record.status, InboxStatus::Processing);
+        assert_eq!(record.attempts, 1);
+        assert!(record.last_attempt_at.is_some());
+        assert_eq!(record.next_attempt_at, None);
+    }
+}
+
+both_backends! {
+    async fn claimed_event_carries_what_was_received(db) {
+        let sent = verified_event("evt_content");
+        db.inbox.receive(&sent).await.unwrap();
+        let claimed = db.inbox.claim_due("w", HOUR, 1, None).await.unwrap();
+        let event = &claimed[0].event;
+        assert_eq!(event.source, "billing");
+        assert_eq!(event.event_id, "evt_content");
+        assert_eq!(event.event_type.as_deref(), Some("invoice.paid"));
+        assert_eq!(event.payload, sent.payload);
+        assert_eq!(event.headers["x-webhook-event-id"], "evt_content");
+        assert_eq!(event.headers["x-webhook-signature"], sent.headers["x-webhook-signature"]);
+        assert_eq!(event.attempt, 1);
+    }
+}
+
+both_backends! {
+    async fn source_filter_claims_only_that_source(db) {
+        db.inbox.receive(&verified_event("evt_billing")).await.unwrap();
+        assert!(db.inbox.claim_due("w", HOUR, 10, Some("shipping")).await.unwrap().is_empty());
+        assert_eq!(db.inbox.claim_due("w", HOUR, 10, Some("billing")).await.unwrap().len(), 1);
+    }
+}
+
+both_backends! {
+    async fn expired_lease_is_claimed_again_and_fences_out_the_first_worker(db) {
+        db.inbox.receive(&verified_event("evt_lease")).await.unwrap();
+        let first = db.inbox.claim_due("slow", Duration::from_millis(30), 1, None).await.unwrap();
+        assert_eq!(first.len(), 1);
+        assert!(db.inbox.claim_due("other", HOUR, 1, None).await.unwrap().is_empty());
+
+        let deadline = Deadline::start();
+        let second = loop {
+            let claimed = db.inbox.claim_due("other", HOUR, 1, None).await.unwrap();
+            if !claimed.is_empty() {
+                break claimed;
+            }
+            deadline.tick("the first lease to expire").await;
+        };
+        assert_eq!(second[0].event.attempt, 2);
+
+        let late = db.inbox.complete(&first[0], &Completion::Completed).await.unwrap();
+        assert_eq!(late, Fence::LeaseLost, "{}", db.backend());
+        let current = db.inbox.complete(&second[0], &Completion::Completed).await.unwrap();
+        assert_eq!(current, Fence::Recorded);
+        let record = db.inbox.status("billing", "evt_lease").await.unwrap().unwrap();
+        assert_eq!((record.status, record.attempts), (InboxStatus::Completed, 2));
+    }
+}
+
+both_backends! {
+    async fn failed_event_is_due_again_at_its_retry_time(db) {
+        db.inbox.receive(&verified_event("evt_retry")).await.unwrap();
+        let claimed = db.inbox.claim_due("w", HOUR, 1, None).await.unwrap();
+        let at = Utc::now() + chrono::Duration::hours(1);
+        let at = chrono::DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap();
+        let retry = Completion::Retry { at, error: "boom".into() };
+        assert_eq!(db.inbox.complete(&claimed[0], &retry).await.unwrap(), Fence::Recorded);
+
+        let record = db.inbox.status("billing", "evt_retry").await.unwrap().unwrap();
+        assert_eq!(record.status, InboxStatus::Failed);
+        assert_eq!(record.next_attempt_at, Some(at));
+        assert_eq!(record.last_error.as_deref(), Some("boom"));
+        assert!(db.inbox.claim_due("w", HOUR, 1, None).await.unwrap().is_empty());
+
+        // Completing twice with the same lease does nothing the second time.
+        assert_eq!(db.inbox.complete(&claimed[0], &Completion::Completed).await.unwrap(), Fence::LeaseLost);
+    }
+}
+
+both_backends! {
+    async fn given_up_event_waits_for_retry_now(db) {
+        db.inbox.receive(&verified_event("evt_dead")).await.unwrap();
+        let claimed = db.inbox.claim_due("w", HOUR, 1, None).await.unwrap();
+        let give_up = Completion::GiveUp { error: "still broken".into() };
+        db.inbox.complete(&claimed[0], &give_up).await.unwrap();
+
+        let record = db.inbox.status("billing", "evt_dead").await.unwrap().unwrap();
+        assert_eq!((record.status, record.next_attempt_at), (InboxStatus::Failed, None));
+        assert!(db.inbox.claim_due("w", HOUR, 1, None).await.unwrap().is_empty());
+
+        assert_eq!(db.inbox.retry_now("billing", "evt_dead").await.unwrap(), RetryNow::Scheduled);
+        let record = db.inbox.status("billing", "evt_dead").await.unwrap().unwrap();
+        assert_eq!((record.status, record.attempts), (InboxStatus::Pending, 0));
+        assert_eq!(record.last_error.as_deref(), Some("still broken"));
+        let again = db.inbox.claim_due("w", HOUR, 1, None).await.unwrap();
+        assert_eq!(again[0].event.attempt, 1);
+
+        assert_eq!(
+            db.inbox.retry_now("billing", "evt_dead").await.unwrap(),
+            RetryNow::NotFailed(InboxStatus::Processing)
+        );
+        assert_eq!(db.inbox.retry_now("billing", "nope").await.unwrap(), RetryNow::NotFound);
+    }
+}
+
+both_backends! {
+    async fn migrations_are_idempotent(db) {
+        db.inbox.migrate().await.unwrap();
+        db.inbox.receive(&verified_event("evt_after_migrate")).await.unwrap();
+        db.inbox.migrate().await.unwrap();
+        assert_eq!(db.total_rows().await, 1);
+    }
+}
+
+both_backends! {
+    /// kurir's migrator and ours share `_sqlx_migrations`; in either order, each must tolerate the
+    /// other's versions (`ignore_missing`), and the table is created once.
+    empty async fn inbox_migrations_coexist_with_kurirs_schema(db) {
+        let kurir_migrator = || async {
+            let dir = match db.backend() {
+                "postgres" => concat!(env!("CARGO_MANIFEST_DIR"), "/../kurir/migrations/postgres"),
+                _ => concat!(env!("CARGO_MANIFEST_DIR"), "/../kurir/migrations/sqlite"),
+            };
+            let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(dir)).await.unwrap();
+            migrator.set_ignore_missing(true);
+            migrator
+        };
+        let run_kurir = || async {
+            let migrator = kurir_migrator().await;
+            match &db.inbox {
+                kurir_receiver::Inbox::Postgres(pool) => migrator.run(pool).await.unwrap(),
+                kurir_receiver::Inbox::Sqlite(pool) => migrator.run(pool).await.unwrap(),
+            }
+        };
+        db.inbox.migrate().await.unwrap();
+        run_kurir().await;
+        db.inbox.migrate().await.unwrap();
+        run_kurir().await;
+        db.inbox.receive(&verified_event("evt_shared")).await.unwrap();
+        assert_eq!(db.total_rows().await, 1);
+    }
+}
+
+/// Our migrations create exactly the `kurir_inbox` that kurir's own schema does.
+#[test]
+fn inbox_definition_matches_kurirs_schema() {
+    let inbox_part = |sql: &'static str| {
+        let start = sql.find("CREATE TABLE IF NOT EXISTS kurir_inbox").unwrap();
+        sql[start..].trim_end().to_owned()
+    };
+    assert_eq!(
+        inbox_part(include_str!(
+            "../../migrations/postgres/1000_kurir_inbox.sql"
+        )),
+        inbox_part(include_str!(
+            "../../../kurir/migrations/postgres/0001_kurir_schema.sql"
+        )),
+    );
+    assert_eq!(
+        inbox_part(include_str!("../../migrations/sqlite/1000_kurir_inbox.sql")),
+        inbox_part(include_str!(
+            "../../../kurir/migrations/sqlite/0001_kurir_schema.sql"
+        )),
+    );
+}
