@@ -17,8 +17,6 @@ use crate::delivery::{
 };
 use crate::endpoint::{Endpoint, EndpointId};
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
-
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event_types, secret, \
     previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
     connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
@@ -66,7 +64,11 @@ impl PgStore {
     }
 
     pub(super) async fn migrate(&self) -> Result<()> {
-        MIGRATOR.run(&self.pool).await?;
+        // kurir-receiver keeps its own migrations (versions from 1000) in the same
+        // `_sqlx_migrations` table; each migrator ignores the other's versions.
+        let mut migrator = sqlx::migrate!("./migrations/postgres");
+        migrator.set_ignore_missing(true);
+        migrator.run(&self.pool).await?;
         Ok(())
     }
 

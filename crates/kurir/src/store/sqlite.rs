@@ -26,8 +26,6 @@ use crate::delivery::{
 };
 use crate::endpoint::{Endpoint, EndpointId};
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
-
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
     enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
     retry_max_delay_ms, retry_max_attempts, max_in_flight, created_at, updated_at";
@@ -75,7 +73,11 @@ impl SqliteStore {
     }
 
     pub(super) async fn migrate(&self) -> Result<()> {
-        MIGRATOR.run(&self.pool).await?;
+        // kurir-receiver keeps its own migrations (versions from 1000) in the same
+        // `_sqlx_migrations` table; each migrator ignores the other's versions.
+        let mut migrator = sqlx::migrate!("./migrations/sqlite");
+        migrator.set_ignore_missing(true);
+        migrator.run(&self.pool).await?;
         Ok(())
     }
 
