@@ -1,0 +1,406 @@
+//! The database under test: a fresh PostgreSQL database (created on the server given, dropped
+//! afterwards) or a fresh SQLite file per scenario, plus what the benchmark does to it as the
+//! "application": enqueue events, preload a backlog, measure table sizes.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use kurir::outbox::{self, NewEvent};
+use kurir_core::event::EventId;
+use serde::Serialize;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection, PgPool, SqlitePool};
+
+use crate::sink::event_id;
+
+/// The payload of every benchmark event: a small order, about the size of a real one.
+pub const PAYLOAD: &str = r#"{"order_id":"98765","customer_id":"c-1203","total":250000,"currency":"IDR","status":"paid","items":[{"sku":"KOPI-250","qty":2,"price":85000},{"sku":"TEH-100","qty":1,"price":80000}]}"#;
+
+/// The event type of every benchmark event.
+pub const EVENT_TYPE: &str = "order.paid";
+
+/// Which database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// PostgreSQL.
+    Postgres,
+    /// SQLite.
+    Sqlite,
+}
+
+impl Backend {
+    /// `postgres` or `sqlite`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Postgres => "postgres",
+            Self::Sqlite => "sqlite",
+        }
+    }
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A fresh database for one scenario.
+pub struct Database {
+    /// Its backend.
+    pub backend: Backend,
+    /// Its URL, for kurir.
+    pub url: String,
+    server_url: String,
+    name: String,
+}
+
+impl Database {
+    /// Creates an empty database: on PostgreSQL a new database on the server at `server_url`,
+    /// on SQLite a new file in `dir`.
+    pub async fn create(backend: Backend, server_url: &str, dir: &Path) -> anyhow::Result<Self> {
+        let name = format!(
+            "kurir_bench_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let url = match backend {
+            Backend::Postgres => {
+                let mut admin = sqlx::PgConnection::connect(server_url)
+                    .await
+                    .with_context(|| "cannot connect to PostgreSQL (see --database-url)")?;
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut admin)
+                    .await?;
+                admin.close().await?;
+                let mut url = url::Url::parse(server_url)?;
+                url.set_path(&format!("/{name}"));
+                url.to_string()
+            }
+            Backend::Sqlite => {
+                let path: PathBuf = dir.join(format!("{name}.db"));
+                format!("sqlite://{}", path.display())
+            }
+        };
+        Ok(Self {
+            backend,
+            url,
+            server_url: server_url.to_owned(),
+            name,
+        })
+    }
+
+    /// Removes the database (PostgreSQL: `DROP DATABASE … WITH (FORCE)`; SQLite: the files).
+    pub async fn remove(self) -> anyhow::Result<()> {
+        match self.backend {
+            Backend::Postgres => {
+                let mut admin = sqlx::PgConnection::connect(&self.server_url).await?;
+                sqlx::query(&format!(
+                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                    self.name
+                ))
+                .execute(&mut admin)
+                .await?;
+                admin.close().await?;
+            }
+            Backend::Sqlite => {
+                let path = self.url.trim_start_matches("sqlite://");
+                for suffix in ["", "-wal", "-shm"] {
+                    let _ = std::fs::remove_file(format!("{path}{suffix}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// kurir's store on this database, migrated (kurir's and the receiver's tables).
+    pub async fn store(&self) -> anyhow::Result<kurir::store::Store> {
+        let store = kurir::store::Store::connect(&self.url).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// A connection pool of `size` for the benchmark acting as the application.
+    pub async fn app_pool(&self, size: u32) -> anyhow::Result<AppPool> {
+        Ok(match self.backend {
+            Backend::Postgres => AppPool::Postgres(
+                PgPoolOptions::new()
+                    .max_connections(size)
+                    .min_connections(size)
+                    .connect_with(PgConnectOptions::from_str(&self.url)?)
+                    .await?,
+            ),
+            Backend::Sqlite => AppPool::Sqlite(
+                SqlitePoolOptions::new()
+                    .max_connections(size)
+                    .connect_with(
+                        SqliteConnectOptions::from_str(&self.url)?
+                            .create_if_missing(true)
+                            .journal_mode(SqliteJournalMode::Wal)
+                            .synchronous(SqliteSynchronous::Full)
+                            .busy_timeout(Duration::from_secs(30)),
+                    )
+                    .await?,
+            ),
+        })
+    }
+}
+
+/// The application's own pool.
+#[derive(Clone)]
+pub enum AppPool {
+    /// PostgreSQL.
+    Postgres(PgPool),
+    /// SQLite.
+    Sqlite(SqlitePool),
+}
+
+fn new_event(n: u64) -> anyhow::Result<NewEvent> {
+    let payload = serde_json::value::RawValue::from_string(PAYLOAD.to_owned())?;
+    Ok(NewEvent::raw(EVENT_TYPE, payload)?
+        .event_id(EventId::parse(&event_id(n))?)
+        .aggregate("order", n.to_string()))
+}
+
+impl AppPool {
+    /// One application transaction that records events `ids` with [`kurir::outbox::enqueue`].
+    pub async fn enqueue(&self, ids: std::ops::Range<u64>) -> anyhow::Result<()> {
+        match self {
+            Self::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                for n in ids {
+                    outbox::enqueue(&mut tx, new_event(n)?).await?;
+                }
+                tx.commit().await?;
+            }
+            Self::Sqlite(pool) => {
+                let mut tx = pool.begin().await?;
+                for n in ids {
+                    outbox::enqueue(&mut tx, new_event(n)?).await?;
+                }
+                tx.commit().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The SQL contract: one plain `INSERT`, autocommitted, as a program in another language
+    /// would write it.
+    pub async fn insert_plain(&self, n: u64) -> anyhow::Result<()> {
+        let id = event_id(n);
+        let aggregate = n.to_string();
+        match self {
+            Self::Postgres(pool) => {
+                sqlx::query(
+                    "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
+                     VALUES ($1, $2, 'order', $3, $4::json)",
+                )
+                .bind(&id)
+                .bind(EVENT_TYPE)
+                .bind(&aggregate)
+                .bind(PAYLOAD)
+                .execute(pool)
+                .await?;
+            }
+            Self::Sqlite(pool) => {
+                sqlx::query(
+                    "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
+                     VALUES (?1, ?2, 'order', ?3, ?4)",
+                )
+                .bind(&id)
+                .bind(EVENT_TYPE)
+                .bind(&aggregate)
+                .bind(PAYLOAD)
+                .execute(pool)
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `count` events from `base`, already fanned out, and one pending delivery of each
+    /// to `endpoint_id`: a backlog as the relay would have left it, made in bulk.
+    pub async fn preload_backlog(
+        &self,
+        base: u64,
+        count: u64,
+        endpoint_id: &str,
+    ) -> anyhow::Result<()> {
+        match self {
+            Self::Postgres(pool) => {
+                sqlx::query(
+                    "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload, dispatched_at) \
+                     SELECT 'ev-' || ($1 + g), $3, 'order', ($1 + g)::text, $4::json, now() \
+                     FROM generate_series(0, $2 - 1) AS g",
+                )
+                .bind(base as i64)
+                .bind(count as i64)
+                .bind(EVENT_TYPE)
+                .bind(PAYLOAD)
+                .execute(pool)
+                .await?;
+                sqlx::query(
+                    "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
+                     SELECT id, event_id, $1 FROM kurir_outbox ORDER BY id",
+                )
+                .bind(endpoint_id)
+                .execute(pool)
+                .await?;
+                sqlx::query("VACUUM ANALYZE kurir_outbox")
+                    .execute(pool)
+                    .await?;
+                sqlx::query("VACUUM ANALYZE kurir_deliveries")
+                    .execute(pool)
+                    .await?;
+            }
+            Self::Sqlite(pool) => {
+                let now = kurir::store::sqlite_ts(kurir::store::now_millis());
+                sqlx::query(
+                    "WITH RECURSIVE g(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM g WHERE x < ?2 - 1) \
+                     INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload, dispatched_at) \
+                     SELECT 'ev-' || (?1 + x), ?3, 'order', CAST(?1 + x AS TEXT), ?4, ?5 FROM g",
+                )
+                .bind(base as i64)
+                .bind(count as i64)
+                .bind(EVENT_TYPE)
+                .bind(PAYLOAD)
+                .bind(&now)
+                .execute(pool)
+                .await?;
+                sqlx::query(
+                    "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, available_at, created_at, updated_at) \
+                     SELECT id, event_id, ?1, ?2, ?2, ?2 FROM kurir_outbox ORDER BY id",
+                )
+                .bind(endpoint_id)
+                .bind(&now)
+                .execute(pool)
+                .await?;
+                sqlx::query("ANALYZE").execute(pool).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Size in bytes of kurir's main tables and of their indexes, with dead rows on PostgreSQL.
+    pub async fn table_sizes(&self) -> anyhow::Result<Vec<TableSize>> {
+        let tables = ["kurir_outbox", "kurir_deliveries", "kurir_attempts"];
+        let mut sizes = Vec::new();
+        match self {
+            Self::Postgres(pool) => {
+                for t in tables {
+                    let (heap, indexes, live, dead): (i64, i64, i64, i64) = sqlx::query_as(
+                        "SELECT pg_table_size(c.oid), pg_indexes_size(c.oid), \
+                             COALESCE(s.n_live_tup, 0), COALESCE(s.n_dead_tup, 0) \
+                         FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid \
+                         WHERE c.relname = $1",
+                    )
+                    .bind(t)
+                    .fetch_one(pool)
+                    .await?;
+                    sizes.push(TableSize {
+                        table: t,
+                        table_bytes: heap,
+                        index_bytes: indexes,
+                        live_rows: Some(live),
+                        dead_rows: Some(dead),
+                    });
+                }
+            }
+            Self::Sqlite(pool) => {
+                for t in tables {
+                    // dbstat is compiled into the bundled SQLite; `name` is a table or an index.
+                    let (heap, indexes): (i64, i64) = sqlx::query_as(
+                        "SELECT COALESCE(SUM(CASE WHEN name = ?1 THEN pgsize END), 0), \
+                                COALESCE(SUM(CASE WHEN name <> ?1 THEN pgsize END), 0) \
+                         FROM dbstat WHERE name = ?1 OR name IN \
+                             (SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1)",
+                    )
+                    .bind(t)
+                    .fetch_one(pool)
+                    .await
+                    .unwrap_or((0, 0));
+                    sizes.push(TableSize {
+                        table: t,
+                        table_bytes: heap,
+                        index_bytes: indexes,
+                        live_rows: None,
+                        dead_rows: None,
+                    });
+                }
+            }
+        }
+        Ok(sizes)
+    }
+
+    /// Rows in `kurir_inbox`.
+    pub async fn inbox_rows(&self) -> anyhow::Result<i64> {
+        let sql = "SELECT count(*) FROM kurir_inbox";
+        Ok(match self {
+            Self::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
+            Self::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
+        })
+    }
+
+    /// The server's version.
+    pub async fn version(&self) -> anyhow::Result<String> {
+        Ok(match self {
+            Self::Postgres(pool) => {
+                let v: String = sqlx::query_scalar("SHOW server_version")
+                    .fetch_one(pool)
+                    .await?;
+                format!("PostgreSQL {v}")
+            }
+            Self::Sqlite(pool) => {
+                let v: String = sqlx::query_scalar("SELECT sqlite_version()")
+                    .fetch_one(pool)
+                    .await?;
+                format!("SQLite {v}")
+            }
+        })
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        match self {
+            Self::Postgres(pool) => pool.close().await,
+            Self::Sqlite(pool) => pool.close().await,
+        }
+    }
+}
+
+/// One table's footprint.
+#[derive(Clone, Debug, Serialize)]
+pub struct TableSize {
+    /// The table.
+    pub table: &'static str,
+    /// Heap (PostgreSQL: with TOAST) in bytes.
+    pub table_bytes: i64,
+    /// All its indexes, in bytes.
+    pub index_bytes: i64,
+    /// Live rows (PostgreSQL's statistics).
+    pub live_rows: Option<i64>,
+    /// Dead rows not yet vacuumed (PostgreSQL's statistics).
+    pub dead_rows: Option<i64>,
+}
+
+/// The database's version, without creating anything.
+pub async fn server_version(backend: Backend, server_url: &str) -> anyhow::Result<String> {
+    let pool = match backend {
+        Backend::Postgres => AppPool::Postgres(
+            PgPoolOptions::new()
+                .max_connections(1)
+                .connect(server_url)
+                .await
+                .context("cannot connect to PostgreSQL (see --database-url)")?,
+        ),
+        Backend::Sqlite => AppPool::Sqlite(
+            SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect("sqlite::memory:")
+                .await?,
+        ),
+    };
+    let v = pool.version().await;
+    pool.close().await;
+    v
+}

@@ -1,0 +1,75 @@
+//! What the run happened on: core count, load average, and a process's memory and CPU time read
+//! from `/proc` (Linux only; elsewhere the figures are absent, not wrong).
+
+use serde::Serialize;
+
+/// The 1-, 5- and 15-minute load averages.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct LoadAverage {
+    /// Last minute.
+    pub one: f64,
+    /// Last five minutes.
+    pub five: f64,
+    /// Last fifteen minutes.
+    pub fifteen: f64,
+}
+
+impl std::fmt::Display for LoadAverage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.2} {:.2} {:.2}", self.one, self.five, self.fifteen)
+    }
+}
+
+/// Reads `/proc/loadavg`.
+pub fn load_average() -> LoadAverage {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut it = text.split_whitespace().map(|v| v.parse().unwrap_or(0.0));
+    LoadAverage {
+        one: it.next().unwrap_or(0.0),
+        five: it.next().unwrap_or(0.0),
+        fifteen: it.next().unwrap_or(0.0),
+    }
+}
+
+/// Cores this process may run on.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// One reading of a process's resource use.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcSample {
+    /// Peak resident set size since the process started (`VmHWM`), in bytes.
+    pub peak_rss_bytes: u64,
+    /// User plus system CPU time, in seconds.
+    pub cpu_seconds: f64,
+}
+
+/// Reads `/proc/<pid>/status` and `/proc/<pid>/stat`; `None` when the process is gone.
+pub fn sample(pid: u32) -> Option<ProcSample> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ProcSample {
+        peak_rss_bytes: kib("VmHWM:"),
+        cpu_seconds: ticks as f64 / clock_ticks_per_second(),
+    })
+}
+
+/// `sysconf(_SC_CLK_TCK)` is 100 on every Linux this runs on; without `libc` we take it as given.
+fn clock_ticks_per_second() -> f64 {
+    100.0
+}

@@ -1,0 +1,274 @@
+//! `kurir-bench`: measures kurir against the limits of the machine it runs on, in the same run
+//! (issue 7). See `BENCHMARKS.md` at the repository root for results and how to read them.
+//!
+//! # Layout
+//!
+//! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, and the
+//!   rig they share (fresh database, sink, endpoints, kurir under test).
+//! - [`child`]: the process under test: this executable re-entered as `kurir serve` (or as the
+//!   inbox receiver), so its memory and CPU are measured on their own.
+//! - [`sink`]: the loopback HTTP sink that records when each delivery arrived.
+//! - [`db`]: fresh databases, the benchmark as the application (enqueue, plain SQL, preload),
+//!   table sizes.
+//! - [`stats`], [`report`], [`chart`]: figures, the table and JSON, SVG charts.
+//! - [`machine`], [`clock`]: load average, `/proc` readings, the one monotonic clock.
+
+mod chart;
+mod child;
+mod clock;
+mod db;
+mod inbox_server;
+mod machine;
+mod report;
+mod scenario;
+mod sink;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+
+use db::Backend;
+use report::{DatabaseRun, Report, ScenarioResult};
+use scenario::{Ctx, Sizes};
+
+/// Benchmarks kurir: throughput, latency, deep backlog, slow-endpoint isolation and the inbox,
+/// each compared with this machine's limits measured in the same run.
+#[derive(Debug, Parser)]
+#[command(name = "kurir-bench", version)]
+struct Args {
+    /// What to run.
+    #[arg(value_enum)]
+    scenario: Scenario,
+    /// Database to run on.
+    #[arg(long, value_enum, default_value = "postgres")]
+    db: DbChoice,
+    /// PostgreSQL server; a fresh database is created on it per scenario and dropped after.
+    #[arg(
+        long,
+        env = "KURIR_BENCH_DATABASE_URL",
+        default_value = "postgres://root@127.0.0.1:5432/postgres"
+    )]
+    database_url: String,
+    /// Events per throughput run [default: 50000].
+    #[arg(long)]
+    events: Option<usize>,
+    /// Endpoints for `throughput` [default: both 1 and 10].
+    #[arg(long)]
+    endpoints: Option<usize>,
+    /// Pending deliveries for `backlog` [default: 1000000 on PostgreSQL, 200000 on SQLite].
+    #[arg(long)]
+    backlog: Option<usize>,
+    /// Seconds per steady-rate phase of `latency` [default: 30].
+    #[arg(long)]
+    duration: Option<u64>,
+    /// Tiny sizes, a few seconds per scenario: checks that the harness works, measures nothing.
+    #[arg(long)]
+    smoke: bool,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Write SVG charts into this directory.
+    #[arg(long, value_name = "DIR")]
+    charts: Option<PathBuf>,
+    /// Working directory for logs and SQLite files [default: a new one under the temp dir,
+    /// removed after a successful run].
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    Ceiling,
+    Throughput,
+    Latency,
+    Backlog,
+    Isolation,
+    Inbox,
+    All,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum DbChoice {
+    Postgres,
+    Sqlite,
+    Both,
+}
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let outcome = match argv.get(1).map(String::as_str) {
+        Some(child::KURIR_ARG) => run_kurir(&argv[2..]),
+        Some(child::INBOX_ARG) => inbox_server::main(&argv[2..]),
+        _ => run_bench(Args::parse()),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kurir-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Exactly what the `kurir` binary's `main` does.
+fn run_kurir(args: &[String]) -> anyhow::Result<()> {
+    use clap::Parser as _;
+    let cli = kurir::cli::Cli::parse_from(
+        std::iter::once("kurir".to_owned()).chain(args.iter().cloned()),
+    );
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(async {
+            kurir::telemetry::init();
+            kurir::cli::main(cli).await
+        })
+}
+
+fn sizes(args: &Args, backend: Backend) -> Sizes {
+    let smoke = args.smoke;
+    let events = args.events.unwrap_or(if smoke { 300 } else { 50_000 });
+    Sizes {
+        events,
+        endpoints: args.endpoints,
+        duration: Duration::from_secs(args.duration.unwrap_or(if smoke { 2 } else { 30 })),
+        backlog: args.backlog.unwrap_or(match (smoke, backend) {
+            (true, _) => 2_000,
+            (false, Backend::Postgres) => 1_000_000,
+            (false, Backend::Sqlite) => 200_000,
+        }),
+        ceiling: Duration::from_secs(if smoke { 1 } else { 5 }),
+        inbox_requests: if smoke { 300 } else { 20_000 },
+        isolation_events: if smoke { 100 } else { (events / 5).max(100) },
+        patience: Duration::from_secs(if smoke { 60 } else { 1200 }),
+    }
+}
+
+fn run_bench(args: Args) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(bench(args))
+}
+
+async fn bench(args: Args) -> anyhow::Result<()> {
+    clock::now_ns();
+    let (work_dir, temporary) = match &args.work_dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("kurir-bench-{}", std::process::id())),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&work_dir)?;
+    let mut report = Report {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        cores: machine::cores(),
+        load_start: machine::load_average(),
+        load_end: Default::default(),
+        kurir_version: kurir_version(),
+        smoke: args.smoke,
+        databases: Vec::new(),
+    };
+    let backends = match args.db {
+        DbChoice::Postgres => vec![Backend::Postgres],
+        DbChoice::Sqlite => vec![Backend::Sqlite],
+        DbChoice::Both => vec![Backend::Postgres, Backend::Sqlite],
+    };
+    for backend in backends {
+        let ctx = Ctx::new(
+            backend,
+            args.database_url.clone(),
+            work_dir.join(backend.name()),
+            sizes(&args, backend),
+        );
+        std::fs::create_dir_all(&ctx.dir)?;
+        let version = db::server_version(backend, &args.database_url).await?;
+        eprintln!("kurir-bench: {} ({version})", backend.name());
+        let mut results: Vec<ScenarioResult> = Vec::new();
+        for s in scenarios(args.scenario) {
+            eprintln!("kurir-bench:   {s:?} …");
+            let done = run_scenario(&ctx, s).await.with_context(|| {
+                format!(
+                    "{s:?} on {} (logs in {})",
+                    backend.name(),
+                    ctx.dir.display()
+                )
+            })?;
+            results.extend(done);
+        }
+        report.databases.push(DatabaseRun {
+            backend: backend.name(),
+            version,
+            results,
+        });
+    }
+    report.load_end = machine::load_average();
+    let json = serde_json::to_string_pretty(&report)?;
+    if let Some(out) = &args.out {
+        std::fs::write(out, &json)?;
+    }
+    if let Some(dir) = &args.charts {
+        for f in chart::write(&report, dir)? {
+            eprintln!("kurir-bench: chart {}", f.display());
+        }
+    }
+    if args.json {
+        println!("{json}");
+    } else {
+        print!("{}", report.table());
+    }
+    if temporary {
+        let _ = std::fs::remove_dir_all(&work_dir);
+    }
+    Ok(())
+}
+
+fn scenarios(s: Scenario) -> Vec<Scenario> {
+    match s {
+        Scenario::All => vec![
+            Scenario::Ceiling,
+            Scenario::Throughput,
+            Scenario::Latency,
+            Scenario::Backlog,
+            Scenario::Isolation,
+            Scenario::Inbox,
+        ],
+        one => vec![one],
+    }
+}
+
+async fn run_scenario(ctx: &Ctx, s: Scenario) -> anyhow::Result<Vec<ScenarioResult>> {
+    match s {
+        Scenario::Ceiling => scenario::ceiling::run(ctx).await,
+        Scenario::Throughput => scenario::throughput::run(ctx).await,
+        Scenario::Latency => scenario::latency::run(ctx).await,
+        Scenario::Backlog => scenario::backlog::run(ctx).await,
+        Scenario::Isolation => scenario::isolation::run(ctx).await,
+        Scenario::Inbox => scenario::inbox::run(ctx).await,
+        Scenario::All => unreachable!("expanded by scenarios()"),
+    }
+}
+
+/// kurir's version, with the commit when run from a git checkout.
+fn kurir_version() -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    match commit {
+        Some(c) if !c.is_empty() => format!("{version} ({c})"),
+        _ => version.to_owned(),
+    }
+}

@@ -1,0 +1,329 @@
+//! The scenarios of issue 7, one module each, and what they share: the [`Ctx`] of a run and the
+//! [`Rig`] (fresh database, sink, endpoints, kurir under test) most of them stand up.
+
+pub mod backlog;
+pub mod ceiling;
+pub mod inbox;
+pub mod isolation;
+pub mod latency;
+pub mod throughput;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kurir::endpoint::NewEndpoint;
+
+use crate::child::{UnderTest, ADMIN_TOKEN};
+use crate::clock::now_ns;
+use crate::db::{AppPool, Backend, Database, EVENT_TYPE, PAYLOAD};
+use crate::machine::{self, ProcSample};
+use crate::report::ScenarioResult;
+use crate::sink::{event_id, Recorder, Sink};
+
+/// kurir's default cap on concurrent requests to one endpoint (`max_in_flight`).
+pub const PER_ENDPOINT: usize = kurir::endpoint::DEFAULT_MAX_IN_FLIGHT as usize;
+/// kurir's default cap on concurrent requests per process (`KURIR_MAX_CONCURRENCY`).
+pub const PER_PROCESS: usize = 256;
+
+/// How many requests kurir has in flight at most with `endpoints` endpoints, by default.
+pub fn kurir_concurrency(endpoints: usize) -> usize {
+    (endpoints * PER_ENDPOINT).min(PER_PROCESS)
+}
+
+/// Sizes of a run.
+#[derive(Clone, Debug)]
+pub struct Sizes {
+    /// Events per throughput run.
+    pub events: usize,
+    /// Only this endpoint count in `throughput` (default: 1 and 10).
+    pub endpoints: Option<usize>,
+    /// Length of each steady-rate phase of `latency`.
+    pub duration: Duration,
+    /// Pending deliveries of `backlog`.
+    pub backlog: usize,
+    /// Length of each ceiling measurement.
+    pub ceiling: Duration,
+    /// Signed requests of `inbox`.
+    pub inbox_requests: usize,
+    /// Events of each `isolation` run (each goes to 10 endpoints).
+    pub isolation_events: usize,
+    /// Longest wait for deliveries before a scenario gives up.
+    pub patience: Duration,
+}
+
+/// Figures one scenario leaves for another in the same run.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Raw POSTs/s by concurrency (from `ceiling`).
+    pub raw_posts: BTreeMap<usize, f64>,
+    /// Deliveries/s with one endpoint (from `throughput`).
+    pub throughput_one: Option<f64>,
+}
+
+/// One database's run.
+pub struct Ctx {
+    /// The backend.
+    pub backend: Backend,
+    /// The PostgreSQL server to create databases on.
+    pub server_url: String,
+    /// Where logs and SQLite files go.
+    pub dir: PathBuf,
+    /// Sizes.
+    pub sizes: Sizes,
+    /// Carried between scenarios.
+    pub shared: Mutex<Shared>,
+    next_event: AtomicU64,
+}
+
+impl Ctx {
+    /// A context for `backend`.
+    pub fn new(backend: Backend, server_url: String, dir: PathBuf, sizes: Sizes) -> Self {
+        Self {
+            backend,
+            server_url,
+            dir,
+            sizes,
+            shared: Mutex::default(),
+            next_event: AtomicU64::new(1),
+        }
+    }
+
+    /// Reserves `n` event numbers, unique in this run.
+    pub fn events(&self, n: usize) -> u64 {
+        self.next_event.fetch_add(n as u64, Ordering::Relaxed)
+    }
+
+    /// A fresh database.
+    pub async fn database(&self) -> anyhow::Result<Database> {
+        Database::create(self.backend, &self.server_url, &self.dir).await
+    }
+
+    /// Raw POSTs/s at `concurrency`, measured now unless `ceiling` already did in this run.
+    pub async fn raw_posts(&self, concurrency: usize) -> anyhow::Result<f64> {
+        if let Some(v) = self.shared.lock().unwrap().raw_posts.get(&concurrency) {
+            return Ok(*v);
+        }
+        let v = ceiling::raw_posts(concurrency, self.sizes.ceiling).await?;
+        self.shared.lock().unwrap().raw_posts.insert(concurrency, v);
+        Ok(v)
+    }
+}
+
+/// A started result with its load average taken.
+pub fn result(scenario: &'static str, label: impl Into<String>) -> ScenarioResult {
+    ScenarioResult {
+        scenario,
+        label: label.into(),
+        load_start: machine::load_average(),
+        ..Default::default()
+    }
+}
+
+/// Everything a delivery scenario stands up: a fresh database with `endpoints` endpoints at
+/// the sink, the application's pool, and (once started) kurir.
+pub struct Rig {
+    /// The database.
+    pub db: Database,
+    /// The application's pool.
+    pub app: AppPool,
+    /// What the sink saw.
+    pub recorder: Arc<Recorder>,
+    /// The sink.
+    pub sink: Sink,
+    /// kurir, once started.
+    pub kurir: Option<UnderTest>,
+    /// Endpoint ids, in index order.
+    pub endpoint_ids: Vec<String>,
+    /// kurir's resource use when the measurement started.
+    pub before: ProcSample,
+}
+
+impl Rig {
+    /// A fresh database with one endpoint per path (`e/0`, `slow/9`, …) and room for `events`
+    /// events from `base`.
+    pub async fn new(
+        ctx: &Ctx,
+        base: u64,
+        events: usize,
+        paths: &[String],
+    ) -> anyhow::Result<Self> {
+        let db = ctx.database().await?;
+        let recorder = Recorder::new(base, events, paths.len());
+        let sink = Sink::start(recorder.clone()).await?;
+        let store = db.store().await?;
+        let mut endpoint_ids = Vec::new();
+        for path in paths {
+            let e = store
+                .create_endpoint(NewEndpoint::new(format!("{}/{path}", sink.url())))
+                .await?;
+            endpoint_ids.push(e.id.as_str().to_owned());
+        }
+        store.close().await;
+        let app = db.app_pool(8).await?;
+        Ok(Self {
+            db,
+            app,
+            recorder,
+            sink,
+            kurir: None,
+            endpoint_ids,
+            before: ProcSample::default(),
+        })
+    }
+
+    /// Starts kurir with default settings.
+    pub async fn start_kurir(&mut self, ctx: &Ctx) -> anyhow::Result<()> {
+        let k = UnderTest::kurir(&self.db.url, &ctx.dir, &[]).await?;
+        self.before = k.sample();
+        self.kurir = Some(k);
+        Ok(())
+    }
+
+    /// Waits until the sink has `count` first deliveries, or `patience` passes; `false` then.
+    pub async fn wait_for(&self, count: u64, patience: Duration) -> bool {
+        let deadline = Instant::now() + patience;
+        while self.recorder.received() < count {
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
+    /// Stops kurir and adds its peak RSS and CPU per 1,000 `units` to `r`; drops the database.
+    pub async fn finish(mut self, r: &mut ScenarioResult, units: usize) -> anyhow::Result<()> {
+        if let Some(k) = self.kurir.take() {
+            let last = k.stop().await?;
+            add_process_figures(r, self.before, last, units);
+        }
+        self.sink.stop();
+        self.app.close().await;
+        self.db.remove().await
+    }
+}
+
+/// Peak RSS, CPU seconds per 1,000 units, and the RSS target.
+pub fn add_process_figures(
+    r: &mut ScenarioResult,
+    before: ProcSample,
+    last: ProcSample,
+    units: usize,
+) {
+    let peak_mb = last.peak_rss_bytes as f64 / 1e6;
+    let cpu = (last.cpu_seconds - before.cpu_seconds).max(0.0);
+    r.metric("peak_rss", peak_mb, "MB");
+    r.metric("cpu_seconds", cpu, "s");
+    if units > 0 {
+        r.metric("cpu_s_per_1000", cpu / units as f64 * 1000.0, "s");
+    }
+    r.at_most("peak RSS", peak_mb, 150.0, "MB");
+}
+
+/// How events reach the outbox.
+#[derive(Clone)]
+pub enum Via {
+    /// `kurir::outbox::enqueue` in the application's transaction.
+    Rust,
+    /// One plain SQL `INSERT` per event, autocommitted, on the application's own connection.
+    Sql,
+    /// `POST /v1/events` on kurir's admin API.
+    Api(reqwest::Client, String),
+}
+
+/// How to produce events.
+#[derive(Clone, Copy, Debug)]
+pub struct Pace {
+    /// Events per transaction (Rust only).
+    pub tx_size: usize,
+    /// Concurrent producers (connections).
+    pub producers: usize,
+    /// Events per second, or as fast as possible.
+    pub rate: Option<f64>,
+}
+
+/// Writes events `base .. base + count` as `pace` says, recording each commit; returns the
+/// enqueue rate (events/s from the first commit to the last).
+pub async fn produce(
+    app: &AppPool,
+    via: &Via,
+    recorder: &Arc<Recorder>,
+    base: u64,
+    count: usize,
+    pace: Pace,
+) -> anyhow::Result<f64> {
+    let chunk = match via {
+        Via::Rust => pace.tx_size.max(1),
+        Via::Sql | Via::Api(..) => 1,
+    };
+    let chunks = count.div_ceil(chunk);
+    let cursor = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..pace.producers.max(1) {
+        let (app, via, recorder, cursor) =
+            (app.clone(), via.clone(), recorder.clone(), cursor.clone());
+        tasks.spawn(async move {
+            loop {
+                let c = cursor.fetch_add(1, Ordering::Relaxed) as usize;
+                if c >= chunks {
+                    return anyhow::Ok(());
+                }
+                if let Some(rate) = pace.rate {
+                    let due = start + Duration::from_secs_f64((c * chunk) as f64 / rate);
+                    tokio::time::sleep_until(due.into()).await;
+                }
+                let first = base + (c * chunk) as u64;
+                let last = (base + ((c + 1) * chunk).min(count) as u64).max(first);
+                write(&app, &via, first..last).await?;
+                let at = now_ns();
+                for n in first..last {
+                    recorder.committed(n, at);
+                }
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    let firsts =
+        (0..count).filter_map(|i| recorder.commit_of((base - recorder.base()) as usize + i));
+    let (lo, hi) = firsts.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)));
+    Ok(crate::stats::rate(count, hi.saturating_sub(lo)))
+}
+
+async fn write(app: &AppPool, via: &Via, ids: std::ops::Range<u64>) -> anyhow::Result<()> {
+    match via {
+        Via::Rust => app.enqueue(ids).await,
+        Via::Sql => {
+            for n in ids {
+                app.insert_plain(n).await?;
+            }
+            Ok(())
+        }
+        Via::Api(client, base_url) => {
+            for n in ids {
+                let body = format!(
+                    r#"{{"event_type":"{EVENT_TYPE}","event_id":"{}","aggregate_type":"order","aggregate_id":"{n}","data":{PAYLOAD}}}"#,
+                    event_id(n)
+                );
+                let resp = client
+                    .post(format!("{base_url}/v1/events"))
+                    .bearer_auth(ADMIN_TOKEN)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await?;
+                anyhow::ensure!(
+                    resp.status().is_success(),
+                    "POST /v1/events answered {}",
+                    resp.status()
+                );
+            }
+            Ok(())
+        }
+    }
+}
