@@ -2,20 +2,25 @@
 //! records the outcome with a fence.
 //!
 //! The loop is a thin wrapper around [`Dispatcher::step`], which claims what the process has
-//! room for and starts one task per delivery. Room is bounded twice: a global cap on concurrent
-//! requests (`max_concurrency`) and a per-endpoint cap (`max_in_flight`), so one slow endpoint
-//! can never take every slot. Completions go through a channel to one writer task that records
+//! room for. Claimed deliveries wait in their endpoint's lane; a lane starts one task per
+//! delivery up to the endpoint's `max_in_flight`, and a task that finishes takes the next
+//! delivery of its lane at once, so the endpoint is never idle while the next claim is on its
+//! way to the database. Room is bounded three ways: a global cap on concurrent requests
+//! (`max_concurrency`), a per-endpoint cap (`max_in_flight`), so one slow endpoint can never
+//! take every slot, and a prefetch of [`WAITING_ROUNDS`] rounds of `max_in_flight` claimed but
+//! unsent deliveries per lane. The lease covers those rounds, so a delivery waiting in its lane
+//! never outlives its lease. Completions go through a channel to one writer task that records
 //! them in batches.
 
 pub mod deliver;
 pub mod ssrf;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::seq::SliceRandom;
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -25,10 +30,16 @@ use crate::endpoint::EndpointId;
 use crate::store::{EndpointSlot, Store};
 use deliver::{Outcome, Sender};
 
+/// How many rounds of `max_in_flight` requests a lane may hold claimed beyond those in flight.
+/// Deep enough that an endpoint answering in a millisecond does not drain its lane while the
+/// next claim is on its way; shallow enough that a slow endpoint's last waiting delivery starts
+/// well inside its lease (which is sized for these rounds).
+pub const WAITING_ROUNDS: u32 = 3;
+
 /// What one [`Dispatcher::step`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepOutcome {
-    /// Claimed and started this many deliveries; as many as asked for, so poll again at once.
+    /// Claimed this many deliveries; as many as asked for, so poll again at once.
     Full(usize),
     /// Claimed fewer than asked for (maybe none): wait for a wake-up or the poll interval.
     Partial(usize),
@@ -36,18 +47,31 @@ pub enum StepOutcome {
     Saturated,
 }
 
+/// One endpoint's deliveries in this process: requests in flight and claimed ones waiting.
+#[derive(Default)]
+struct Lane {
+    in_flight: u32,
+    max_in_flight: u32,
+    waiting: VecDeque<ClaimedDelivery>,
+}
+
+/// What the dispatcher and its delivery tasks share.
+struct Lanes {
+    sender: Arc<Sender>,
+    slots: Arc<Semaphore>,
+    lanes: Mutex<HashMap<EndpointId, Lane>>,
+    completions: mpsc::Sender<Completion>,
+    freed: Notify,
+    tracker: TaskTracker,
+}
+
 /// Shared state of one process's dispatcher.
 pub struct Dispatcher {
     store: Store,
     config: DeliveryConfig,
-    sender: Arc<Sender>,
     owner: String,
-    slots: Arc<Semaphore>,
-    in_flight: Arc<Mutex<HashMap<EndpointId, u32>>>,
-    completions: mpsc::Sender<Completion>,
+    lanes: Arc<Lanes>,
     completions_rx: Mutex<Option<mpsc::Receiver<Completion>>>,
-    freed: Arc<Notify>,
-    tracker: TaskTracker,
 }
 
 impl Dispatcher {
@@ -55,16 +79,18 @@ impl Dispatcher {
     pub fn new(store: Store, config: DeliveryConfig, owner: String) -> Self {
         let (tx, rx) = mpsc::channel(4096);
         Self {
-            sender: Arc::new(Sender::new(config.clone())),
-            slots: Arc::new(Semaphore::new(config.max_concurrency as usize)),
+            lanes: Arc::new(Lanes {
+                sender: Arc::new(Sender::new(config.clone())),
+                slots: Arc::new(Semaphore::new(config.max_concurrency as usize)),
+                lanes: Mutex::default(),
+                completions: tx,
+                freed: Notify::new(),
+                tracker: TaskTracker::new(),
+            }),
             store,
             config,
             owner,
-            in_flight: Arc::default(),
-            completions: tx,
             completions_rx: Mutex::new(Some(rx)),
-            freed: Arc::new(Notify::new()),
-            tracker: TaskTracker::new(),
         }
     }
 
@@ -75,16 +101,19 @@ impl Dispatcher {
 
     /// Claims as many due deliveries as there is room for and starts sending them.
     pub async fn step(&self) -> Result<StepOutcome, crate::store::StoreError> {
-        let free = self
-            .slots
-            .available_permits()
-            .min(self.config.batch_size as usize);
+        // Lanes that waited for a global slot get one now, if any came free.
+        self.lanes.start_waiting();
+        // Claimed but not yet sent counts against room too.
+        let outstanding = self.lanes.outstanding();
+        let room = ((1 + WAITING_ROUNDS) * self.config.max_concurrency) as usize;
+        let room = room.saturating_sub(outstanding);
+        let free = room.min(self.config.batch_size as usize);
         if free == 0 {
             return Ok(StepOutcome::Saturated);
         }
-        let endpoint_slots = self.endpoint_slots().await?;
+        let endpoint_slots = self.endpoint_slots(free).await?;
         if endpoint_slots.is_empty() {
-            return Ok(if self.slots.available_permits() == 0 {
+            return Ok(if self.lanes.slots.available_permits() == 0 {
                 StepOutcome::Saturated
             } else {
                 StepOutcome::Partial(0)
@@ -95,9 +124,7 @@ impl Dispatcher {
             .claim_due_deliveries(&self.owner, &endpoint_slots, free as u32)
             .await?;
         let n = claimed.len();
-        for delivery in claimed {
-            self.start(delivery);
-        }
+        self.lanes.enqueue(claimed);
         Ok(if n == free {
             StepOutcome::Full(n)
         } else {
@@ -106,26 +133,40 @@ impl Dispatcher {
     }
 
     /// Every enabled endpoint with room left in this process, in random order so no endpoint is
-    /// always first in line when the global cap binds.
-    async fn endpoint_slots(&self) -> Result<Vec<EndpointSlot>, crate::store::StoreError> {
+    /// always first in line when the global cap binds. An endpoint's room is its
+    /// `max_in_flight` in flight plus [`WAITING_ROUNDS`] of it waiting, less what it has, and
+    /// at most its fair share of the `free` room of this claim, so one busy endpoint's
+    /// prefetch cannot crowd the others out of a claim.
+    async fn endpoint_slots(
+        &self,
+        free: usize,
+    ) -> Result<Vec<EndpointSlot>, crate::store::StoreError> {
+        // Read at every claim: a rotated secret or a disabled endpoint counts from the next one.
         let endpoints = self.store.enabled_endpoints().await?;
-        let in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let share = free.div_ceil(endpoints.len().max(1)) as u32;
+        let lanes = self.lanes.lock();
         let mut slots: Vec<EndpointSlot> = endpoints
             .into_iter()
             .filter_map(|e| {
-                let busy = in_flight.get(&e.id).copied().unwrap_or(0);
-                let limit = e.max_in_flight.saturating_sub(busy);
+                let busy = lanes
+                    .get(&e.id)
+                    .map_or(0, |l| l.in_flight + l.waiting.len() as u32);
+                let limit = ((1 + WAITING_ROUNDS) * e.max_in_flight)
+                    .saturating_sub(busy)
+                    .min(share.max(1));
                 let o = &e.overrides;
-                // The margin keeps a live worker's lease from running out before it records the attempt.
-                let lease = self.config.lease_margin
-                    + o.connect_timeout_ms
-                        .map_or(self.config.connect_timeout, |ms| {
-                            Duration::from_millis(ms.into())
-                        })
+                let attempt = o
+                    .connect_timeout_ms
+                    .map_or(self.config.connect_timeout, |ms| {
+                        Duration::from_millis(ms.into())
+                    })
                     + o.request_timeout_ms
                         .map_or(self.config.request_timeout, |ms| {
                             Duration::from_millis(ms.into())
                         });
+                // Waiting rounds plus its own attempt, each bounded by the timeouts; the margin
+                // keeps a live worker's lease from running out before it records the attempt.
+                let lease = self.config.lease_margin + attempt * (1 + WAITING_ROUNDS);
                 (limit > 0).then(|| EndpointSlot {
                     endpoint: Arc::new(e),
                     limit,
@@ -133,53 +174,14 @@ impl Dispatcher {
                 })
             })
             .collect();
-        drop(in_flight);
+        drop(lanes);
         slots.shuffle(&mut rand::thread_rng());
         Ok(slots)
     }
 
-    fn start(&self, delivery: ClaimedDelivery) {
-        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
-            // Cannot happen: a claim never exceeds the free permits and only this task takes them.
-            tracing::error!(
-                delivery_id = delivery.delivery_id,
-                "claimed a delivery without a free slot"
-            );
-            return;
-        };
-        let endpoint_id = delivery.endpoint.id.clone();
-        *self
-            .in_flight
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(endpoint_id.clone())
-            .or_default() += 1;
-        let sender = self.sender.clone();
-        let in_flight = self.in_flight.clone();
-        let completions = self.completions.clone();
-        let freed = self.freed.clone();
-        self.tracker.spawn(async move {
-            let (completion, outcome) = sender.attempt(&delivery).await;
-            log_attempt(&delivery, &completion, outcome);
-            {
-                let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
-                if let Some(n) = map.get_mut(&endpoint_id) {
-                    *n -= 1;
-                    if *n == 0 {
-                        map.remove(&endpoint_id);
-                    }
-                }
-            }
-            // The writer only stops after every task has finished, so this send succeeds.
-            let _ = completions.send(completion).await;
-            drop(permit);
-            freed.notify_one();
-        });
-    }
-
     /// Runs until `shutdown`: claims and sends; then stops claiming, lets requests in flight
-    /// finish (each is bounded by its timeouts), records them, and releases any lease left.
-    /// `wake` is notified by the relay when new deliveries exist.
+    /// and deliveries already claimed finish (each is bounded by its timeouts), records them,
+    /// and releases any lease left. `wake` is notified by the relay when new deliveries exist.
     pub async fn run(self: Arc<Self>, wake: Arc<Notify>, shutdown: CancellationToken) {
         let rx = self
             .completions_rx
@@ -208,13 +210,16 @@ impl Dispatcher {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = wake.notified() => {}
-                _ = self.freed.notified() => {}
+                _ = self.lanes.freed.notified() => {}
                 _ = tokio::time::sleep(wait.min(Duration::from_secs(3600))) => {}
             }
         }
-        self.tracker.close();
-        self.tracker.wait().await;
-        // Every task has sent its completion; dropping our sender ends the writer.
+        // Lanes drain what they hold: those deliveries are claimed, and an attempt never made
+        // must not count as one.
+        self.lanes.start_waiting();
+        self.lanes.tracker.close();
+        self.lanes.tracker.wait().await;
+        // Every task has sent its completion; dropping our senders ends the writer.
         let Ok(this) = Arc::try_unwrap(self) else {
             tracing::error!("dispatcher still shared at shutdown; leases left to expire");
             return;
@@ -222,16 +227,114 @@ impl Dispatcher {
         let Dispatcher {
             store,
             owner,
-            completions,
+            lanes,
             ..
         } = this;
-        drop(completions);
+        drop(lanes);
         let _ = writer.await;
         match store.release_leases(&owner).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(released = n, "released leases at shutdown"),
             Err(e) => tracing::warn!(error = %e, "could not release leases; they will expire"),
         }
+    }
+}
+
+impl Lanes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<EndpointId, Lane>> {
+        self.lanes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Deliveries in flight or waiting, all endpoints together.
+    fn outstanding(&self) -> usize {
+        self.lock()
+            .values()
+            .map(|l| l.in_flight as usize + l.waiting.len())
+            .sum()
+    }
+
+    /// Puts claimed deliveries in their lanes and starts what the caps allow.
+    fn enqueue(self: &Arc<Self>, claimed: Vec<ClaimedDelivery>) {
+        {
+            let mut lanes = self.lock();
+            for d in claimed {
+                let lane = lanes.entry(d.endpoint.id.clone()).or_default();
+                lane.max_in_flight = d.endpoint.max_in_flight.max(1);
+                lane.waiting.push_back(d);
+            }
+        }
+        self.start_waiting();
+    }
+
+    /// Starts waiting deliveries, in random lane order, while their endpoint and the process
+    /// have room.
+    fn start_waiting(self: &Arc<Self>) {
+        let mut started = Vec::new();
+        {
+            let mut lanes = self.lock();
+            let mut ids: Vec<EndpointId> = lanes
+                .iter()
+                .filter(|(_, l)| !l.waiting.is_empty() && l.in_flight < l.max_in_flight)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.shuffle(&mut rand::thread_rng());
+            'lanes: for id in ids {
+                let Some(lane) = lanes.get_mut(&id) else {
+                    continue;
+                };
+                while lane.in_flight < lane.max_in_flight && !lane.waiting.is_empty() {
+                    let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+                        break 'lanes;
+                    };
+                    if let Some(d) = lane.waiting.pop_front() {
+                        lane.in_flight += 1;
+                        started.push((d, permit));
+                    }
+                }
+            }
+        }
+        for (d, permit) in started {
+            self.spawn(d, permit);
+        }
+    }
+
+    fn spawn(self: &Arc<Self>, delivery: ClaimedDelivery, permit: OwnedSemaphorePermit) {
+        let lanes = self.clone();
+        self.tracker.spawn(async move {
+            let mut next = Some((delivery, permit));
+            while let Some((delivery, permit)) = next.take() {
+                let (completion, outcome) = lanes.sender.attempt(&delivery).await;
+                log_attempt(&delivery, &completion, outcome);
+                // The writer only stops after every task has finished, so this send succeeds.
+                let _ = lanes.completions.send(completion).await;
+                let (following, low) = lanes.next_in_lane(&delivery.endpoint.id);
+                next = following.map(|d| (d, permit));
+                // The dispatcher claims again when a slot came free or a lane runs low, not
+                // after every delivery.
+                if next.is_none() || low {
+                    lanes.freed.notify_one();
+                }
+            }
+        });
+    }
+
+    /// The next waiting delivery of `endpoint`, keeping the finished task's slot, and whether
+    /// the lane has less than a round left waiting; or `None`, and the slot is given back (the
+    /// caller drops the permit).
+    fn next_in_lane(&self, endpoint: &EndpointId) -> (Option<ClaimedDelivery>, bool) {
+        let mut lanes = self.lock();
+        let Some(lane) = lanes.get_mut(endpoint) else {
+            return (None, true);
+        };
+        if let Some(d) = lane.waiting.pop_front() {
+            let low = (lane.waiting.len() as u32) < lane.max_in_flight;
+            return (Some(d), low);
+        }
+        lane.in_flight -= 1;
+        if lane.in_flight == 0 {
+            lanes.remove(endpoint);
+        }
+        (None, true)
     }
 }
 
