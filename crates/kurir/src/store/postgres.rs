@@ -30,6 +30,13 @@ const DELIVERY_COLUMNS: &str = "id, event_id, endpoint_id, status, attempt_count
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
+    /// For kurir's own bookkeeping (relay, claims, completions, lease sweeps): sessions with
+    /// `synchronous_commit = off`, so these commits do not wait for the WAL flush. A crash may
+    /// lose the last few hundred milliseconds of them, always a consistent prefix; every such
+    /// loss only makes a delivery due again, which at-least-once delivery already allows (a
+    /// duplicate, never a lost event). Writes made for someone else (the admin API's publish,
+    /// endpoints, replays) stay on `pool`, durable when they return.
+    bookkeeping: PgPool,
 }
 
 impl PgStore {
@@ -46,16 +53,24 @@ impl PgStore {
             .await
             .map_err(connect_err)?;
         probe.close().await.map_err(connect_err)?;
+        let bookkeeping = PgPoolOptions::new()
+            .max_connections(6)
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect_lazy_with(options.clone().options([("synchronous_commit", "off")]));
         let pool = PgPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect_lazy_with(options);
-        Ok(Self { pool })
+        Ok(Self { pool, bookkeeping })
     }
 
-    /// Wraps an existing pool (the application's own, for example).
+    /// Wraps an existing pool (the application's own, for example); bookkeeping then commits
+    /// with the pool's own settings.
     pub fn from_pool(pool: PgPool) -> Self {
-        Self { pool }
+        Self {
+            bookkeeping: pool.clone(),
+            pool,
+        }
     }
 
     /// The pool, for callers that enqueue on their own transactions.
@@ -73,6 +88,7 @@ impl PgStore {
     }
 
     pub(super) async fn close(&self) {
+        self.bookkeeping.close().await;
         self.pool.close().await;
     }
 
@@ -143,7 +159,7 @@ impl PgStore {
     /// relays take disjoint batches), inserts their deliveries and marks them dispatched, all in
     /// one transaction.
     pub(super) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.bookkeeping.begin().await?;
         let events = sqlx::query(
             "SELECT id, event_id, event_type, created_at FROM kurir_outbox \
              WHERE dispatched_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
@@ -251,7 +267,7 @@ impl PgStore {
         .bind(&limits)
         .bind(&leases)
         .bind(i64::from(limit))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.bookkeeping)
         .await?;
         let by_id: HashMap<&str, &EndpointSlot> =
             slots.iter().map(|s| (s.endpoint.id.as_str(), s)).collect();
@@ -313,7 +329,7 @@ impl PgStore {
             .map(|c| c.endpoint_id.as_str())
             .collect();
 
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.bookkeeping.begin().await?;
         sqlx::query(
             "INSERT INTO kurir_attempts (delivery_id, attempt, trigger, started_at, duration_ms, \
                  status_code, error, response_body, worker) \
@@ -378,7 +394,7 @@ impl PgStore {
              WHERE lease_owner = $1 AND status = 'processing'",
         )
         .bind(owner)
-        .execute(&self.pool)
+        .execute(&self.bookkeeping)
         .await?;
         Ok(done.rows_affected())
     }
@@ -391,7 +407,7 @@ impl PgStore {
                  last_error = 'lease expired: the worker stopped before recording the attempt' \
              WHERE status = 'processing' AND lease_expires_at < now()",
         )
-        .execute(&self.pool)
+        .execute(&self.bookkeeping)
         .await?;
         Ok(done.rows_affected())
     }

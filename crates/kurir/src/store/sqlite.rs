@@ -37,6 +37,12 @@ const DELIVERY_COLUMNS: &str = "id, event_id, endpoint_id, status, attempt_count
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// For kurir's own bookkeeping (relay, claims, completions, lease sweeps): connections with
+    /// `synchronous = NORMAL`, which in WAL mode commits without an fsync. A process crash loses
+    /// nothing; a power loss may roll back the last of these commits, and every such loss only
+    /// makes a delivery due again, which at-least-once delivery already allows. Writes made for
+    /// someone else (the admin API's publish, endpoints, replays) stay on `pool`, `FULL`.
+    bookkeeping: SqlitePool,
 }
 
 impl SqliteStore {
@@ -56,15 +62,23 @@ impl SqliteStore {
             .foreign_keys(true);
         let pool = SqlitePoolOptions::new()
             .max_connections(8)
-            .connect_with(options)
+            .connect_with(options.clone())
             .await
             .map_err(connect_err)?;
-        Ok(Self { pool })
+        let bookkeeping = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.synchronous(SqliteSynchronous::Normal))
+            .await
+            .map_err(connect_err)?;
+        Ok(Self { pool, bookkeeping })
     }
 
-    /// Wraps an existing pool.
+    /// Wraps an existing pool; bookkeeping then commits with the pool's own settings.
     pub fn from_pool(pool: SqlitePool) -> Self {
-        Self { pool }
+        Self {
+            bookkeeping: pool.clone(),
+            pool,
+        }
     }
 
     /// The pool, for callers that enqueue on their own transactions.
@@ -82,6 +96,7 @@ impl SqliteStore {
     }
 
     pub(super) async fn close(&self) {
+        self.bookkeeping.close().await;
         self.pool.close().await;
     }
 
@@ -90,8 +105,9 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// A bookkeeping write transaction, on the `bookkeeping` connections.
     async fn begin_immediate(&self) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+        Ok(self.bookkeeping.begin_with("BEGIN IMMEDIATE").await?)
     }
 
     pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
@@ -390,7 +406,7 @@ impl SqliteStore {
         )
         .bind(owner)
         .bind(&now)
-        .execute(&self.pool)
+        .execute(&self.bookkeeping)
         .await?;
         Ok(done.rows_affected())
     }
@@ -404,7 +420,7 @@ impl SqliteStore {
              WHERE status = 'processing' AND lease_expires_at < ?1",
         )
         .bind(&now)
-        .execute(&self.pool)
+        .execute(&self.bookkeeping)
         .await?;
         Ok(done.rows_affected())
     }
