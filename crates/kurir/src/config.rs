@@ -43,7 +43,8 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "batch_size", env: "KURIR_BATCH_SIZE", default: Some("200"), help: "rows per relay batch and per claim" },
     Setting { key: "lease_margin", env: "KURIR_LEASE_MARGIN", default: Some("30s"), help: "added to an endpoint's timeouts to make a delivery's lease; after a crash, deliveries are retried once their lease expires" },
     Setting { key: "max_body_size", env: "KURIR_MAX_BODY_SIZE", default: Some("256KiB"), help: "largest admin API request body, e.g. an event with its data (bytes, or with KiB or MiB); larger requests get 413" },
-    Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long relay and dispatcher wait when there is no work" },
+    Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long the dispatcher waits when there is no work (the relay wakes it when it creates deliveries)" },
+    Setting { key: "relay_poll_interval", env: "KURIR_RELAY_POLL_INTERVAL", default: Some("5ms"), help: "how often the relay looks for new outbox rows when idle: the delay a plain SQL insert may wait (kurir's own publishes wake it at once); each look is one index probe" },
 ];
 
 /// Where a value came from, so an error can point at it.
@@ -218,8 +219,10 @@ pub struct DeliveryConfig {
     pub max_concurrency: u32,
     /// Rows per relay batch and per claim.
     pub batch_size: u32,
-    /// Idle wait of the relay and dispatcher loops.
+    /// Idle wait of the dispatcher loop.
     pub poll_interval: Duration,
+    /// Idle wait of the relay loop: how long an event written by plain SQL may wait.
+    pub relay_poll_interval: Duration,
     /// Added to the timeouts to make a lease.
     pub lease_margin: Duration,
 }
@@ -234,6 +237,7 @@ impl Default for DeliveryConfig {
             max_concurrency: 256,
             batch_size: 200,
             poll_interval: Duration::from_millis(50),
+            relay_poll_interval: Duration::from_millis(5),
             lease_margin: Duration::from_secs(30),
         }
     }
@@ -307,6 +311,11 @@ impl Config {
             )?,
             batch_size: raw.required("batch_size", "a whole number of at least 1", at_least_one)?,
             poll_interval: raw.required("poll_interval", DURATION_HINT, positive_duration)?,
+            relay_poll_interval: raw.required(
+                "relay_poll_interval",
+                DURATION_HINT,
+                positive_duration,
+            )?,
             lease_margin: raw.required("lease_margin", DURATION_HINT, positive_duration)?,
         };
         Ok(Self {

@@ -123,7 +123,7 @@ pub async fn run(
     tasks.spawn(crate::relay::run(
         store.clone(),
         delivery.batch_size,
-        delivery.poll_interval,
+        delivery.relay_poll_interval,
         relay_wake,
         dispatch_wake.clone(),
         shutdown.clone(),

@@ -158,7 +158,17 @@ impl PgStore {
     /// Locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP LOCKED` (so concurrent
     /// relays take disjoint batches), inserts their deliveries and marks them dispatched, all in
     /// one transaction.
+    ///
+    /// An idle relay costs one index probe (no transaction, no lock) per look.
     pub(super) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
+        let pending: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)",
+        )
+        .fetch_one(&self.bookkeeping)
+        .await?;
+        if !pending {
+            return Ok(RelayOutcome::default());
+        }
         let mut tx = self.bookkeeping.begin().await?;
         let events = sqlx::query(
             "SELECT id, event_id, event_type, created_at FROM kurir_outbox \

@@ -168,7 +168,16 @@ impl SqliteStore {
 
     /// One `BEGIN IMMEDIATE` transaction: reads a batch of undispatched rows, inserts their
     /// deliveries (one statement over a JSON array) and marks them dispatched.
+    /// An idle relay only reads (one index probe), so it never takes the write lock for nothing.
     pub(super) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
+        let pending: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)",
+        )
+        .fetch_one(&self.bookkeeping)
+        .await?;
+        if !pending {
+            return Ok(RelayOutcome::default());
+        }
         let mut tx = self.begin_immediate().await?;
         let events = sqlx::query(
             "SELECT id, event_id, event_type, created_at FROM kurir_outbox \

@@ -5,7 +5,7 @@
 use super::support::{eventually, Backend, Receiver, TestApp, TestDatabase};
 use serde_json::json;
 
-const NO_POLLING: &[(&str, &str)] = &[("poll_interval", "1h")];
+const NO_POLLING: &[(&str, &str)] = &[("poll_interval", "1h"), ("relay_poll_interval", "1h")];
 
 async fn an_api_publish_wakes_the_relay(backend: Backend) {
     let Some(database) = TestDatabase::create(backend).await else {

@@ -164,6 +164,7 @@ pub fn test_delivery_config() -> DeliveryConfig {
         max_concurrency: 64,
         batch_size: 100,
         poll_interval: Duration::from_millis(10),
+        relay_poll_interval: Duration::from_millis(10),
         lease_margin: Duration::from_secs(30),
     }
 }
