@@ -73,3 +73,41 @@ pub fn sample(pid: u32) -> Option<ProcSample> {
 fn clock_ticks_per_second() -> f64 {
     100.0
 }
+
+/// CPU seconds used so far by every process named `postgres*` (the server and its backends,
+/// with the backends it has already reaped): the database's share of the work. On a shared
+/// machine this includes other clients of the same server.
+pub fn postgres_cpu_seconds() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    let mut ticks = 0u64;
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with("postgres") {
+            continue;
+        }
+        // utime, stime, cutime, cstime: fields 14 to 17 of the line, 11 to 14 after the name.
+        ticks += stat[close + 2..]
+            .split_whitespace()
+            .skip(11)
+            .take(4)
+            .filter_map(|v| v.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    ticks as f64 / clock_ticks_per_second()
+}
+
+/// CPU seconds used so far by this process (the sink and the application's side).
+pub fn own_cpu_seconds() -> f64 {
+    sample(std::process::id()).map_or(0.0, |s| s.cpu_seconds)
+}

@@ -229,6 +229,11 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     if temporary {
         let _ = std::fs::remove_dir_all(&work_dir);
     }
+    if args.smoke {
+        // Every scenario ran to the end (a failure stops the run with an error before this).
+        let ran: usize = report.databases.iter().map(|d| d.results.len()).sum();
+        println!("smoke: {ran} passed, 0 failed");
+    }
     Ok(())
 }
 

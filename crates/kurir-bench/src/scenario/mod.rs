@@ -139,6 +139,9 @@ pub struct Rig {
     pub endpoint_ids: Vec<String>,
     /// kurir's resource use when the measurement started.
     pub before: ProcSample,
+    /// PostgreSQL's and this process's CPU seconds when kurir started.
+    pub cpu_before: (f64, f64),
+    backend: Backend,
 }
 
 impl Rig {
@@ -171,6 +174,8 @@ impl Rig {
             kurir: None,
             endpoint_ids,
             before: ProcSample::default(),
+            cpu_before: (0.0, 0.0),
+            backend: ctx.backend,
         })
     }
 
@@ -178,6 +183,7 @@ impl Rig {
     pub async fn start_kurir(&mut self, ctx: &Ctx) -> anyhow::Result<()> {
         let k = UnderTest::kurir(&self.db.url, &ctx.dir, &[]).await?;
         self.before = k.sample();
+        self.cpu_before = (machine::postgres_cpu_seconds(), machine::own_cpu_seconds());
         self.kurir = Some(k);
         Ok(())
     }
@@ -197,8 +203,24 @@ impl Rig {
     /// Stops kurir and adds its peak RSS and CPU per 1,000 `units` to `r`; drops the database.
     pub async fn finish(mut self, r: &mut ScenarioResult, units: usize) -> anyhow::Result<()> {
         if let Some(k) = self.kurir.take() {
+            let (pg, own) = (machine::postgres_cpu_seconds(), machine::own_cpu_seconds());
             let last = k.stop().await?;
             add_process_figures(r, self.before, last, units);
+            if units > 0 {
+                let per_1000 = |s: f64| s / units as f64 * 1000.0;
+                if self.backend == Backend::Postgres {
+                    r.metric(
+                        "postgres_cpu_s_per_1000",
+                        per_1000(pg - self.cpu_before.0),
+                        "s",
+                    );
+                }
+                r.metric(
+                    "harness_cpu_s_per_1000",
+                    per_1000(own - self.cpu_before.1),
+                    "s",
+                );
+            }
         }
         self.sink.stop();
         self.app.close().await;
