@@ -312,6 +312,12 @@ impl PgStore {
     /// One transaction: inserts every attempt, moves each delivery on only where the lease is
     /// still `owner`'s at the same attempt number (the fence), and disables endpoints that
     /// answered 410.
+    ///
+    /// The status check is written `(…) IS TRUE` so no index on `status` can serve it: between
+    /// vacuums the `processing` entries of those indexes are mostly dead (every delivery passes
+    /// through), statistics still call them few, and the planner would walk them all for every
+    /// batch instead of looking each row up by primary key (`EXPLAIN ANALYZE` with 25,000 dead
+    /// entries: 7.1 ms to find 200 rows that way, 0.5 ms by key).
     pub(super) async fn complete_deliveries(
         &self,
         owner: &str,
@@ -368,7 +374,7 @@ impl PgStore {
              FROM unnest($1::int8[], $2::int4[], $3::text[], $4::timestamptz[], $5::int4[], $6::text[]) \
                  AS x(id, attempt, status, next_at, code, err) \
              WHERE d.id = x.id AND d.attempt_count = x.attempt AND d.lease_owner = $7 \
-               AND d.status = 'processing'",
+               AND (d.status = 'processing') IS TRUE",
         )
         .bind(&delivery_ids)
         .bind(&attempts)
