@@ -10,7 +10,7 @@ use crate::stats::Deliveries;
 /// Events per application transaction.
 pub const TX_SIZE: usize = 10;
 /// Concurrent application connections.
-pub const PRODUCERS: usize = 4;
+pub const PRODUCERS: usize = 8;
 
 /// One run per endpoint count.
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
