@@ -102,6 +102,7 @@ CREATE TABLE IF NOT EXISTS kurir_inbox (
     id               INTEGER PRIMARY KEY AUTOINCREMENT,
     source           TEXT    NOT NULL,
     event_id         TEXT    NOT NULL,
+    event_type       TEXT,
     idempotency_key  TEXT,
     signature        TEXT,
     status           TEXT    NOT NULL DEFAULT 'pending'
@@ -121,3 +122,7 @@ CREATE TABLE IF NOT EXISTS kurir_inbox (
 CREATE INDEX IF NOT EXISTS kurir_inbox_idempotency ON kurir_inbox (source, idempotency_key);
 CREATE INDEX IF NOT EXISTS kurir_inbox_due ON kurir_inbox (available_at)
     WHERE status IN ('pending', 'failed');
+CREATE INDEX IF NOT EXISTS kurir_inbox_source_due ON kurir_inbox (source, available_at)
+    WHERE status IN ('pending', 'failed');
+CREATE INDEX IF NOT EXISTS kurir_inbox_leased ON kurir_inbox (lease_expires_at)
+    WHERE status = 'processing';
