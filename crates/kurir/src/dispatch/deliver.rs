@@ -1,11 +1,10 @@
 //! One delivery attempt: build the signed request, send it outside any transaction, and turn
 //! what happened into a [`Completion`].
 //!
-//! This module owns the wire side of sending (body, headers, timeouts, redirects, response
-//! capture) and the mapping from HTTP outcome to retry decision. It does not touch the store.
+//! This module owns what a delivery sends (the envelope, its signature headers, the endpoint's
+//! timeouts) and the mapping from HTTP outcome to retry decision; the HTTP mechanics (SSRF
+//! guard, redirects, response capture) are [`super::http`]'s. It does not touch the store.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -13,12 +12,11 @@ use kurir_core::event::Envelope;
 use kurir_core::retry::{AttemptOutcome, Next};
 use serde_json::value::RawValue;
 
-use super::ssrf::{Guard, GuardedResolver, Refused};
+use super::http::{PostError, Response, Timeouts, WebhookClient};
 use crate::config::DeliveryConfig;
 use crate::delivery::{ClaimedDelivery, Completion, NextState};
 
-/// At most this much of a response body is kept.
-pub const RESPONSE_CAPTURE_BYTES: usize = 4096;
+pub use super::http::RESPONSE_CAPTURE_BYTES;
 
 /// How an attempt ended, for logs and metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,42 +43,19 @@ impl Outcome {
     }
 }
 
-/// Sends deliveries. Holds one HTTP client per distinct connect timeout (reqwest sets the
-/// connect timeout per client), all sharing the SSRF-guarded resolver.
+/// Sends deliveries, through the shared [`WebhookClient`].
 pub struct Sender {
     config: DeliveryConfig,
-    guard: Arc<Guard>,
-    clients: Mutex<HashMap<Duration, reqwest::Client>>,
-    user_agent: String,
+    http: WebhookClient,
 }
 
 impl Sender {
     /// A sender with the process-wide delivery settings.
     pub fn new(config: DeliveryConfig) -> Self {
-        let guard = Arc::new(Guard::new(config.allowed_networks.clone()));
         Self {
+            http: WebhookClient::new(config.allowed_networks.clone()),
             config,
-            guard,
-            clients: Mutex::new(HashMap::new()),
-            user_agent: format!("kurir/{}", env!("CARGO_PKG_VERSION")),
         }
-    }
-
-    fn client(&self, connect_timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
-        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = clients.get(&connect_timeout) {
-            return Ok(c.clone());
-        }
-        let client = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(64)
-            .dns_resolver(Arc::new(GuardedResolver::new(self.guard.clone())))
-            .build()?;
-        clients.insert(connect_timeout, client.clone());
-        Ok(client)
     }
 
     /// Makes one attempt and decides what happens next. Never fails: every problem becomes a
@@ -96,8 +71,7 @@ impl Sender {
                 let o = classify_status(resp.status, resp.retry_after);
                 (Some(resp.status), None, Some(resp.body), o)
             }
-            Err(SendError::Refused(r)) => (None, Some(r.to_string()), None, AttemptOutcome::Failed),
-            Err(SendError::Http(e)) => (None, Some(e), None, AttemptOutcome::Failed),
+            Err(e) => (None, Some(e.to_string()), None, AttemptOutcome::Failed),
         };
         let refused = error
             .as_deref()
@@ -128,117 +102,39 @@ impl Sender {
         &self,
         d: &ClaimedDelivery,
         at: chrono::DateTime<Utc>,
-    ) -> Result<Response, SendError> {
-        let url = reqwest::Url::parse(&d.endpoint.url)
-            .map_err(|e| SendError::Http(format!("invalid endpoint URL: {e}")))?;
-        self.guard.check_url(&url).map_err(SendError::Refused)?;
+    ) -> Result<Response, PostError> {
         let body = envelope_body(d)?;
         let secrets = d.endpoint.signing_secrets(at);
-        let headers = kurir_core::sign::signature_headers(
+        let mut headers = vec![("content-type", "application/json".to_owned())];
+        headers.extend(kurir_core::sign::signature_headers(
             &d.event.event_id,
             &d.event.event_type,
             &secrets,
             at,
             &body,
-        );
+        ));
         let o = &d.endpoint.overrides;
-        let connect_timeout = o
-            .connect_timeout_ms
-            .map_or(self.config.connect_timeout, |ms| {
-                Duration::from_millis(ms.into())
-            });
-        let request_timeout = o
-            .request_timeout_ms
-            .map_or(self.config.request_timeout, |ms| {
-                Duration::from_millis(ms.into())
-            });
-        let client = self
-            .client(connect_timeout)
-            .map_err(|e| SendError::Http(error_chain(&e)))?;
-        let mut request = client
-            .post(url)
-            .timeout(request_timeout)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(reqwest::header::USER_AGENT, &self.user_agent);
-        for (name, value) in headers {
-            request = request.header(name, value);
-        }
-        let mut response = request
-            .body(body)
-            .send()
-            .await
-            .map_err(SendError::from_reqwest)?;
-        let status = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| kurir_core::retry::parse_retry_after(v, Utc::now()));
-        let mut captured = Vec::new();
-        // A body that stops mid-way or times out still leaves the status: keep what arrived.
-        while captured.len() < RESPONSE_CAPTURE_BYTES {
-            match response.chunk().await {
-                Ok(Some(chunk)) => captured.extend_from_slice(&chunk),
-                _ => break,
-            }
-        }
-        captured.truncate(RESPONSE_CAPTURE_BYTES);
-        Ok(Response {
-            status,
-            retry_after,
-            body: String::from_utf8_lossy(&captured).into_owned(),
-        })
-    }
-}
-
-struct Response {
-    status: u16,
-    retry_after: Option<Duration>,
-    body: String,
-}
-
-enum SendError {
-    Refused(Refused),
-    Http(String),
-}
-
-impl SendError {
-    fn from_reqwest(e: reqwest::Error) -> Self {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-        while let Some(s) = source {
-            if let Some(r) = s.downcast_ref::<Refused>() {
-                return Self::Refused(r.clone());
-            }
-            source = s.source();
-        }
-        let kind = if e.is_timeout() {
-            "timeout"
-        } else if e.is_connect() {
-            "connect error"
-        } else {
-            "request error"
+        let timeouts = Timeouts {
+            connect: o
+                .connect_timeout_ms
+                .map_or(self.config.connect_timeout, |ms| {
+                    Duration::from_millis(ms.into())
+                }),
+            response: o
+                .request_timeout_ms
+                .map_or(self.config.request_timeout, |ms| {
+                    Duration::from_millis(ms.into())
+                }),
         };
-        Self::Http(format!("{kind}: {}", error_chain(&e.without_url())))
+        self.http
+            .post(&d.endpoint.url, &headers, body, timeouts)
+            .await
     }
 }
 
-/// The error and its sources, joined with ": " (reqwest's own message alone is too terse).
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![e.to_string()];
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    parts.join(": ")
-}
-
-fn envelope_body(d: &ClaimedDelivery) -> Result<Vec<u8>, SendError> {
+fn envelope_body(d: &ClaimedDelivery) -> Result<Vec<u8>, PostError> {
     let data: &RawValue = serde_json::from_str(&d.event.payload)
-        .map_err(|e| SendError::Http(format!("stored payload is not JSON: {e}")))?;
+        .map_err(|e| PostError::Http(format!("stored payload is not JSON: {e}")))?;
     Ok(Envelope {
         event_id: &d.event.event_id,
         event_type: &d.event.event_type,

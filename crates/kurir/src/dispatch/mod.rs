@@ -8,6 +8,7 @@
 //! them in batches.
 
 pub mod deliver;
+pub mod http;
 pub mod ssrf;
 
 use std::collections::HashMap;
