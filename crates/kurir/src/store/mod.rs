@@ -42,6 +42,9 @@ pub enum StoreError {
     /// Applying migrations failed.
     #[error("migrations failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Applying kurir-receiver's inbox migrations failed.
+    #[error(transparent)]
+    Inbox(#[from] kurir_receiver::StoreError),
     /// A stored value could not be read back (a bug or a hand-edited row).
     #[error("corrupt row in {table}: {message}")]
     Corrupt {
@@ -253,9 +256,18 @@ impl Store {
         }
     }
 
-    /// Applies the embedded migrations; a no-op when they are already applied.
+    /// Applies the embedded migrations, kurir-receiver's inbox migrations included; a no-op when
+    /// they are already applied.
     pub async fn migrate(&self) -> Result<()> {
         on_backend!(self, s => s.migrate().await)
+    }
+
+    /// The inbox gateway's table, `kurir_inbox`, on the same connection pool.
+    pub fn inbox(&self) -> kurir_receiver::Inbox {
+        match self {
+            Self::Postgres(s) => kurir_receiver::Inbox::from(s.pool().clone()),
+            Self::Sqlite(s) => kurir_receiver::Inbox::from(s.pool().clone()),
+        }
     }
 
     /// Closes the pool, waiting for connections in use to be returned.

@@ -65,10 +65,12 @@ impl PgStore {
 
     pub(super) async fn migrate(&self) -> Result<()> {
         // kurir-receiver keeps its own migrations (versions from 1000) in the same
-        // `_sqlx_migrations` table; each migrator ignores the other's versions.
+        // `_sqlx_migrations` table; each migrator ignores the other's versions. Running both
+        // keeps kurir_inbox as the receiver expects it, whichever created it first.
         let mut migrator = sqlx::migrate!("./migrations/postgres");
         migrator.set_ignore_missing(true);
         migrator.run(&self.pool).await?;
+        kurir_receiver::migrate_postgres(&self.pool).await?;
         Ok(())
     }
 

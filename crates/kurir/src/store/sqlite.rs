@@ -74,10 +74,12 @@ impl SqliteStore {
 
     pub(super) async fn migrate(&self) -> Result<()> {
         // kurir-receiver keeps its own migrations (versions from 1000) in the same
-        // `_sqlx_migrations` table; each migrator ignores the other's versions.
+        // `_sqlx_migrations` table; each migrator ignores the other's versions. Running both
+        // keeps kurir_inbox as the receiver expects it, whichever created it first.
         let mut migrator = sqlx::migrate!("./migrations/sqlite");
         migrator.set_ignore_missing(true);
         migrator.run(&self.pool).await?;
+        kurir_receiver::migrate_sqlite(&self.pool).await?;
         Ok(())
     }
 
