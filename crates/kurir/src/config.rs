@@ -309,6 +309,17 @@ impl Config {
             poll_interval: raw.required("poll_interval", DURATION_HINT, positive_duration)?,
             lease_margin: raw.required("lease_margin", DURATION_HINT, positive_duration)?,
         };
+        if let Err(e) = delivery.retry.validate() {
+            let (value, origin) = raw
+                .get("retry_initial_delay")
+                .cloned()
+                .unwrap_or((String::new(), Origin::Default));
+            return Err(ConfigError::Invalid {
+                origin,
+                value,
+                expected: format!("a retry policy that makes sense: {e}"),
+            });
+        }
         Ok(Self {
             database_url,
             listen: raw.required("listen", "an address such as 127.0.0.1:8080", |s| {
@@ -462,6 +473,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("unknown setting 'no_such_setting'"), "{err}");
+    }
+
+    #[test]
+    fn a_first_retry_delay_above_the_longest_is_refused() {
+        let err = load(&[("KURIR_RETRY_INITIAL_DELAY", "10m")], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("KURIR_RETRY_INITIAL_DELAY:"), "{err}");
     }
 
     #[test]
