@@ -1,5 +1,6 @@
-//! `kurir serve`: the relay, the dispatcher, the lease sweep and the HTTP server (health and the
-//! admin API) in one process, all stopped by one [`CancellationToken`].
+//! `kurir serve`: the relay, the dispatcher, the lease sweep, the inbox gateway's runner and the
+//! HTTP server (health, the admin API, the inbox gateway's routes) in one process, all stopped by
+//! one [`CancellationToken`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admin_token::{self, AdminToken, TokenSource, ADMIN_ACTOR};
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
+use crate::gateway::Gateway;
 use crate::store::Store;
 
 /// How often each process sweeps expired leases.
@@ -33,14 +35,17 @@ pub struct AppState {
     pub dispatch_wake: Arc<Notify>,
     /// Largest admin API request body, in bytes.
     pub max_body_bytes: usize,
+    /// The inbox gateway: the sources its runner serves, and the runner's wake-up.
+    pub gateway: Gateway,
 }
 
 impl AppState {
-    /// State for `store` and `admin`, with fresh wake-ups and the default body limit.
-    pub fn new(store: Store, admin: AdminToken) -> Self {
+    /// State for `store`, `admin` and `gateway`, with fresh wake-ups and the default body limit.
+    pub fn new(store: Store, admin: AdminToken, gateway: Gateway) -> Self {
         Self {
             store,
             admin: Arc::new(admin),
+            gateway,
             relay_wake: Arc::new(Notify::new()),
             dispatch_wake: Arc::new(Notify::new()),
             max_body_bytes: 256 * 1024,
@@ -48,11 +53,12 @@ impl AppState {
     }
 }
 
-/// The HTTP routes: health checks and the admin API.
+/// The HTTP routes: health checks, the inbox gateway and the admin API.
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .merge(crate::gateway::routes::router())
         .with_state(state.clone())
         .merge(crate::api::router(state))
 }
@@ -99,9 +105,14 @@ pub async fn run(
         ),
     }
     let delivery = config.delivery.clone();
+    let gateway = Gateway::new(store.clone(), &delivery)?;
     let state = AppState {
         max_body_bytes: config.max_body_bytes,
-        ..AppState::new(store.clone(), AdminToken::new(ADMIN_ACTOR, &token))
+        ..AppState::new(
+            store.clone(),
+            AdminToken::new(ADMIN_ACTOR, &token),
+            gateway.clone(),
+        )
     };
     let relay_wake = state.relay_wake.clone();
     let dispatch_wake = state.dispatch_wake.clone();
@@ -134,6 +145,7 @@ pub async fn run(
         shutdown.clone(),
     ));
     tasks.spawn(dispatcher.run(dispatch_wake, shutdown.clone()));
+    tasks.spawn(gateway.run(shutdown.clone()));
     let server_shutdown = shutdown.clone();
     let server = axum::serve(listener, app(state))
         .with_graceful_shutdown(async move { server_shutdown.cancelled().await });

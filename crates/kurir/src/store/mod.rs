@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod postgres;
+pub mod sources;
 pub mod sqlite;
 
 use std::path::Path;

@@ -2,6 +2,7 @@
 //! row locks (`FOR UPDATE SKIP LOCKED`), leases and fences.
 
 mod admin;
+mod sources;
 
 use std::collections::HashMap;
 use std::str::FromStr;

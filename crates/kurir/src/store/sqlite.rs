@@ -3,6 +3,7 @@
 //! upgrade a read lock halfway through.
 
 mod admin;
+mod sources;
 
 use std::collections::HashMap;
 use std::str::FromStr;

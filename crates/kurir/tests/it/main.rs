@@ -7,5 +7,6 @@ mod api;
 mod binary;
 mod cli;
 mod delivery;
+mod gateway;
 mod outbox;
 mod store;
