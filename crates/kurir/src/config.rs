@@ -38,12 +38,12 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "retry_max_delay", env: "KURIR_RETRY_MAX_DELAY", default: Some("5m"), help: "longest delay between attempts" },
     Setting { key: "retry_max_attempts", env: "KURIR_RETRY_MAX_ATTEMPTS", default: Some("10"), help: "attempts before a delivery is dead-lettered" },
     Setting { key: "retry_jitter", env: "KURIR_RETRY_JITTER", default: Some("0.2"), help: "random spread of retry delays, as a fraction (0 to 1)" },
-    Setting { key: "allowed_networks", env: "KURIR_ALLOWED_NETWORKS", default: Some(""), help: "comma-separated CIDRs that endpoints may resolve to despite the SSRF guard, e.g. 127.0.0.0/8,::1/128" },
+    Setting { key: "allowed_networks", env: "KURIR_ALLOWED_NETWORKS", default: Some(""), help: "comma-separated CIDRs that endpoints and inbox forward URLs may resolve to despite the SSRF guard, e.g. 127.0.0.0/8,::1/128" },
     Setting { key: "max_concurrency", env: "KURIR_MAX_CONCURRENCY", default: Some("256"), help: "concurrent deliveries per process, all endpoints together" },
     Setting { key: "batch_size", env: "KURIR_BATCH_SIZE", default: Some("200"), help: "rows per relay batch and per claim" },
     Setting { key: "lease_margin", env: "KURIR_LEASE_MARGIN", default: Some("30s"), help: "added to an endpoint's timeouts to make a delivery's lease; after a crash, deliveries are retried once their lease expires" },
     Setting { key: "max_body_size", env: "KURIR_MAX_BODY_SIZE", default: Some("256KiB"), help: "largest admin API request body, e.g. an event with its data (bytes, or with KiB or MiB); larger requests get 413" },
-    Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long relay and dispatcher wait when there is no work" },
+    Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long relay, dispatcher and inbox gateway wait when there is no work" },
 ];
 
 /// Where a value came from, so an error can point at it.
