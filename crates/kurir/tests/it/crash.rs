@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kurir::delivery::DeliveryStatus;
 use kurir::endpoint::NewEndpoint;
