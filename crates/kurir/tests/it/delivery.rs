@@ -343,15 +343,38 @@ async fn endpoint_overrides_apply_and_timeouts_and_refused_connections_are_recor
 
     for d in db.store.deliveries_for_event(&ids[0]).await.unwrap() {
         let attempts = db.store.attempts_for_delivery(d.id).await.unwrap();
-        let errors: Vec<String> = attempts.iter().map(|a| a.error.clone().unwrap_or_default()).collect();
-        assert!(attempts.iter().all(|a| a.status_code.is_none()), "no response on any attempt");
+        let errors: Vec<String> = attempts
+            .iter()
+            .map(|a| a.error.clone().unwrap_or_default())
+            .collect();
+        assert!(
+            attempts.iter().all(|a| a.status_code.is_none()),
+            "no response on any attempt"
+        );
         if d.endpoint_id == refused.id.as_str() {
-            assert_eq!(attempts.len(), 3, "the endpoint's own max attempts: {errors:?}");
-            assert!(errors.iter().all(|e| e.starts_with("connect error")), "{errors:?}");
+            assert_eq!(
+                attempts.len(),
+                3,
+                "the endpoint's own max attempts: {errors:?}"
+            );
+            assert!(
+                errors.iter().all(|e| e.starts_with("connect error")),
+                "{errors:?}"
+            );
         } else {
-            assert_eq!(attempts.len(), 2, "the endpoint's own max attempts: {errors:?}");
-            assert!(errors.iter().all(|e| e.starts_with("timeout")), "{errors:?}");
-            assert!(attempts.iter().all(|a| a.duration_ms < 5_000), "the 200 ms override applied, not the 5 s default");
+            assert_eq!(
+                attempts.len(),
+                2,
+                "the endpoint's own max attempts: {errors:?}"
+            );
+            assert!(
+                errors.iter().all(|e| e.starts_with("timeout")),
+                "{errors:?}"
+            );
+            assert!(
+                attempts.iter().all(|a| a.duration_ms < 5_000),
+                "the 200 ms override applied, not the 5 s default"
+            );
         }
     }
 }
