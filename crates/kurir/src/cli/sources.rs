@@ -48,7 +48,7 @@ pub enum SourcesCommand {
 /// Fields of `sources create`.
 #[derive(Debug, Args)]
 pub struct SourceFields {
-    /// Source name: partners POST to /inbox/<NAME>.
+    /// Source name: partners POST to `/inbox/NAME`.
     pub name: String,
     /// Signature scheme: kurir, standard-webhooks, stripe, github, shopify, slack or hmac-body.
     #[arg(long)]
