@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
-use super::client::{Client, ClientArgs};
+use super::client::{insert_given, Client, ClientArgs};
 use super::output::{self, out};
 
 /// `kurir sources …`
@@ -81,12 +81,6 @@ pub struct UpdateFields {
     pub tolerance_seconds: Option<u32>,
 }
 
-fn insert(body: &mut Map<String, Value>, key: &str, value: Option<Value>) {
-    if let Some(value) = value {
-        body.insert(key.to_owned(), value);
-    }
-}
-
 /// Runs a source command.
 pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client)?;
@@ -98,7 +92,7 @@ pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
             body.insert("scheme".into(), json!(f.scheme));
             body.insert("secrets".into(), json!(f.secrets));
             body.insert("forward_url".into(), json!(f.forward_url));
-            insert(
+            insert_given(
                 &mut body,
                 "tolerance_seconds",
                 f.tolerance_seconds.map(Value::from),
@@ -121,14 +115,14 @@ pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
         SourcesCommand::Show { name } => client.get(&format!("/v1/inbox/sources/{name}")).await?,
         SourcesCommand::Update { name, fields: f } => {
             let mut body = Map::new();
-            insert(&mut body, "scheme", f.scheme.map(Value::from));
-            insert(
+            insert_given(&mut body, "scheme", f.scheme.map(Value::from));
+            insert_given(
                 &mut body,
                 "secrets",
                 (!f.secrets.is_empty()).then(|| json!(f.secrets)),
             );
-            insert(&mut body, "forward_url", f.forward_url.map(Value::from));
-            insert(
+            insert_given(&mut body, "forward_url", f.forward_url.map(Value::from));
+            insert_given(
                 &mut body,
                 "tolerance_seconds",
                 f.tolerance_seconds.map(Value::from),
@@ -159,19 +153,15 @@ pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
 }
 
 fn list_table(list: &Value) {
-    let rows: Vec<Vec<String>> = list
-        .as_array()
-        .map(|a| a.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(|s| {
-            ["name", "scheme", "inbox_path", "forward_url"]
-                .iter()
-                .map(|k| output::cell(&s[*k]))
-                .collect()
-        })
-        .collect();
-    output::table(&["NAME", "SCHEME", "INBOX PATH", "FORWARD URL"], &rows);
+    output::objects(
+        list,
+        &[
+            ("NAME", "name"),
+            ("SCHEME", "scheme"),
+            ("INBOX PATH", "inbox_path"),
+            ("FORWARD URL", "forward_url"),
+        ],
+    );
 }
 
 fn show(s: &Value) {

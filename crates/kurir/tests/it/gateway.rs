@@ -37,6 +37,21 @@ async fn create_source(app: &TestApp, name: &str, scheme: &str, secret: &str, to
     }
 }
 
+/// A `standard-webhooks` source named `name`, signed with [`PARTNER_SECRET`], that forwards to
+/// a new recording receiver.
+async fn standard_source(app: &TestApp, name: &str) -> (Receiver, Source) {
+    let app_side = Receiver::start().await;
+    let source = create_source(
+        app,
+        name,
+        "standard-webhooks",
+        PARTNER_SECRET,
+        &app_side.url,
+    )
+    .await;
+    (app_side, source)
+}
+
 /// A webhook as a Standard Webhooks sender makes it, signed now by the reference crate.
 struct Signed {
     id: String,
@@ -113,15 +128,7 @@ fn forwards_of(received: &[Received], id: &str) -> usize {
 }
 
 async fn a_standard_webhooks_request_is_forwarded_once_signed_and_reported_completed(app: TestApp) {
-    let app_side = Receiver::start().await;
-    let source = create_source(
-        &app,
-        "src",
-        "standard-webhooks",
-        PARTNER_SECRET,
-        &app_side.url,
-    )
-    .await;
+    let (app_side, source) = standard_source(&app, "src").await;
     let webhook = standard_webhook("msg_2tQ7", "invoice.paid");
 
     let (status, answer) = post_inbox(&app, "src", &webhook).await;
@@ -170,16 +177,8 @@ async fn a_standard_webhooks_request_is_forwarded_once_signed_and_reported_compl
 }
 
 async fn a_failing_forward_target_is_retried_until_it_succeeds(app: TestApp) {
-    let app_side = Receiver::start().await;
+    let (app_side, source) = standard_source(&app, "flaky").await;
     app_side.respond_next(&[500, 503]);
-    let source = create_source(
-        &app,
-        "flaky",
-        "standard-webhooks",
-        PARTNER_SECRET,
-        &app_side.url,
-    )
-    .await;
     let webhook = standard_webhook("msg_flaky", "invoice.paid");
     assert_eq!(
         post_inbox(&app, "flaky", &webhook).await.0,
@@ -208,15 +207,7 @@ async fn a_failing_forward_target_is_retried_until_it_succeeds(app: TestApp) {
 }
 
 async fn a_bad_request_is_refused_and_nothing_is_stored_or_forwarded(app: TestApp) {
-    let app_side = Receiver::start().await;
-    create_source(
-        &app,
-        "src",
-        "standard-webhooks",
-        PARTNER_SECRET,
-        &app_side.url,
-    )
-    .await;
+    let (app_side, _) = standard_source(&app, "src").await;
 
     let mut tampered = standard_webhook("msg_tampered", "invoice.paid");
     tampered.body = br#"{"type":"invoice.paid","data":{"amount":1}}"#.to_vec();
@@ -290,15 +281,7 @@ async fn a_bad_request_is_refused_and_nothing_is_stored_or_forwarded(app: TestAp
 }
 
 async fn the_status_route_needs_the_admin_token_or_the_sources_read_token(app: TestApp) {
-    let app_side = Receiver::start().await;
-    let source = create_source(
-        &app,
-        "src",
-        "standard-webhooks",
-        PARTNER_SECRET,
-        &app_side.url,
-    )
-    .await;
+    let (app_side, source) = standard_source(&app, "src").await;
     let other = create_source(&app, "other", "github", "github-secret", &app_side.url).await;
     let webhook = standard_webhook("msg_polled", "invoice.paid");
     assert_eq!(
