@@ -14,6 +14,7 @@
 //! - [`process`]: the [`Processor`]: one attempt of your handler, judged by the retry policy.
 //! - [`runner`]: the [`Runner`]: a loop around [`Runner::step`], stopped by a [`CancellationToken`].
 //! - [`receiver`]: the [`Receiver`]'s routes, `POST /` and `GET /events/{event_id}`.
+//! - [`metrics`]: `kurir_inbox_events_total{source, outcome}`, counted as requests are judged.
 //! - [`event`], [`error`], [`clock`]: the vocabulary, the error types, the injectable clock.
 //!
 //! # Example
@@ -64,6 +65,7 @@ pub mod clock;
 pub mod error;
 pub mod event;
 pub mod extract;
+pub mod metrics;
 pub mod process;
 pub mod receiver;
 pub mod runner;

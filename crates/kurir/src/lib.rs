@@ -11,6 +11,7 @@
 //! - [`store`]: every database operation, once for PostgreSQL and once for SQLite.
 //! - [`relay`]: fans outbox rows out into deliveries.
 //! - [`dispatch`]: claims due deliveries with a lease, sends them, records the outcome.
+//! - [`metrics`]: Prometheus counters and histograms, and `GET /metrics` with the backlog gauges.
 //! - [`api`]: the admin API under `/v1` (endpoints, events, deliveries, replays, stats, OpenAPI).
 //! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
 //! - [`wake`]: the PostgreSQL `LISTEN` that wakes the relay when kurir itself publishes.
@@ -25,6 +26,7 @@ pub mod config;
 pub mod delivery;
 pub mod dispatch;
 pub mod endpoint;
+pub mod metrics;
 pub mod outbox;
 pub mod relay;
 pub mod serve;

@@ -27,9 +27,9 @@ pub enum Outcome {
     Sent,
     /// Failed; another attempt is scheduled.
     Retry,
-    /// Failed for the last time (or 410).
+    /// Failed for the last time (or 410), whatever the failure: the delivery is dead-lettered.
     DeadLetter,
-    /// The SSRF guard refused the destination.
+    /// The SSRF guard refused the destination; another attempt is scheduled.
     Refused,
 }
 
@@ -43,6 +43,60 @@ impl Outcome {
             Self::Refused => "refused",
         }
     }
+}
+
+/// What came back from an attempt, coarsely, for metrics: a status class or why there was no
+/// response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResponseClass {
+    /// An HTTP response; the status code divided by 100 (1 to 5; anything else is 0).
+    Status(u8),
+    /// The response (or the connection) did not come in time.
+    Timeout,
+    /// The connection could not be made (refused, reset, DNS, TLS).
+    ConnectError,
+    /// The SSRF guard refused the destination; nothing was sent.
+    Refused,
+    /// Anything else: an invalid URL, a stored payload that is not JSON, a broken request.
+    RequestError,
+}
+
+impl ResponseClass {
+    /// The class of an HTTP status code.
+    pub fn of_status(code: u16) -> Self {
+        Self::Status(if (100..600).contains(&code) {
+            (code / 100) as u8
+        } else {
+            0
+        })
+    }
+
+    /// Lower-case label: `2xx`…`5xx`, `timeout`, `connect_error`, `refused`, `request_error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Status(1) => "1xx",
+            Self::Status(2) => "2xx",
+            Self::Status(3) => "3xx",
+            Self::Status(4) => "4xx",
+            Self::Status(5) => "5xx",
+            Self::Status(_) => "other",
+            Self::Timeout => "timeout",
+            Self::ConnectError => "connect_error",
+            Self::Refused => "refused",
+            Self::RequestError => "request_error",
+        }
+    }
+}
+
+/// One attempt, made: what to record, and how it ended for logs and metrics.
+#[derive(Clone, Debug)]
+pub struct Attempted {
+    /// What the store records.
+    pub completion: Completion,
+    /// How the attempt ended.
+    pub outcome: Outcome,
+    /// What came back.
+    pub class: ResponseClass,
 }
 
 /// Sends deliveries. Holds one HTTP client per distinct connect timeout (reqwest sets the
@@ -85,30 +139,39 @@ impl Sender {
 
     /// Makes one attempt and decides what happens next. Never fails: every problem becomes a
     /// recorded attempt.
-    pub async fn attempt(&self, d: &ClaimedDelivery) -> (Completion, Outcome) {
+    pub async fn attempt(&self, d: &ClaimedDelivery) -> Attempted {
         let started_at = crate::store::now_millis();
         let clock = Instant::now();
         let result = self.send(d, started_at).await;
         let duration_ms = clock.elapsed().as_millis() as i64;
         let policy = d.endpoint.overrides.retry_policy(&self.config.retry);
-        let (status_code, error, response_body, outcome) = match result {
+        let (status_code, error, response_body, outcome, class) = match result {
             Ok(resp) => {
                 let o = classify_status(resp.status, resp.retry_after);
-                (Some(resp.status), None, Some(resp.body), o)
+                let class = ResponseClass::of_status(resp.status);
+                (Some(resp.status), None, Some(resp.body), o, class)
             }
-            Err(SendError::Refused(r)) => (None, Some(r.to_string()), None, AttemptOutcome::Failed),
-            Err(SendError::Http(e)) => (None, Some(e), None, AttemptOutcome::Failed),
+            Err(SendError::Refused(r)) => (
+                None,
+                Some(r.to_string()),
+                None,
+                AttemptOutcome::Failed,
+                ResponseClass::Refused,
+            ),
+            Err(SendError::Http(class, e)) => (None, Some(e), None, AttemptOutcome::Failed, class),
         };
-        let refused = error
-            .as_deref()
-            .is_some_and(|e| e.starts_with("refused by the SSRF guard"));
         let (next, label) = match (status_code, policy.next(d.attempt, &outcome, Utc::now())) {
             (Some(code), _) if (200..300).contains(&code) => (NextState::Sent, Outcome::Sent),
             (Some(410), _) => (NextState::Gone, Outcome::DeadLetter),
             (_, Next::DeadLetter) => (NextState::DeadLetter, Outcome::DeadLetter),
             (_, Next::Retry(at)) => (NextState::Retry(at), Outcome::Retry),
         };
-        let label = if refused { Outcome::Refused } else { label };
+        // A refusal that gives up still counts as a dead letter: that outcome counts every
+        // delivery given up on, whatever the last failure was.
+        let label = match (class, label) {
+            (ResponseClass::Refused, Outcome::Retry) => Outcome::Refused,
+            (_, label) => label,
+        };
         let completion = Completion {
             delivery_id: d.delivery_id,
             endpoint_id: d.endpoint.id.clone(),
@@ -121,7 +184,11 @@ impl Sender {
             response_body,
             next,
         };
-        (completion, label)
+        Attempted {
+            completion,
+            outcome: label,
+            class,
+        }
     }
 
     async fn send(
@@ -130,7 +197,7 @@ impl Sender {
         at: chrono::DateTime<Utc>,
     ) -> Result<Response, SendError> {
         let url = reqwest::Url::parse(&d.endpoint.url)
-            .map_err(|e| SendError::Http(format!("invalid endpoint URL: {e}")))?;
+            .map_err(|e| SendError::request(format!("invalid endpoint URL: {e}")))?;
         self.guard.check_url(&url).map_err(SendError::Refused)?;
         let body = envelope_body(d)?;
         let secrets = d.endpoint.signing_secrets(at);
@@ -154,7 +221,7 @@ impl Sender {
             });
         let client = self
             .client(connect_timeout)
-            .map_err(|e| SendError::Http(error_chain(&e)))?;
+            .map_err(|e| SendError::request(error_chain(&e)))?;
         let mut request = client
             .post(url)
             .timeout(request_timeout)
@@ -199,10 +266,14 @@ struct Response {
 
 enum SendError {
     Refused(Refused),
-    Http(String),
+    Http(ResponseClass, String),
 }
 
 impl SendError {
+    fn request(message: String) -> Self {
+        Self::Http(ResponseClass::RequestError, message)
+    }
+
     fn from_reqwest(e: reqwest::Error) -> Self {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
         while let Some(s) = source {
@@ -211,14 +282,14 @@ impl SendError {
             }
             source = s.source();
         }
-        let kind = if e.is_timeout() {
-            "timeout"
+        let (class, kind) = if e.is_timeout() {
+            (ResponseClass::Timeout, "timeout")
         } else if e.is_connect() {
-            "connect error"
+            (ResponseClass::ConnectError, "connect error")
         } else {
-            "request error"
+            (ResponseClass::RequestError, "request error")
         };
-        Self::Http(format!("{kind}: {}", error_chain(&e.without_url())))
+        Self::Http(class, format!("{kind}: {}", error_chain(&e.without_url())))
     }
 }
 
@@ -238,7 +309,7 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 fn envelope_body(d: &ClaimedDelivery) -> Result<Vec<u8>, SendError> {
     let data: &RawValue = serde_json::from_str(&d.event.payload)
-        .map_err(|e| SendError::Http(format!("stored payload is not JSON: {e}")))?;
+        .map_err(|e| SendError::request(format!("stored payload is not JSON: {e}")))?;
     Ok(Envelope {
         event_id: &d.event.event_id,
         event_type: &d.event.event_type,
