@@ -7,5 +7,7 @@ mod api;
 mod binary;
 mod cli;
 mod delivery;
+mod logs;
+mod metrics;
 mod outbox;
 mod store;
