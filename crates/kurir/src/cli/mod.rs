@@ -35,6 +35,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the relay, the dispatcher and the HTTP server (migrations are applied first).
+    #[command(
+        after_help = "Logs go to stderr: KURIR_LOG sets the level (env-filter syntax, default \
+                      info,sqlx=warn), KURIR_LOG_FORMAT=json writes one JSON object per line."
+    )]
     Serve(ServeArgs),
     /// Apply database migrations and exit (safe to run repeatedly).
     Migrate(MigrateArgs),
