@@ -312,6 +312,20 @@ impl Config {
             poll_interval: raw.required("poll_interval", DURATION_HINT, positive_duration)?,
             lease_margin: raw.required("lease_margin", DURATION_HINT, positive_duration)?,
         };
+        if delivery.retry.initial_delay > delivery.retry.max_delay {
+            let (value, origin) = raw
+                .get("retry_initial_delay")
+                .cloned()
+                .unwrap_or((String::new(), Origin::Default));
+            return Err(ConfigError::Invalid {
+                origin,
+                value,
+                expected: format!(
+                    "at most the retry max delay ({})",
+                    humantime::format_duration(delivery.retry.max_delay)
+                ),
+            });
+        }
         Ok(Self {
             database_url,
             listen: raw.required("listen", "an address such as 127.0.0.1:8080", |s| {
@@ -457,6 +471,17 @@ mod tests {
             .to_string();
         assert!(
             err.starts_with("KURIR_CONNECT_TIMEOUT: invalid value 'soon'"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_initial_delay_above_the_max_is_refused() {
+        let err = load(&[("KURIR_RETRY_INITIAL_DELAY", "10m")], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("KURIR_RETRY_INITIAL_DELAY: invalid value '10m'"),
             "{err}"
         );
     }

@@ -6,6 +6,7 @@ mod support;
 mod api;
 mod binary;
 mod cli;
+mod crash;
 mod delivery;
 mod logs;
 mod metrics;
