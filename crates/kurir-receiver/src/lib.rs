@@ -16,6 +16,7 @@
 //!   [`source_set`]: the [`SourceSet`] a runner may be limited to.
 //! - [`receiver`]: the [`Receiver`]'s routes, `POST /` and `GET /events/{event_id}` (whose body is
 //!   an [`EventStatus`]).
+//! - [`metrics`]: `kurir_inbox_events_total{source, outcome}`, counted as requests are judged.
 //! - [`event`], [`error`], [`clock`]: the vocabulary, the error types, the injectable clock.
 //!
 //! # Example
@@ -66,6 +67,7 @@ pub mod clock;
 pub mod error;
 pub mod event;
 pub mod extract;
+pub mod metrics;
 pub mod process;
 pub mod receiver;
 pub mod runner;

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::error::ApiError;
 use crate::event::{EventRecord, InboxStatus, VerifiedEvent};
+use crate::metrics;
 use crate::process::{ProcessOutcome, Processor};
 use crate::runner::Waker;
 use crate::source::WebhookSource;
@@ -98,8 +99,19 @@ impl Receiver {
     }
 
     /// Stores a verified event once and, when configured, processes it inline. For applications
-    /// that use the [`VerifiedEvent`] extractor in a handler of their own.
+    /// that use the [`VerifiedEvent`] extractor in a handler of their own. Counted in
+    /// `kurir_inbox_events_total` as `accepted`, `duplicate` or `error`.
     pub async fn accept(&self, event: VerifiedEvent) -> Result<Accepted, StoreError> {
+        let result = self.store(event).await;
+        self.source.count(match &result {
+            Ok(Accepted::Duplicate { .. }) => metrics::DUPLICATE,
+            Ok(_) => metrics::ACCEPTED,
+            Err(_) => metrics::ERROR,
+        });
+        result
+    }
+
+    async fn store(&self, event: VerifiedEvent) -> Result<Accepted, StoreError> {
         let event_id = event.event_id.as_str().to_owned();
         let accepted = match &self.inline {
             None => match self.inbox.receive(&event).await? {

@@ -44,6 +44,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "lease_margin", env: "KURIR_LEASE_MARGIN", default: Some("30s"), help: "added to an endpoint's timeouts to make a delivery's lease; after a crash, deliveries are retried once their lease expires" },
     Setting { key: "max_body_size", env: "KURIR_MAX_BODY_SIZE", default: Some("256KiB"), help: "largest admin API request body, e.g. an event with its data (bytes, or with KiB or MiB); larger requests get 413" },
     Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long relay, dispatcher and inbox gateway wait when there is no work" },
+    Setting { key: "metrics_require_token", env: "KURIR_METRICS_REQUIRE_TOKEN", default: Some("false"), help: "whether GET /metrics needs the admin token (true or false)" },
 ];
 
 /// Where a value came from, so an error can point at it.
@@ -252,6 +253,8 @@ pub struct Config {
     pub admin_token: Option<String>,
     /// Largest admin API request body, in bytes.
     pub max_body_bytes: usize,
+    /// Whether `GET /metrics` needs the admin token.
+    pub metrics_require_token: bool,
     /// Delivery settings.
     pub delivery: DeliveryConfig,
 }
@@ -336,6 +339,11 @@ impl Config {
                 "a size such as 262144, 256KiB or 1MiB",
                 byte_size,
             )?,
+            metrics_require_token: raw.required(
+                "metrics_require_token",
+                "true or false",
+                boolean,
+            )?,
             data_dir,
             delivery,
         })
@@ -374,6 +382,14 @@ fn byte_size(s: &str) -> Option<usize> {
         .ok()?
         .checked_mul(unit)
         .filter(|n| *n >= 1024)
+}
+
+fn boolean(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
 }
 
 fn at_least_one(s: &str) -> Option<u32> {
@@ -423,6 +439,20 @@ mod tests {
         assert_eq!(c.delivery.retry.max_attempts, 10);
         assert!(c.delivery.allowed_networks.is_empty());
         assert_eq!(c.max_body_bytes, 256 * 1024);
+        assert!(!c.metrics_require_token);
+    }
+
+    #[test]
+    fn metrics_token_requirement_is_a_boolean() {
+        let on = load(&[("KURIR_METRICS_REQUIRE_TOKEN", "true")], &[]).unwrap();
+        assert!(on.metrics_require_token);
+        let err = load(&[("KURIR_METRICS_REQUIRE_TOKEN", "sometimes")], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("KURIR_METRICS_REQUIRE_TOKEN: invalid value 'sometimes'"),
+            "{err}"
+        );
     }
 
     #[test]

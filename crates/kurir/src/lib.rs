@@ -11,6 +11,7 @@
 //! - [`store`]: every database operation, once for PostgreSQL and once for SQLite.
 //! - [`relay`]: fans outbox rows out into deliveries.
 //! - [`dispatch`]: claims due deliveries with a lease, sends them, records the outcome.
+//! - [`metrics`]: Prometheus counters and histograms, and `GET /metrics` with the backlog gauges.
 //! - [`api`]: the admin API under `/v1` (endpoints, events, deliveries, replays, stats, inbox
 //!   sources, OpenAPI).
 //! - [`gateway`]: the inbox gateway: `POST /inbox/{source}` verifies and stores a partner's
@@ -30,6 +31,7 @@ pub mod delivery;
 pub mod dispatch;
 pub mod endpoint;
 pub mod gateway;
+pub mod metrics;
 pub mod outbox;
 pub mod relay;
 pub mod serve;

@@ -1,6 +1,6 @@
 //! `kurir serve`: the relay, the dispatcher, the lease sweep, the inbox gateway's runner and the
-//! HTTP server (health, the admin API, the inbox gateway's routes) in one process, all stopped by
-//! one [`CancellationToken`].
+//! HTTP server (health, metrics, the admin API, the inbox gateway's routes) in one process, all
+//! stopped by one [`CancellationToken`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,10 +17,14 @@ use crate::admin_token::{self, AdminToken, TokenSource, ADMIN_ACTOR};
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::gateway::Gateway;
+use crate::metrics::Metrics;
 use crate::store::Store;
 
 /// How often each process sweeps expired leases.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often histogram samples are folded into buckets between scrapes.
+const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// What the HTTP handlers share.
 #[derive(Clone)]
@@ -35,6 +39,10 @@ pub struct AppState {
     pub dispatch_wake: Arc<Notify>,
     /// Largest admin API request body, in bytes.
     pub max_body_bytes: usize,
+    /// This process's metrics registry.
+    pub metrics: Metrics,
+    /// Whether `GET /metrics` needs the admin token.
+    pub metrics_require_token: bool,
     /// The inbox gateway: the sources its runner serves, and the runner's wake-up.
     pub gateway: Gateway,
 }
@@ -49,17 +57,21 @@ impl AppState {
             relay_wake: Arc::new(Notify::new()),
             dispatch_wake: Arc::new(Notify::new()),
             max_body_bytes: 256 * 1024,
+            metrics: Metrics::new(),
+            metrics_require_token: false,
         }
     }
 }
 
-/// The HTTP routes: health checks, the inbox gateway and the admin API.
+/// The HTTP routes: health checks, metrics, the inbox gateway and the admin API.
 pub fn app(state: AppState) -> Router {
+    let require_token = state.metrics_require_token;
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .merge(crate::gateway::routes::router())
         .with_state(state.clone())
+        .merge(crate::metrics::scrape::router(state.clone(), require_token))
         .merge(crate::api::router(state))
 }
 
@@ -108,6 +120,7 @@ pub async fn run(
     let gateway = Gateway::new(store.clone(), &delivery)?;
     let state = AppState {
         max_body_bytes: config.max_body_bytes,
+        metrics_require_token: config.metrics_require_token,
         ..AppState::new(
             store.clone(),
             AdminToken::new(ADMIN_ACTOR, &token),
@@ -116,7 +129,10 @@ pub async fn run(
     };
     let relay_wake = state.relay_wake.clone();
     let dispatch_wake = state.dispatch_wake.clone();
-    let dispatcher = Arc::new(Dispatcher::new(store.clone(), delivery.clone(), owner_id()));
+    let metrics = state.metrics.clone();
+    let dispatcher = Arc::new(
+        Dispatcher::new(store.clone(), delivery.clone(), owner_id()).with_metrics(metrics.clone()),
+    );
     tracing::info!(
         backend = store.backend(),
         listen = %listen,
@@ -137,8 +153,10 @@ pub async fn run(
         delivery.poll_interval,
         relay_wake,
         dispatch_wake.clone(),
+        metrics.clone(),
         shutdown.clone(),
     ));
+    tasks.spawn(metrics.upkeep(METRICS_UPKEEP_INTERVAL, shutdown.clone()));
     tasks.spawn(crate::relay::sweep_leases(
         store.clone(),
         SWEEP_INTERVAL,

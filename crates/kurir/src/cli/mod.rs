@@ -2,8 +2,8 @@
 //! `main.rs` only calls [`main`].
 //!
 //! `serve` and `migrate` run kurir itself (this module). The operator commands ([`endpoints`],
-//! [`events`], [`deliveries`], [`replay`], [`stats`], [`sources`]) talk to a running kurir's admin API through
-//! [`client`] and print with [`output`]: tables for people, `--json` for scripts.
+//! [`events`], [`deliveries`], [`replay`], [`stats`], [`sources`]) talk to a running kurir's admin
+//! API through [`client`] and print with [`output`]: tables for people, `--json` for scripts.
 
 pub mod client;
 pub mod deliveries;
@@ -37,6 +37,10 @@ pub struct Cli {
 pub enum Command {
     /// Run the relay, the dispatcher, the inbox gateway and the HTTP server (migrations are applied
     /// first).
+    #[command(
+        after_help = "Logs go to stderr: KURIR_LOG sets the level (env-filter syntax, default \
+                      info,sqlx=warn), KURIR_LOG_FORMAT=json writes one JSON object per line."
+    )]
     Serve(ServeArgs),
     /// Apply database migrations and exit (safe to run repeatedly).
     Migrate(MigrateArgs),

@@ -25,9 +25,9 @@ pub enum Outcome {
     Sent,
     /// Failed; another attempt is scheduled.
     Retry,
-    /// Failed for the last time (or 410).
+    /// Failed for the last time (or 410), whatever the failure: the delivery is dead-lettered.
     DeadLetter,
-    /// The SSRF guard refused the destination.
+    /// The SSRF guard refused the destination; another attempt is scheduled.
     Refused,
 }
 
@@ -41,6 +41,70 @@ impl Outcome {
             Self::Refused => "refused",
         }
     }
+}
+
+/// What came back from an attempt, coarsely, for metrics: a status class or why there was no
+/// response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResponseClass {
+    /// An HTTP response; the status code divided by 100 (1 to 5; anything else is 0).
+    Status(u8),
+    /// The response (or the connection) did not come in time.
+    Timeout,
+    /// The connection could not be made (refused, reset, DNS, TLS).
+    ConnectError,
+    /// The SSRF guard refused the destination; nothing was sent.
+    Refused,
+    /// Anything else: an invalid URL, a stored payload that is not JSON, a broken request.
+    RequestError,
+}
+
+impl ResponseClass {
+    /// The class of an HTTP status code.
+    pub fn of_status(code: u16) -> Self {
+        Self::Status(if (100..600).contains(&code) {
+            (code / 100) as u8
+        } else {
+            0
+        })
+    }
+
+    /// The class of a request that got no response.
+    pub fn of_error(error: &PostError) -> Self {
+        match error {
+            PostError::Refused(_) => Self::Refused,
+            PostError::Timeout(_) => Self::Timeout,
+            PostError::Connect(_) => Self::ConnectError,
+            PostError::Request(_) => Self::RequestError,
+        }
+    }
+
+    /// Lower-case label: `2xx`…`5xx`, `timeout`, `connect_error`, `refused`, `request_error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Status(1) => "1xx",
+            Self::Status(2) => "2xx",
+            Self::Status(3) => "3xx",
+            Self::Status(4) => "4xx",
+            Self::Status(5) => "5xx",
+            Self::Status(_) => "other",
+            Self::Timeout => "timeout",
+            Self::ConnectError => "connect_error",
+            Self::Refused => "refused",
+            Self::RequestError => "request_error",
+        }
+    }
+}
+
+/// One attempt, made: what to record, and how it ended for logs and metrics.
+#[derive(Clone, Debug)]
+pub struct Attempted {
+    /// What the store records.
+    pub completion: Completion,
+    /// How the attempt ended.
+    pub outcome: Outcome,
+    /// What came back.
+    pub class: ResponseClass,
 }
 
 /// Sends deliveries, through the shared [`WebhookClient`].
@@ -60,29 +124,41 @@ impl Sender {
 
     /// Makes one attempt and decides what happens next. Never fails: every problem becomes a
     /// recorded attempt.
-    pub async fn attempt(&self, d: &ClaimedDelivery) -> (Completion, Outcome) {
+    pub async fn attempt(&self, d: &ClaimedDelivery) -> Attempted {
         let started_at = crate::store::now_millis();
         let clock = Instant::now();
         let result = self.send(d, started_at).await;
         let duration_ms = clock.elapsed().as_millis() as i64;
         let policy = d.endpoint.overrides.retry_policy(&self.config.retry);
-        let (status_code, error, response_body, outcome) = match result {
+        let (status_code, error, response_body, outcome, class) = match result {
             Ok(resp) => {
                 let o = classify_status(resp.status, resp.retry_after);
-                (Some(resp.status), None, Some(resp.body), o)
+                let class = ResponseClass::of_status(resp.status);
+                (Some(resp.status), None, Some(resp.body), o, class)
             }
-            Err(e) => (None, Some(e.to_string()), None, AttemptOutcome::Failed),
+            Err(e) => {
+                let class = ResponseClass::of_error(&e);
+                (
+                    None,
+                    Some(e.to_string()),
+                    None,
+                    AttemptOutcome::Failed,
+                    class,
+                )
+            }
         };
-        let refused = error
-            .as_deref()
-            .is_some_and(|e| e.starts_with("refused by the SSRF guard"));
         let (next, label) = match (status_code, policy.next(d.attempt, &outcome, Utc::now())) {
             (Some(code), _) if (200..300).contains(&code) => (NextState::Sent, Outcome::Sent),
             (Some(410), _) => (NextState::Gone, Outcome::DeadLetter),
             (_, Next::DeadLetter) => (NextState::DeadLetter, Outcome::DeadLetter),
             (_, Next::Retry(at)) => (NextState::Retry(at), Outcome::Retry),
         };
-        let label = if refused { Outcome::Refused } else { label };
+        // A refusal that gives up still counts as a dead letter: that outcome counts every
+        // delivery given up on, whatever the last failure was.
+        let label = match (class, label) {
+            (ResponseClass::Refused, Outcome::Retry) => Outcome::Refused,
+            (_, label) => label,
+        };
         let completion = Completion {
             delivery_id: d.delivery_id,
             endpoint_id: d.endpoint.id.clone(),
@@ -95,7 +171,11 @@ impl Sender {
             response_body,
             next,
         };
-        (completion, label)
+        Attempted {
+            completion,
+            outcome: label,
+            class,
+        }
     }
 
     async fn send(
@@ -134,7 +214,7 @@ impl Sender {
 
 fn envelope_body(d: &ClaimedDelivery) -> Result<Vec<u8>, PostError> {
     let data: &RawValue = serde_json::from_str(&d.event.payload)
-        .map_err(|e| PostError::Http(format!("stored payload is not JSON: {e}")))?;
+        .map_err(|e| PostError::Request(format!("stored payload is not JSON: {e}")))?;
     Ok(Envelope {
         event_id: &d.event.event_id,
         event_type: &d.event.event_type,

@@ -38,15 +38,21 @@ pub struct Response {
     pub body: String,
 }
 
-/// Why no response came back.
+/// Why no response came back. Each message says which kind of failure it was.
 #[derive(Debug, thiserror::Error)]
 pub enum PostError {
-    /// The SSRF guard refused the destination.
+    /// The SSRF guard refused the destination; nothing was sent.
     #[error(transparent)]
     Refused(Refused),
-    /// Anything else: a bad URL, a connect error, a timeout, a broken connection.
+    /// The response (or the connection) did not come in time.
     #[error("{0}")]
-    Http(String),
+    Timeout(String),
+    /// The connection could not be made (refused, reset, DNS, TLS).
+    #[error("{0}")]
+    Connect(String),
+    /// Anything else: an invalid URL, a broken request or connection.
+    #[error("{0}")]
+    Request(String),
 }
 
 /// POSTs with the process's delivery settings. Holds one `reqwest` client per distinct connect
@@ -93,12 +99,12 @@ impl WebhookClient {
         body: Vec<u8>,
         timeouts: Timeouts,
     ) -> Result<Response, PostError> {
-        let url =
-            reqwest::Url::parse(url).map_err(|e| PostError::Http(format!("invalid URL: {e}")))?;
+        let url = reqwest::Url::parse(url)
+            .map_err(|e| PostError::Request(format!("invalid URL: {e}")))?;
         self.guard.check_url(&url).map_err(PostError::Refused)?;
         let client = self
             .client(timeouts.connect)
-            .map_err(|e| PostError::Http(error_chain(&e)))?;
+            .map_err(|e| PostError::Request(error_chain(&e)))?;
         let mut request = client
             .post(url)
             .timeout(timeouts.response)
@@ -148,14 +154,15 @@ impl PostError {
             }
             source = s.source();
         }
-        let kind = if e.is_timeout() {
-            "timeout"
-        } else if e.is_connect() {
-            "connect error"
+        let (timeout, connect) = (e.is_timeout(), e.is_connect());
+        let chain = error_chain(&e.without_url());
+        if timeout {
+            Self::Timeout(format!("timeout: {chain}"))
+        } else if connect {
+            Self::Connect(format!("connect error: {chain}"))
         } else {
-            "request error"
-        };
-        Self::Http(format!("{kind}: {}", error_chain(&e.without_url())))
+            Self::Request(format!("request error: {chain}"))
+        }
     }
 }
 

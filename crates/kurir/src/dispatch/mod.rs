@@ -23,8 +23,9 @@ use tokio_util::task::TaskTracker;
 use crate::config::DeliveryConfig;
 use crate::delivery::{ClaimedDelivery, Completion, NextState};
 use crate::endpoint::EndpointId;
+use crate::metrics::Metrics;
 use crate::store::{EndpointSlot, Store};
-use deliver::{Outcome, Sender};
+use deliver::{Attempted, Sender};
 
 /// What one [`Dispatcher::step`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +50,7 @@ pub struct Dispatcher {
     completions_rx: Mutex<Option<mpsc::Receiver<Completion>>>,
     freed: Arc<Notify>,
     tracker: TaskTracker,
+    metrics: Option<Metrics>,
 }
 
 impl Dispatcher {
@@ -66,7 +68,14 @@ impl Dispatcher {
             completions_rx: Mutex::new(Some(rx)),
             freed: Arc::new(Notify::new()),
             tracker: TaskTracker::new(),
+            metrics: None,
         }
+    }
+
+    /// Counts every attempt in `metrics` (without, attempts are only logged).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// This process's lease owner id.
@@ -159,9 +168,13 @@ impl Dispatcher {
         let in_flight = self.in_flight.clone();
         let completions = self.completions.clone();
         let freed = self.freed.clone();
+        let metrics = self.metrics.clone();
         self.tracker.spawn(async move {
-            let (completion, outcome) = sender.attempt(&delivery).await;
-            log_attempt(&delivery, &completion, outcome);
+            let attempted = sender.attempt(&delivery).await;
+            log_attempt(&delivery, &attempted);
+            if let Some(metrics) = &metrics {
+                metrics.record_attempt(&delivery, &attempted);
+            }
             {
                 let mut map = in_flight.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(n) = map.get_mut(&endpoint_id) {
@@ -172,7 +185,7 @@ impl Dispatcher {
                 }
             }
             // The writer only stops after every task has finished, so this send succeeds.
-            let _ = completions.send(completion).await;
+            let _ = completions.send(attempted.completion).await;
             drop(permit);
             freed.notify_one();
         });
@@ -260,7 +273,10 @@ async fn write_completions(store: Store, owner: String, mut rx: mpsc::Receiver<C
     }
 }
 
-fn log_attempt(d: &ClaimedDelivery, c: &Completion, outcome: Outcome) {
+/// One line per attempt, and one more when the delivery is given up on. Never the payload, the
+/// secret, the signature or the response body (which may echo the payload).
+fn log_attempt(d: &ClaimedDelivery, a: &Attempted) {
+    let c = &a.completion;
     tracing::info!(
         event_id = %d.event.event_id,
         event_type = %d.event.event_type,
@@ -270,14 +286,19 @@ fn log_attempt(d: &ClaimedDelivery, c: &Completion, outcome: Outcome) {
         status_code = c.status_code,
         error = c.error.as_deref(),
         duration_ms = c.duration_ms,
-        outcome = outcome.as_str(),
+        outcome = a.outcome.as_str(),
+        trigger = c.trigger.as_str(),
         "delivery attempt"
     );
     if matches!(c.next, NextState::DeadLetter | NextState::Gone) {
         tracing::warn!(
             event_id = %d.event.event_id,
+            event_type = %d.event.event_type,
+            aggregate_id = d.event.aggregate_id.as_deref(),
             endpoint_id = %d.endpoint.id,
             attempt = d.attempt,
+            status_code = c.status_code,
+            error = c.error.as_deref(),
             gone = c.next == NextState::Gone,
             "delivery dead-lettered"
         );

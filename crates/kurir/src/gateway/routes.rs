@@ -2,7 +2,8 @@
 //!
 //! - `POST /inbox/{source}`: no admin token, the signature is the authentication. Verified,
 //!   stored once and answered exactly as kurir-receiver's own route answers (`202` first receipt,
-//!   `200 already_processed`, `401`, `400`, `413`); the runner is woken to forward it.
+//!   `200 already_processed`, `401`, `400`, `413`), and counted in `kurir_inbox_events_total`;
+//!   the runner is woken to forward it.
 //! - `GET /inbox/{source}/events/{event_id}`: the event's status, for a holder of the admin token
 //!   or of the source's read token.
 
@@ -41,7 +42,8 @@ pub async fn receive(
         .ok_or_else(|| ApiError::NotFound(format!("no inbox source named '{name}'")))?;
     let webhook_source = source
         .webhook_source()
-        .map_err(|e| ApiError::Internal(Box::new(e)))?;
+        .map_err(|e| ApiError::Internal(Box::new(e)))?
+        .metrics_recorder(state.metrics.recorder());
     let event = match webhook_source.verify_request(request).await {
         Ok(event) => event,
         Err(rejection) => {

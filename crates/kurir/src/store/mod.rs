@@ -6,10 +6,12 @@
 //! The conformance tests in `tests/it/store.rs` run every operation on both.
 
 pub mod admin;
+pub mod backlog;
 pub mod postgres;
 pub mod sources;
 pub mod sqlite;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +25,7 @@ pub use admin::{
     DeliveryListItem, DeliveryQuery, EventQuery, IdempotencyKey, Published, ReplayFilter,
     ReplayRecord, ReplayRequest, Stats, StatusCount,
 };
+pub use backlog::Backlog;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -88,12 +91,14 @@ pub struct StoredEvent {
 }
 
 /// What one relay batch did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RelayOutcome {
     /// Outbox rows marked dispatched.
     pub events: usize,
     /// Delivery rows created.
     pub deliveries: usize,
+    /// The dispatched rows per event type (they add up to `events`), for metrics.
+    pub events_by_type: BTreeMap<String, u64>,
 }
 
 /// Room this process has for one endpoint in a claim.

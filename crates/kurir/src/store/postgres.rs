@@ -175,6 +175,7 @@ impl PgStore {
 
         let (mut outbox_ids, mut event_ids, mut endpoint_ids) = (vec![], vec![], vec![]);
         let mut dispatched = Vec::with_capacity(events.len());
+        let mut events_by_type = std::collections::BTreeMap::new();
         for row in &events {
             let id: i64 = row.try_get("id")?;
             let event_id: String = row.try_get("event_id")?;
@@ -189,6 +190,7 @@ impl PgStore {
                 endpoint_ids.push(target.id.clone());
             }
             dispatched.push(id);
+            *events_by_type.entry(event_type).or_default() += 1;
         }
         let inserted = sqlx::query(
             "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
@@ -209,6 +211,7 @@ impl PgStore {
         Ok(RelayOutcome {
             events: dispatched.len(),
             deliveries: inserted as usize,
+            events_by_type,
         })
     }
 

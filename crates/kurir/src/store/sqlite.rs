@@ -184,6 +184,7 @@ impl SqliteStore {
 
         let mut pairs = Vec::new();
         let mut dispatched = Vec::with_capacity(events.len());
+        let mut events_by_type = std::collections::BTreeMap::new();
         for row in &events {
             let id: i64 = row.try_get("id")?;
             let event_id: String = row.try_get("event_id")?;
@@ -196,6 +197,7 @@ impl SqliteStore {
                 pairs.push(serde_json::json!([id, event_id, target.id]));
             }
             dispatched.push(id);
+            *events_by_type.entry(event_type).or_default() += 1;
         }
         let now = sqlite_ts(now_millis());
         let inserted = sqlx::query(
@@ -218,6 +220,7 @@ impl SqliteStore {
         Ok(RelayOutcome {
             events: dispatched.len(),
             deliveries: inserted as usize,
+            events_by_type,
         })
     }
 

@@ -17,7 +17,7 @@ use crate::api::support::{eventually, Receiver};
 const KURIR: &str = env!("CARGO_BIN_EXE_kurir");
 
 /// A `kurir` command with none of the caller's KURIR_* settings.
-fn kurir(dir: &Path) -> Command {
+pub(crate) fn kurir(dir: &Path) -> Command {
     let mut cmd = Command::new(KURIR);
     cmd.current_dir(dir).kill_on_drop(true);
     for (name, _) in std::env::vars_os() {
@@ -29,14 +29,14 @@ fn kurir(dir: &Path) -> Command {
 }
 
 /// A `kurir serve` child and what it has logged.
-struct Serve {
+pub(crate) struct Serve {
     _child: Child,
-    url: String,
-    log: Arc<Mutex<String>>,
+    pub(crate) url: String,
+    pub(crate) log: Arc<Mutex<String>>,
 }
 
 /// Starts `kurir serve` in `dir` with only `args`; waits for its "kurir serving" log line.
-async fn serve(dir: &Path, args: &[&str]) -> Serve {
+pub(crate) async fn serve(dir: &Path, args: &[&str]) -> Serve {
     let mut child = kurir(dir)
         .arg("serve")
         .args(args)
@@ -80,7 +80,7 @@ async fn serve(dir: &Path, args: &[&str]) -> Serve {
 }
 
 /// Runs a CLI command against `server`; returns stdout, failing on a non-zero exit.
-async fn cli(dir: &Path, server: &Serve, args: &[&str]) -> String {
+pub(crate) async fn cli(dir: &Path, server: &Serve, args: &[&str]) -> String {
     let out = kurir(dir)
         .args(args)
         .env("KURIR_URL", &server.url)

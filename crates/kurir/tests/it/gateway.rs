@@ -278,6 +278,21 @@ async fn a_bad_request_is_refused_and_nothing_is_stored_or_forwarded(app: TestAp
         1,
         "only the good request was forwarded"
     );
+    let metrics = reqwest::get(format!("{}/metrics", app.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for outcome in ["signature_mismatch", "payload_too_large", "accepted"] {
+        let counted = metrics.lines().any(|line| {
+            line.starts_with("kurir_inbox_events_total{")
+                && line.contains(r#"source="src""#)
+                && line.contains(&format!(r#"outcome="{outcome}""#))
+                && line.ends_with(" 1")
+        });
+        assert!(counted, "{outcome} counted once:\n{metrics}");
+    }
 }
 
 async fn the_status_route_needs_the_admin_token_or_the_sources_read_token(app: TestApp) {

@@ -9,5 +9,7 @@ mod cli;
 mod crash;
 mod delivery;
 mod gateway;
+mod logs;
+mod metrics;
 mod outbox;
 mod store;
