@@ -1,7 +1,5 @@
--- kurir-receiver's inbox, SQLite. The same definition as kurir_inbox in kurir's own schema
--- (crates/kurir/migrations/sqlite/0001_kurir_schema.sql), written with IF NOT EXISTS so either
--- migrator may run first on a shared database. Change both together. Timestamps are TEXT in one
--- fixed-width UTC format, 'YYYY-MM-DDTHH:MM:SS.sssZ', so they compare correctly as strings.
+-- kurir-receiver's inbox, SQLite: one row per (source, event_id). This is the only definition of
+-- kurir_inbox; `kurir migrate` applies it as well.
 
 CREATE TABLE IF NOT EXISTS kurir_inbox (
     id               INTEGER PRIMARY KEY AUTOINCREMENT,

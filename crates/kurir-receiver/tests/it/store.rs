@@ -239,26 +239,3 @@ both_backends! {
         assert_eq!(db.total_rows().await, 1);
     }
 }
-
-/// Our migrations create exactly the `kurir_inbox` that kurir's own schema does.
-#[test]
-fn inbox_definition_matches_kurirs_schema() {
-    let inbox_part = |sql: &'static str| {
-        let start = sql.find("CREATE TABLE IF NOT EXISTS kurir_inbox").unwrap();
-        sql[start..].trim_end().to_owned()
-    };
-    assert_eq!(
-        inbox_part(include_str!(
-            "../../migrations/postgres/1000_kurir_inbox.sql"
-        )),
-        inbox_part(include_str!(
-            "../../../kurir/migrations/postgres/0001_kurir_schema.sql"
-        )),
-    );
-    assert_eq!(
-        inbox_part(include_str!("../../migrations/sqlite/1000_kurir_inbox.sql")),
-        inbox_part(include_str!(
-            "../../../kurir/migrations/sqlite/0001_kurir_schema.sql"
-        )),
-    );
-}
