@@ -500,9 +500,8 @@ mod tests {
 
     #[test]
     fn file_is_overridden_by_environment() {
-        let dir = std::env::temp_dir().join(format!("kurir-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("kurir.toml");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kurir.toml");
         std::fs::write(
             &path,
             "retry_max_attempts = 3\nallowed_networks = [\"127.0.0.0/8\", \"::1/128\"]\n",
