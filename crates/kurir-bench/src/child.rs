@@ -1,7 +1,6 @@
 //! The process under test, started as a child so its memory and CPU time are its own
 //! (`/proc/<pid>`): this same executable re-entered through a hidden first argument, running
-//! kurir's command line exactly as the `kurir` binary's `main` does (or, for the inbox
-//! scenario, the receiver's router).
+//! kurir's command line exactly as the `kurir` binary's `main` does.
 //!
 //! Re-entering this executable rather than looking for a built `kurir` binary means the code
 //! under test is always the code this harness was built with.
@@ -17,8 +16,6 @@ use crate::machine::{self, ProcSample};
 
 /// First argument that makes this executable run `kurir` itself.
 pub const KURIR_ARG: &str = "__kurir";
-/// First argument that makes this executable run the inbox receiver.
-pub const INBOX_ARG: &str = "__inbox";
 
 /// The admin API token given to kurir under test.
 pub const ADMIN_TOKEN: &str = "kurir-bench-admin-token-0123456789abcdef0123456789abcdef";
@@ -63,18 +60,6 @@ impl UnderTest {
             cmd.env(k, v);
         }
         Self::spawn(cmd, dir, port, "kurir").await
-    }
-
-    /// Starts the receiver for source `bench` (kurir scheme, `secret`) on `database_url`, with a
-    /// runner whose handler does nothing.
-    pub async fn inbox(database_url: &str, dir: &Path, secret: &str) -> anyhow::Result<Self> {
-        let port = free_port()?;
-        let mut cmd = Command::new(std::env::current_exe()?);
-        cmd.arg(INBOX_ARG)
-            .arg(database_url)
-            .arg(format!("127.0.0.1:{port}"))
-            .arg(secret);
-        Self::spawn(cmd, dir, port, "inbox").await
     }
 
     async fn spawn(mut cmd: Command, dir: &Path, port: u16, name: &str) -> anyhow::Result<Self> {

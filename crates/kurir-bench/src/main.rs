@@ -5,8 +5,8 @@
 //!
 //! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, and the
 //!   rig they share (fresh database, sink, endpoints, kurir under test).
-//! - [`child`]: the process under test: this executable re-entered as `kurir serve` (or as the
-//!   inbox receiver), so its memory and CPU are measured on their own.
+//! - [`child`]: the process under test: this executable re-entered as `kurir serve`, so its
+//!   memory and CPU are measured on their own.
 //! - [`sink`]: the loopback HTTP sink that records when each delivery arrived.
 //! - [`db`]: fresh databases, the benchmark as the application (enqueue, plain SQL, preload),
 //!   table sizes.
@@ -17,7 +17,6 @@ mod chart;
 mod child;
 mod clock;
 mod db;
-mod inbox_server;
 mod machine;
 mod report;
 mod scenario;
@@ -105,7 +104,6 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     let outcome = match argv.get(1).map(String::as_str) {
         Some(child::KURIR_ARG) => run_kurir(&argv[2..]),
-        Some(child::INBOX_ARG) => inbox_server::main(&argv[2..]),
         _ => run_bench(Args::parse()),
     };
     match outcome {

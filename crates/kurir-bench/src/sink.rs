@@ -113,6 +113,11 @@ impl Recorder {
         self.slow.load(Ordering::Relaxed)
     }
 
+    /// Requests to `/raw`.
+    pub fn raw_requests(&self) -> u64 {
+        self.raw.load(Ordering::Relaxed)
+    }
+
     /// Requests naming an unknown event or endpoint.
     pub fn stray(&self) -> u64 {
         self.stray.load(Ordering::Relaxed)

@@ -170,6 +170,8 @@ pub struct EventRecord {
     pub source: String,
     /// The sender's event id.
     pub event_id: String,
+    /// The event type, when the scheme carried one.
+    pub event_type: Option<String>,
     /// The sender's idempotency key, if any.
     pub idempotency_key: Option<String>,
     /// Where processing stands.

@@ -74,19 +74,29 @@ pub enum Rejection {
 impl Rejection {
     /// The answer to send: status, stable code, message.
     pub fn to_api_error(&self) -> ApiError {
-        let (status, code) = match self {
-            Rejection::PayloadTooLarge { .. } => {
-                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-            }
-            Rejection::BodyUnreadable => (StatusCode::BAD_REQUEST, "body_unreadable"),
-            Rejection::MissingEventId => (StatusCode::BAD_REQUEST, "missing_event_id"),
-            Rejection::InvalidEventId(_) => (StatusCode::BAD_REQUEST, "invalid_event_id"),
+        let status = match self {
+            Rejection::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Rejection::BodyUnreadable
+            | Rejection::MissingEventId
+            | Rejection::InvalidEventId(_) => StatusCode::BAD_REQUEST,
             Rejection::Unverified(error) => match unverified_code(error) {
-                Some(code) => (StatusCode::UNAUTHORIZED, code),
+                Some(_) => StatusCode::UNAUTHORIZED,
                 None => return ApiError::internal(),
             },
         };
-        ApiError::new(status, code, self.to_string())
+        ApiError::new(status, self.code(), self.to_string())
+    }
+
+    /// The stable code of the answer, e.g. `signature_mismatch` (also the `outcome` it is
+    /// counted under in `kurir_inbox_events_total`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejection::PayloadTooLarge { .. } => "payload_too_large",
+            Rejection::BodyUnreadable => "body_unreadable",
+            Rejection::MissingEventId => "missing_event_id",
+            Rejection::InvalidEventId(_) => "invalid_event_id",
+            Rejection::Unverified(error) => unverified_code(error).unwrap_or("internal"),
+        }
     }
 }
 
@@ -110,8 +120,33 @@ impl IntoResponse for Rejection {
 }
 
 impl WebhookSource {
-    /// Verifies a request already read into `headers` and `body` (for callers outside axum).
+    /// Verifies a request already read into `headers` and `body` (for callers outside axum). A
+    /// rejection is counted in `kurir_inbox_events_total`.
     pub fn verify(&self, headers: HeaderMap, body: Bytes) -> Result<VerifiedEvent, Rejection> {
+        self.counted(self.check(headers, body))
+    }
+
+    /// Reads the body of `request` up to the limit, then verifies it like [`WebhookSource::verify`].
+    /// A declared `Content-Length` over the limit is refused before reading anything.
+    pub async fn verify_request(&self, request: Request) -> Result<VerifiedEvent, Rejection> {
+        let result = match self.read_body(request).await {
+            Ok((headers, body)) => self.check(headers, body),
+            Err(rejection) => Err(rejection),
+        };
+        self.counted(result)
+    }
+
+    fn counted(
+        &self,
+        result: Result<VerifiedEvent, Rejection>,
+    ) -> Result<VerifiedEvent, Rejection> {
+        if let Err(rejection) = &result {
+            self.count(rejection.code());
+        }
+        result
+    }
+
+    fn check(&self, headers: HeaderMap, body: Bytes) -> Result<VerifiedEvent, Rejection> {
         if body.len() > self.limit() {
             return Err(Rejection::PayloadTooLarge {
                 limit: self.limit(),
@@ -131,9 +166,7 @@ impl WebhookSource {
         })
     }
 
-    /// Reads the body of `request` up to the limit, then [`WebhookSource::verify`]s it. A declared
-    /// `Content-Length` over the limit is refused before reading anything.
-    pub async fn verify_request(&self, request: Request) -> Result<VerifiedEvent, Rejection> {
+    async fn read_body(&self, request: Request) -> Result<(HeaderMap, Bytes), Rejection> {
         let (parts, body) = request.into_parts();
         let too_large = Rejection::PayloadTooLarge {
             limit: self.limit(),
@@ -146,7 +179,7 @@ impl WebhookSource {
             Err(error) if error.is::<LengthLimitError>() => return Err(too_large),
             Err(_) => return Err(Rejection::BodyUnreadable),
         };
-        self.verify(parts.headers, body)
+        Ok((parts.headers, body))
     }
 }
 

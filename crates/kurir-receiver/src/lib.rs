@@ -12,8 +12,11 @@
 //! - [`store`]: the [`Inbox`]: insert-or-get, leased claims, fenced completions, status, retry; its
 //!   migrations ([`migrate_postgres`], [`migrate_sqlite`]).
 //! - [`process`]: the [`Processor`]: one attempt of your handler, judged by the retry policy.
-//! - [`runner`]: the [`Runner`]: a loop around [`Runner::step`], stopped by a [`CancellationToken`].
-//! - [`receiver`]: the [`Receiver`]'s routes, `POST /` and `GET /events/{event_id}`.
+//! - [`runner`]: the [`Runner`]: a loop around [`Runner::step`], stopped by a [`CancellationToken`];
+//!   [`source_set`]: the [`SourceSet`] a runner may be limited to.
+//! - [`receiver`]: the [`Receiver`]'s routes, `POST /` and `GET /events/{event_id}` (whose body is
+//!   an [`EventStatus`]).
+//! - [`metrics`]: `kurir_inbox_events_total{source, outcome}`, counted as requests are judged.
 //! - [`event`], [`error`], [`clock`]: the vocabulary, the error types, the injectable clock.
 //!
 //! # Example
@@ -64,10 +67,12 @@ pub mod clock;
 pub mod error;
 pub mod event;
 pub mod extract;
+pub mod metrics;
 pub mod process;
 pub mod receiver;
 pub mod runner;
 pub mod source;
+pub mod source_set;
 pub mod store;
 
 pub use clock::Clock;
@@ -76,9 +81,10 @@ pub use event::{EventRecord, InboxEvent, InboxStatus, VerifiedEvent};
 pub use extract::Rejection;
 pub use kurir_core::{EventIdSource, RetryPolicy, Scheme};
 pub use process::{ProcessOutcome, Processor};
-pub use receiver::{Accepted, Receiver};
+pub use receiver::{Accepted, EventStatus, Receiver};
 pub use runner::{Runner, StepCounts, StepOutcome, Waker};
 pub use source::WebhookSource;
+pub use source_set::SourceSet;
 #[cfg(feature = "postgres")]
 pub use store::migrate_postgres;
 #[cfg(feature = "sqlite")]

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::error::ApiError;
 use crate::event::{EventRecord, InboxStatus, VerifiedEvent};
+use crate::metrics;
 use crate::process::{ProcessOutcome, Processor};
 use crate::runner::Waker;
 use crate::source::WebhookSource;
@@ -98,8 +99,19 @@ impl Receiver {
     }
 
     /// Stores a verified event once and, when configured, processes it inline. For applications
-    /// that use the [`VerifiedEvent`] extractor in a handler of their own.
+    /// that use the [`VerifiedEvent`] extractor in a handler of their own. Counted in
+    /// `kurir_inbox_events_total` as `accepted`, `duplicate` or `error`.
     pub async fn accept(&self, event: VerifiedEvent) -> Result<Accepted, StoreError> {
+        let result = self.store(event).await;
+        self.source.count(match &result {
+            Ok(Accepted::Duplicate { .. }) => metrics::DUPLICATE,
+            Ok(_) => metrics::ACCEPTED,
+            Err(_) => metrics::ERROR,
+        });
+        result
+    }
+
+    async fn store(&self, event: VerifiedEvent) -> Result<Accepted, StoreError> {
         let event_id = event.event_id.as_str().to_owned();
         let accepted = match &self.inline {
             None => match self.inbox.receive(&event).await? {
@@ -195,29 +207,44 @@ impl IntoResponse for Accepted {
     }
 }
 
-/// The status route's body.
-#[derive(Serialize)]
-struct StatusBody<'a> {
-    event_id: &'a str,
-    status: InboxStatus,
-    attempts: u32,
-    last_attempt_at: Option<DateTime<Utc>>,
-    last_error: Option<&'a str>,
-    next_attempt_at: Option<DateTime<Utc>>,
+/// The status route's body: what the inbox knows about one event, without its payload. Public so
+/// that a status route of the application's own (kurir's gateway has one) answers the same shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EventStatus {
+    /// The sender's event id.
+    pub event_id: String,
+    /// The event type, when the scheme carried one.
+    pub event_type: Option<String>,
+    /// Where processing stands.
+    pub status: InboxStatus,
+    /// Attempts started so far.
+    pub attempts: u32,
+    /// When the last attempt started.
+    pub last_attempt_at: Option<DateTime<Utc>>,
+    /// What the last failed attempt reported.
+    pub last_error: Option<String>,
+    /// When the runner will next try it, if it will.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+}
+
+impl From<EventRecord> for EventStatus {
+    fn from(record: EventRecord) -> EventStatus {
+        EventStatus {
+            event_id: record.event_id,
+            event_type: record.event_type,
+            status: record.status,
+            attempts: record.attempts,
+            last_attempt_at: record.last_attempt_at,
+            last_error: record.last_error,
+            next_attempt_at: record.next_attempt_at,
+        }
+    }
 }
 
 async fn status(State(receiver): State<Receiver>, Path(event_id): Path<String>) -> Response {
     let source = receiver.source.name();
     match receiver.inbox.status(source, &event_id).await {
-        Ok(Some(record)) => Json(StatusBody {
-            event_id: &record.event_id,
-            status: record.status,
-            attempts: record.attempts,
-            last_attempt_at: record.last_attempt_at,
-            last_error: record.last_error.as_deref(),
-            next_attempt_at: record.next_attempt_at,
-        })
-        .into_response(),
+        Ok(Some(record)) => Json(EventStatus::from(record)).into_response(),
         Ok(None) => ApiError::new(
             StatusCode::NOT_FOUND,
             "event_not_found",

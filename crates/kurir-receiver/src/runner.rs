@@ -14,7 +14,8 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::process::{ProcessOutcome, Processor};
-use crate::store::{Inbox, StoreError};
+use crate::source_set::SourceSet;
+use crate::store::{ClaimedEvent, Inbox, StoreError};
 
 /// How often the runner looks for due events when nothing wakes it, unless configured otherwise.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -27,7 +28,7 @@ pub const DEFAULT_BATCH_SIZE: u32 = 16;
 pub struct Runner {
     inbox: Inbox,
     processor: Processor,
-    source: Option<String>,
+    sources: Option<SourceSet>,
     batch_size: u32,
     poll_interval: Duration,
     wake: Arc<Notify>,
@@ -75,7 +76,7 @@ impl Runner {
         Runner {
             inbox,
             processor,
-            source: None,
+            sources: None,
             batch_size: DEFAULT_BATCH_SIZE,
             poll_interval: DEFAULT_POLL_INTERVAL,
             wake: Arc::new(Notify::new()),
@@ -83,8 +84,14 @@ impl Runner {
     }
 
     /// Processes only `source`'s events (when several runners, or kurir's gateway, share the table).
-    pub fn source(mut self, source: &str) -> Runner {
-        self.source = Some(source.to_owned());
+    pub fn source(self, source: &str) -> Runner {
+        self.sources(SourceSet::new([source]))
+    }
+
+    /// Processes only the events of the sources in `sources` at the time of each step; while the
+    /// set is empty, nothing.
+    pub fn sources(mut self, sources: SourceSet) -> Runner {
+        self.sources = Some(sources);
         self
     }
 
@@ -108,12 +115,7 @@ impl Runner {
 
     /// Claims up to a batch of due events and runs them all, concurrently, to a recorded outcome.
     pub async fn step(&self) -> Result<StepOutcome, StoreError> {
-        let owner = self.processor.owner();
-        let lease = self.processor.lease_duration();
-        let source = self.source.as_deref();
-        let claimed = (self.inbox)
-            .claim_due(owner, lease, self.batch_size, source)
-            .await?;
+        let claimed = self.claim().await?;
         if claimed.is_empty() {
             return Ok(StepOutcome::Idle);
         }
@@ -132,6 +134,23 @@ impl Runner {
             counts.add(joined);
         }
         Ok(StepOutcome::Processed(counts))
+    }
+
+    async fn claim(&self) -> Result<Vec<ClaimedEvent>, StoreError> {
+        let (owner, lease) = (self.processor.owner(), self.processor.lease_duration());
+        match &self.sources {
+            None => {
+                self.inbox
+                    .claim_due(owner, lease, self.batch_size, None)
+                    .await
+            }
+            Some(set) => {
+                let names = set.names();
+                (self.inbox)
+                    .claim_due_among(owner, lease, self.batch_size, &names)
+                    .await
+            }
+        }
     }
 
     /// Steps until `shutdown` is cancelled. Store errors are logged and retried after the poll

@@ -9,9 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kurir_core::{Scheme, Verifier};
+use metrics::Recorder;
 
 use crate::clock::Clock;
 use crate::error::ConfigError;
+use crate::metrics::InboxMetrics;
 
 /// Largest request body accepted unless configured otherwise: 1 MiB. Larger bodies get `413`.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -29,6 +31,7 @@ struct Settings {
     verifier: Verifier,
     body_limit: usize,
     clock: Clock,
+    metrics: InboxMetrics,
 }
 
 impl WebhookSource {
@@ -65,6 +68,7 @@ impl WebhookSource {
             verifier: Verifier::new(scheme, secrets),
             body_limit: DEFAULT_BODY_LIMIT,
             clock: Clock::system(),
+            metrics: InboxMetrics::default(),
         })))
     }
 
@@ -85,6 +89,20 @@ impl WebhookSource {
     pub fn clock(mut self, clock: Clock) -> WebhookSource {
         Arc::make_mut(&mut self.0).clock = clock;
         self
+    }
+
+    /// Counts this source's requests (`kurir_inbox_events_total`, see [`crate::metrics`]) in
+    /// `recorder` instead of the `metrics` crate's global recorder.
+    pub fn metrics_recorder(mut self, recorder: Arc<dyn Recorder + Send + Sync>) -> WebhookSource {
+        Arc::make_mut(&mut self.0).metrics = InboxMetrics::new(recorder);
+        self
+    }
+
+    /// Adds one request with `outcome` to `kurir_inbox_events_total` for this source. The
+    /// extractor, [`WebhookSource::verify`] and [`Receiver::accept`](crate::Receiver::accept)
+    /// already count; this is for code that stores verified events some other way.
+    pub fn count(&self, outcome: &'static str) {
+        self.0.metrics.count(&self.0.name, outcome);
     }
 
     /// The source's name, as stored in `kurir_inbox.source`.

@@ -38,13 +38,14 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "retry_max_delay", env: "KURIR_RETRY_MAX_DELAY", default: Some("5m"), help: "longest delay between attempts" },
     Setting { key: "retry_max_attempts", env: "KURIR_RETRY_MAX_ATTEMPTS", default: Some("10"), help: "attempts before a delivery is dead-lettered" },
     Setting { key: "retry_jitter", env: "KURIR_RETRY_JITTER", default: Some("0.2"), help: "random spread of retry delays, as a fraction (0 to 1)" },
-    Setting { key: "allowed_networks", env: "KURIR_ALLOWED_NETWORKS", default: Some(""), help: "comma-separated CIDRs that endpoints may resolve to despite the SSRF guard, e.g. 127.0.0.0/8,::1/128" },
+    Setting { key: "allowed_networks", env: "KURIR_ALLOWED_NETWORKS", default: Some(""), help: "comma-separated CIDRs that endpoints and inbox forward URLs may resolve to despite the SSRF guard, e.g. 127.0.0.0/8,::1/128" },
     Setting { key: "max_concurrency", env: "KURIR_MAX_CONCURRENCY", default: Some("256"), help: "concurrent deliveries per process, all endpoints together" },
     Setting { key: "batch_size", env: "KURIR_BATCH_SIZE", default: Some("200"), help: "rows per relay batch and per claim" },
     Setting { key: "lease_margin", env: "KURIR_LEASE_MARGIN", default: Some("30s"), help: "added to an endpoint's timeouts to make a delivery's lease; after a crash, deliveries are retried once their lease expires" },
     Setting { key: "max_body_size", env: "KURIR_MAX_BODY_SIZE", default: Some("256KiB"), help: "largest admin API request body, e.g. an event with its data (bytes, or with KiB or MiB); larger requests get 413" },
-    Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long the dispatcher waits when there is no work (the relay wakes it when it creates deliveries)" },
+    Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long the dispatcher and the inbox gateway wait when there is no work (the relay wakes the dispatcher when it creates deliveries)" },
     Setting { key: "relay_poll_interval", env: "KURIR_RELAY_POLL_INTERVAL", default: Some("5ms"), help: "how often the relay looks for new outbox rows when idle: the delay a plain SQL insert may wait (kurir's own publishes wake it at once); each look is one index probe" },
+    Setting { key: "metrics_require_token", env: "KURIR_METRICS_REQUIRE_TOKEN", default: Some("false"), help: "whether GET /metrics needs the admin token (true or false)" },
 ];
 
 /// Where a value came from, so an error can point at it.
@@ -256,6 +257,8 @@ pub struct Config {
     pub admin_token: Option<String>,
     /// Largest admin API request body, in bytes.
     pub max_body_bytes: usize,
+    /// Whether `GET /metrics` needs the admin token.
+    pub metrics_require_token: bool,
     /// Delivery settings.
     pub delivery: DeliveryConfig,
 }
@@ -318,6 +321,20 @@ impl Config {
             )?,
             lease_margin: raw.required("lease_margin", DURATION_HINT, positive_duration)?,
         };
+        if delivery.retry.initial_delay > delivery.retry.max_delay {
+            let (value, origin) = raw
+                .get("retry_initial_delay")
+                .cloned()
+                .unwrap_or((String::new(), Origin::Default));
+            return Err(ConfigError::Invalid {
+                origin,
+                value,
+                expected: format!(
+                    "at most the retry max delay ({})",
+                    humantime::format_duration(delivery.retry.max_delay)
+                ),
+            });
+        }
         Ok(Self {
             database_url,
             listen: raw.required("listen", "an address such as 127.0.0.1:8080", |s| {
@@ -330,6 +347,11 @@ impl Config {
                 "max_body_size",
                 "a size such as 262144, 256KiB or 1MiB",
                 byte_size,
+            )?,
+            metrics_require_token: raw.required(
+                "metrics_require_token",
+                "true or false",
+                boolean,
             )?,
             data_dir,
             delivery,
@@ -369,6 +391,14 @@ fn byte_size(s: &str) -> Option<usize> {
         .ok()?
         .checked_mul(unit)
         .filter(|n| *n >= 1024)
+}
+
+fn boolean(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
 }
 
 fn at_least_one(s: &str) -> Option<u32> {
@@ -418,6 +448,20 @@ mod tests {
         assert_eq!(c.delivery.retry.max_attempts, 10);
         assert!(c.delivery.allowed_networks.is_empty());
         assert_eq!(c.max_body_bytes, 256 * 1024);
+        assert!(!c.metrics_require_token);
+    }
+
+    #[test]
+    fn metrics_token_requirement_is_a_boolean() {
+        let on = load(&[("KURIR_METRICS_REQUIRE_TOKEN", "true")], &[]).unwrap();
+        assert!(on.metrics_require_token);
+        let err = load(&[("KURIR_METRICS_REQUIRE_TOKEN", "sometimes")], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("KURIR_METRICS_REQUIRE_TOKEN: invalid value 'sometimes'"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -441,6 +485,17 @@ mod tests {
     }
 
     #[test]
+    fn an_initial_delay_above_the_max_is_refused() {
+        let err = load(&[("KURIR_RETRY_INITIAL_DELAY", "10m")], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("KURIR_RETRY_INITIAL_DELAY: invalid value '10m'"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn flags_override_environment() {
         let c = load(
             &[("KURIR_REQUEST_TIMEOUT", "9s")],
@@ -454,9 +509,8 @@ mod tests {
 
     #[test]
     fn file_is_overridden_by_environment() {
-        let dir = std::env::temp_dir().join(format!("kurir-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("kurir.toml");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kurir.toml");
         std::fs::write(
             &path,
             "retry_max_attempts = 3\nallowed_networks = [\"127.0.0.0/8\", \"::1/128\"]\n",

@@ -11,11 +11,16 @@
 //! - [`store`]: every database operation, once for PostgreSQL and once for SQLite.
 //! - [`relay`]: fans outbox rows out into deliveries.
 //! - [`dispatch`]: claims due deliveries with a lease, sends them, records the outcome.
-//! - [`api`]: the admin API under `/v1` (endpoints, events, deliveries, replays, stats, OpenAPI).
+//! - [`metrics`]: Prometheus counters and histograms, and `GET /metrics` with the backlog gauges.
+//! - [`api`]: the admin API under `/v1` (endpoints, events, deliveries, replays, stats, inbox
+//!   sources, OpenAPI).
+//! - [`gateway`]: the inbox gateway: `POST /inbox/{source}` verifies and stores a partner's
+//!   webhook, a runner forwards it to the source's `forward_url`, signed; status polling.
 //! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
 //! - [`wake`]: the PostgreSQL `LISTEN` that wakes the relay when kurir itself publishes.
 //! - [`config`]: settings from `kurir.toml`, the environment and flags, validated.
-//! - [`serve`]: runs the HTTP server, relay, dispatcher and lease sweep together until shutdown.
+//! - [`serve`]: runs the HTTP server, relay, dispatcher, lease sweep and inbox gateway together
+//!   until shutdown.
 //! - [`cli`]: the `kurir` command line (`main.rs` only calls it), including the admin API client.
 
 pub mod admin_token;
@@ -25,6 +30,8 @@ pub mod config;
 pub mod delivery;
 pub mod dispatch;
 pub mod endpoint;
+pub mod gateway;
+pub mod metrics;
 pub mod outbox;
 pub mod relay;
 pub mod serve;

@@ -9,15 +9,18 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::Metrics;
 use crate::store::{RelayOutcome, Store, StoreError};
 
-/// Fans out one batch and wakes the dispatcher when deliveries were created.
+/// Fans out one batch, counts its events, and wakes the dispatcher when deliveries were created.
 pub async fn step(
     store: &Store,
     batch_size: u32,
     dispatcher: &Notify,
+    metrics: &Metrics,
 ) -> Result<RelayOutcome, StoreError> {
     let outcome = store.relay_batch(batch_size).await?;
+    metrics.record_relayed(&outcome);
     if outcome.deliveries > 0 {
         dispatcher.notify_one();
     }
@@ -38,10 +41,11 @@ pub async fn run(
     poll_interval: Duration,
     wake: Arc<Notify>,
     dispatcher: Arc<Notify>,
+    metrics: Metrics,
     shutdown: CancellationToken,
 ) {
     while !shutdown.is_cancelled() {
-        let wait = match step(&store, batch_size, &dispatcher).await {
+        let wait = match step(&store, batch_size, &dispatcher, &metrics).await {
             Ok(o) if o.events as u32 >= batch_size => continue,
             Ok(_) => poll_interval,
             Err(e) => {

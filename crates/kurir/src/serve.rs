@@ -1,5 +1,6 @@
-//! `kurir serve`: the relay, the dispatcher, the lease sweep and the HTTP server (health and the
-//! admin API) in one process, all stopped by one [`CancellationToken`].
+//! `kurir serve`: the relay, the dispatcher, the lease sweep, the inbox gateway's runner and the
+//! HTTP server (health, metrics, the admin API, the inbox gateway's routes) in one process, all
+//! stopped by one [`CancellationToken`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,10 +16,15 @@ use tokio_util::sync::CancellationToken;
 use crate::admin_token::{self, AdminToken, TokenSource, ADMIN_ACTOR};
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
+use crate::gateway::Gateway;
+use crate::metrics::Metrics;
 use crate::store::Store;
 
 /// How often each process sweeps expired leases.
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How often histogram samples are folded into buckets between scrapes.
+const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// What the HTTP handlers share.
 #[derive(Clone)]
@@ -33,27 +39,39 @@ pub struct AppState {
     pub dispatch_wake: Arc<Notify>,
     /// Largest admin API request body, in bytes.
     pub max_body_bytes: usize,
+    /// This process's metrics registry.
+    pub metrics: Metrics,
+    /// Whether `GET /metrics` needs the admin token.
+    pub metrics_require_token: bool,
+    /// The inbox gateway: the sources its runner serves, and the runner's wake-up.
+    pub gateway: Gateway,
 }
 
 impl AppState {
-    /// State for `store` and `admin`, with fresh wake-ups and the default body limit.
-    pub fn new(store: Store, admin: AdminToken) -> Self {
+    /// State for `store`, `admin` and `gateway`, with fresh wake-ups and the default body limit.
+    pub fn new(store: Store, admin: AdminToken, gateway: Gateway) -> Self {
         Self {
             store,
             admin: Arc::new(admin),
+            gateway,
             relay_wake: Arc::new(Notify::new()),
             dispatch_wake: Arc::new(Notify::new()),
             max_body_bytes: 256 * 1024,
+            metrics: Metrics::new(),
+            metrics_require_token: false,
         }
     }
 }
 
-/// The HTTP routes: health checks and the admin API.
+/// The HTTP routes: health checks, metrics, the inbox gateway and the admin API.
 pub fn app(state: AppState) -> Router {
+    let require_token = state.metrics_require_token;
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .merge(crate::gateway::routes::router())
         .with_state(state.clone())
+        .merge(crate::metrics::scrape::router(state.clone(), require_token))
         .merge(crate::api::router(state))
 }
 
@@ -99,13 +117,22 @@ pub async fn run(
         ),
     }
     let delivery = config.delivery.clone();
+    let gateway = Gateway::new(store.clone(), &delivery)?;
     let state = AppState {
         max_body_bytes: config.max_body_bytes,
-        ..AppState::new(store.clone(), AdminToken::new(ADMIN_ACTOR, &token))
+        metrics_require_token: config.metrics_require_token,
+        ..AppState::new(
+            store.clone(),
+            AdminToken::new(ADMIN_ACTOR, &token),
+            gateway.clone(),
+        )
     };
     let relay_wake = state.relay_wake.clone();
     let dispatch_wake = state.dispatch_wake.clone();
-    let dispatcher = Arc::new(Dispatcher::new(store.clone(), delivery.clone(), owner_id()));
+    let metrics = state.metrics.clone();
+    let dispatcher = Arc::new(
+        Dispatcher::new(store.clone(), delivery.clone(), owner_id()).with_metrics(metrics.clone()),
+    );
     tracing::info!(
         backend = store.backend(),
         listen = %listen,
@@ -126,14 +153,17 @@ pub async fn run(
         delivery.relay_poll_interval,
         relay_wake,
         dispatch_wake.clone(),
+        metrics.clone(),
         shutdown.clone(),
     ));
+    tasks.spawn(metrics.upkeep(METRICS_UPKEEP_INTERVAL, shutdown.clone()));
     tasks.spawn(crate::relay::sweep_leases(
         store.clone(),
         SWEEP_INTERVAL,
         shutdown.clone(),
     ));
     tasks.spawn(dispatcher.run(dispatch_wake, shutdown.clone()));
+    tasks.spawn(gateway.run(shutdown.clone()));
     let server_shutdown = shutdown.clone();
     let server = axum::serve(listener, app(state))
         .with_graceful_shutdown(async move { server_shutdown.cancelled().await });

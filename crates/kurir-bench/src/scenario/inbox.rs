@@ -1,9 +1,7 @@
-//! `inbox`: signed requests/s that the receiving side verifies and stores, 10 % of them
-//! duplicates of an earlier event, from 32 concurrent keep-alive connections.
-//!
-//! The process under test is kurir-receiver's `Receiver` for one source (kurir scheme) at
-//! `POST /inbox/bench`, with a runner whose handler does nothing (see [`crate::inbox_server`]):
-//! the same pieces the `kurir serve` gateway mounts.
+//! `inbox`: signed requests/s that `kurir serve`'s inbox gateway verifies and stores, 10 % of
+//! them duplicates of an earlier event, from 32 concurrent keep-alive connections. The source
+//! (`bench`, kurir scheme) is created through the admin API and forwards to the sink, so the
+//! gateway's runner forwards every stored event while the requests arrive, as in production.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use chrono::{SecondsFormat, Utc};
 use kurir_core::secret::Secret;
 
-use super::{add_process_figures, result, Ctx};
-use crate::child::UnderTest;
+use super::{result, Ctx, Rig};
+use crate::child::ADMIN_TOKEN;
 use crate::clock::now_ns;
 use crate::db::PAYLOAD;
 use crate::report::ScenarioResult;
@@ -33,12 +31,34 @@ fn event_of(j: usize) -> usize {
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     let n = ctx.sizes.inbox_requests;
     let mut r = result("inbox", format!("{n} signed requests, 10 % duplicates"));
-    let db = ctx.database().await?;
-    let app = db.app_pool(1).await?;
+    let mut rig = Rig::new(ctx, ctx.events(0), 0, &[]).await?;
+    rig.start_kurir(ctx).await?;
+    let base_url = rig
+        .kurir
+        .as_ref()
+        .map(|k| k.base_url.clone())
+        .unwrap_or_default();
     let secret = Secret::generate();
-    let server = UnderTest::inbox(&db.url, &ctx.dir, secret.expose()).await?;
-    let before = server.sample();
-    let url = format!("{}/inbox/bench", server.base_url);
+    let created = reqwest::Client::new()
+        .post(format!("{base_url}/v1/inbox/sources"))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({
+                "name": "bench", "scheme": "kurir", "secrets": [secret.expose()],
+                "forward_url": format!("{}/raw", rig.sink.url()),
+            })
+            .to_string(),
+        )
+        .send()
+        .await?;
+    anyhow::ensure!(
+        created.status().is_success(),
+        "creating the inbox source answered {}: {}",
+        created.status(),
+        created.text().await.unwrap_or_default()
+    );
+    let url = format!("{base_url}/inbox/bench");
     let client = super::ceiling::kurir_like_client()?;
     let secret = Arc::new(secret);
     let cursor = Arc::new(AtomicU64::new(0));
@@ -90,9 +110,16 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         done??;
     }
     let elapsed = now_ns() - start;
-    let last = server.stop().await?;
-    let stored = app.inbox_rows().await?;
     let unique = (0..n).filter(|j| event_of(*j) == *j).count();
+    // The forwards, for the record: each stored event reaches the sink once.
+    let forwarded_by = std::time::Instant::now() + ctx.sizes.patience;
+    while (rig.recorder.raw_requests() as usize) < unique
+        && std::time::Instant::now() < forwarded_by
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let forward_elapsed = now_ns() - start;
+    let stored = rig.app.inbox_rows().await?;
     let mut lat = std::mem::take(&mut *latencies.lock().unwrap());
     let lat = percentiles(&mut lat);
     r.metric("requests", n as f64, "");
@@ -104,14 +131,17 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     for (status, count) in statuses.lock().unwrap().iter() {
         r.metric(&format!("answered_{status}"), *count as f64, "");
     }
-    add_process_figures(&mut r, before, last, n);
+    r.metric("forwarded", rig.recorder.raw_requests() as f64, "");
+    r.metric(
+        "stored_and_forwarded_per_s",
+        rate(rig.recorder.raw_requests() as usize, forward_elapsed),
+        "/s",
+    );
     r.notes.push(
-        "kurir-receiver's Receiver router (POST /inbox/bench, kurir scheme) in a child process; \
-         the kurir serve gateway was not on main when this was written"
+        "kurir serve's gateway, POST /inbox/bench (kurir scheme); its runner forwards each stored event to the sink"
             .into(),
     );
-    app.close().await;
-    db.remove().await?;
+    rig.finish(&mut r, n).await?;
     r.load_end = crate::machine::load_average();
     Ok(vec![r])
 }

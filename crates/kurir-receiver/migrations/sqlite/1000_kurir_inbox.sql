@@ -1,12 +1,11 @@
--- kurir-receiver's inbox, SQLite. The same definition as kurir_inbox in kurir's own schema
--- (crates/kurir/migrations/sqlite/0001_kurir_schema.sql), written with IF NOT EXISTS so either
--- migrator may run first on a shared database. Change both together. Timestamps are TEXT in one
--- fixed-width UTC format, 'YYYY-MM-DDTHH:MM:SS.sssZ', so they compare correctly as strings.
+-- kurir-receiver's inbox, SQLite: one row per (source, event_id). This is the only definition of
+-- kurir_inbox; `kurir migrate` applies it as well.
 
 CREATE TABLE IF NOT EXISTS kurir_inbox (
     id               INTEGER PRIMARY KEY AUTOINCREMENT,
     source           TEXT    NOT NULL,
     event_id         TEXT    NOT NULL,
+    event_type       TEXT,
     idempotency_key  TEXT,
     signature        TEXT,
     status           TEXT    NOT NULL DEFAULT 'pending'
@@ -26,3 +25,7 @@ CREATE TABLE IF NOT EXISTS kurir_inbox (
 CREATE INDEX IF NOT EXISTS kurir_inbox_idempotency ON kurir_inbox (source, idempotency_key);
 CREATE INDEX IF NOT EXISTS kurir_inbox_due ON kurir_inbox (available_at)
     WHERE status IN ('pending', 'failed');
+CREATE INDEX IF NOT EXISTS kurir_inbox_source_due ON kurir_inbox (source, available_at)
+    WHERE status IN ('pending', 'failed');
+CREATE INDEX IF NOT EXISTS kurir_inbox_leased ON kurir_inbox (lease_expires_at)
+    WHERE status = 'processing';

@@ -242,12 +242,38 @@ impl Inbox {
         limit: u32,
         source: Option<&str>,
     ) -> Result<Vec<ClaimedEvent>> {
+        let one = source.map(|name| [name.to_owned()]);
+        self.claim(owner, lease, limit, one.as_ref().map(|one| &one[..]))
+            .await
+    }
+
+    /// [`Inbox::claim_due`] for the events of any of `sources` (none: nothing is claimed).
+    pub async fn claim_due_among(
+        &self,
+        owner: &str,
+        lease: Duration,
+        limit: u32,
+        sources: &[String],
+    ) -> Result<Vec<ClaimedEvent>> {
+        if sources.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.claim(owner, lease, limit, Some(sources)).await
+    }
+
+    async fn claim(
+        &self,
+        owner: &str,
+        lease: Duration,
+        limit: u32,
+        sources: Option<&[String]>,
+    ) -> Result<Vec<ClaimedEvent>> {
         if limit == 0 {
             return Ok(Vec::new());
         }
         let now = now_millis();
         let lease_until = row::later(now, lease);
-        let rows = on_backend!(self, claim_due(owner, now, lease_until, limit, source))?;
+        let rows = on_backend!(self, claim_due(owner, now, lease_until, limit, sources))?;
         Ok(rows.into_iter().map(|r| r.into_claimed(owner)).collect())
     }
 

@@ -9,10 +9,11 @@ use sqlx::Row;
 use super::row::{ClaimedRow, NewRow, RecordRow};
 use super::Result;
 
-const RECORD_COLUMNS: &str = "id, source, event_id, idempotency_key, status, attempts, \
+const RECORD_COLUMNS: &str =
+    "id, source, event_id, event_type, idempotency_key, status, attempts, \
     available_at, last_attempt_at, last_error, created_at, updated_at";
 
-const CLAIMED_COLUMNS: &str = "id, source, event_id, idempotency_key, payload, \
+const CLAIMED_COLUMNS: &str = "id, source, event_id, event_type, idempotency_key, payload, \
     headers::text AS headers, attempts, created_at";
 
 pub(super) async fn migrate(pool: &PgPool) -> Result<()> {
@@ -26,10 +27,10 @@ pub(super) async fn migrate(pool: &PgPool) -> Result<()> {
 /// decides, and a concurrent insert of the same key waits for the first to commit, then does nothing.
 pub(super) async fn insert_event(pool: &PgPool, new: &NewRow<'_>) -> Result<Option<RecordRow>> {
     let sql = format!(
-        "INSERT INTO kurir_inbox (source, event_id, idempotency_key, signature, status, payload, \
-            headers, attempts, available_at, lease_owner, lease_expires_at, last_attempt_at, \
-            created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7::json, $8, $9, $10, $11, $12, $9, $9) \
+        "INSERT INTO kurir_inbox (source, event_id, event_type, idempotency_key, signature, status, \
+            payload, headers, attempts, available_at, lease_owner, lease_expires_at, \
+            last_attempt_at, created_at, updated_at) \
+         VALUES ($1, $2, $13, $3, $4, $5, $6, $7::json, $8, $9, $10, $11, $12, $9, $9) \
          ON CONFLICT (source, event_id) DO NOTHING \
          RETURNING {RECORD_COLUMNS}"
     );
@@ -46,6 +47,7 @@ pub(super) async fn insert_event(pool: &PgPool, new: &NewRow<'_>) -> Result<Opti
         .bind(new.lease_owner)
         .bind(new.lease_expires_at)
         .bind(new.last_attempt_at)
+        .bind(new.event_type)
         .fetch_optional(pool)
         .await?;
     row.as_ref().map(record_row).transpose()
@@ -76,14 +78,14 @@ pub(super) async fn claim_due(
     now: DateTime<Utc>,
     lease_until: DateTime<Utc>,
     limit: u32,
-    source: Option<&str>,
+    sources: Option<&[String]>,
 ) -> Result<Vec<ClaimedRow>> {
     let sql = format!(
         "UPDATE kurir_inbox AS inbox \
          SET status = 'processing', lease_owner = $1, lease_expires_at = $3, \
              attempts = inbox.attempts + 1, last_attempt_at = $2, updated_at = $2 \
          FROM (SELECT id FROM kurir_inbox \
-               WHERE ($5::text IS NULL OR source = $5) \
+               WHERE ($5::text[] IS NULL OR source = ANY($5)) \
                  AND ((status IN ('pending', 'failed') AND available_at <= $2) \
                       OR (status = 'processing' AND lease_expires_at <= $2)) \
                ORDER BY available_at, id \
@@ -98,7 +100,7 @@ pub(super) async fn claim_due(
         .bind(now)
         .bind(lease_until)
         .bind(i64::from(limit))
-        .bind(source)
+        .bind(sources)
         .fetch_all(pool)
         .await?;
     rows.iter().map(claimed_row).collect()
@@ -166,6 +168,7 @@ fn record_row(row: &PgRow) -> Result<RecordRow> {
         id: row.try_get("id")?,
         source: row.try_get("source")?,
         event_id: row.try_get("event_id")?,
+        event_type: row.try_get("event_type")?,
         idempotency_key: row.try_get("idempotency_key")?,
         status: row.try_get("status")?,
         attempts: i64::from(row.try_get::<i32, _>("attempts")?),
@@ -182,6 +185,7 @@ fn claimed_row(row: &PgRow) -> Result<ClaimedRow> {
         id: row.try_get("id")?,
         source: row.try_get("source")?,
         event_id: row.try_get("event_id")?,
+        event_type: row.try_get("event_type")?,
         idempotency_key: row.try_get("idempotency_key")?,
         payload: row.try_get("payload")?,
         headers: row.try_get("headers")?,

@@ -56,13 +56,9 @@ pub(crate) fn parse_sqlite_ts(s: &str) -> Option<DateTime<Utc>> {
 /// Headers never written to the database: they carry the sender's credentials, not the event's.
 const NOT_STORED: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
 
-/// Key under which the event type rides in the `headers` JSON. No header name can start with ':',
-/// so it cannot collide; `kurir_inbox` has no `event_type` column (yet).
-const EVENT_TYPE_KEY: &str = ":event-type";
-
 /// The `headers` column: a JSON object of lowercase header names to values (repeated headers
-/// joined by ", "), plus the event type under [`EVENT_TYPE_KEY`].
-pub(crate) fn headers_to_json(headers: &HeaderMap, event_type: Option<&str>) -> String {
+/// joined by ", ").
+pub(crate) fn headers_to_json(headers: &HeaderMap) -> String {
     let mut map: BTreeMap<&str, String> = BTreeMap::new();
     for (name, value) in headers {
         if NOT_STORED.contains(&name.as_str()) {
@@ -76,34 +72,27 @@ pub(crate) fn headers_to_json(headers: &HeaderMap, event_type: Option<&str>) -> 
             })
             .or_insert_with(|| value.into_owned());
     }
-    if let Some(event_type) = event_type {
-        map.insert(EVENT_TYPE_KEY, event_type.to_owned());
-    }
     serde_json::to_string(&map).unwrap_or_else(|_| "{}".to_owned())
 }
 
-/// The headers and event type back from the `headers` column. Entries that are not valid headers
-/// (a hand-edited row) are skipped rather than failing the event.
-pub(crate) fn headers_from_json(json: &str) -> (HeaderMap, Option<String>) {
+/// The headers back from the `headers` column. Entries that are not valid headers (a hand-edited
+/// row) are skipped rather than failing the event.
+pub(crate) fn headers_from_json(json: &str) -> HeaderMap {
     let map: BTreeMap<String, String> = serde_json::from_str(json).unwrap_or_default();
     let mut headers = HeaderMap::new();
-    let mut event_type = None;
     for (name, value) in map {
-        if name == EVENT_TYPE_KEY {
-            event_type = Some(value);
-            continue;
-        }
         if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
             headers.append(name, value);
         }
     }
-    (headers, event_type)
+    headers
 }
 
 /// The values of a row about to be inserted, in both backends' bind order.
 pub(crate) struct NewRow<'a> {
     pub source: &'a str,
     pub event_id: &'a str,
+    pub event_type: Option<&'a str>,
     pub idempotency_key: Option<&'a str>,
     pub signature: Option<&'a str>,
     pub status: &'static str,
@@ -131,11 +120,12 @@ impl<'a> NewRow<'a> {
         NewRow {
             source: &event.source,
             event_id: event.event_id.as_str(),
+            event_type: event.event_type.as_deref(),
             idempotency_key: event.idempotency_key.as_deref(),
             signature: event.signature(),
             status: status.as_str(),
             payload: &event.payload,
-            headers: headers_to_json(&event.headers, event.event_type.as_deref()),
+            headers: headers_to_json(&event.headers),
             attempts,
             lease_owner: claim.map(|(owner, _)| owner),
             lease_expires_at: claim.map(|(_, lease)| later(now, lease)),
@@ -150,6 +140,7 @@ pub(crate) struct RecordRow {
     pub id: i64,
     pub source: String,
     pub event_id: String,
+    pub event_type: Option<String>,
     pub idempotency_key: Option<String>,
     pub status: String,
     pub attempts: i64,
@@ -171,6 +162,7 @@ impl RecordRow {
             next_attempt_at: (waiting && self.available_at < never()).then_some(self.available_at),
             source: self.source,
             event_id: self.event_id,
+            event_type: self.event_type,
             idempotency_key: self.idempotency_key,
             status,
             attempts: attempts_u32(self.attempts),
@@ -187,6 +179,7 @@ pub(crate) struct ClaimedRow {
     pub id: i64,
     pub source: String,
     pub event_id: String,
+    pub event_type: Option<String>,
     pub idempotency_key: Option<String>,
     pub payload: Vec<u8>,
     pub headers: String,
@@ -196,16 +189,15 @@ pub(crate) struct ClaimedRow {
 
 impl ClaimedRow {
     pub(crate) fn into_claimed(self, owner: &str) -> ClaimedEvent {
-        let (headers, event_type) = headers_from_json(&self.headers);
         ClaimedEvent {
             row_id: self.id,
             owner: owner.to_owned(),
             event: InboxEvent {
                 source: self.source,
                 event_id: self.event_id,
-                event_type,
+                event_type: self.event_type,
                 payload: Bytes::from(self.payload),
-                headers,
+                headers: headers_from_json(&self.headers),
                 idempotency_key: self.idempotency_key,
                 attempt: attempts_u32(self.attempts),
                 received_at: self.created_at,
@@ -241,10 +233,9 @@ mod tests {
         headers.insert("authorization", HeaderValue::from_static("Bearer t0ken"));
         headers.append("x-multi", HeaderValue::from_static("a"));
         headers.append("x-multi", HeaderValue::from_static("b"));
-        let json = headers_to_json(&headers, Some("order.paid"));
+        let json = headers_to_json(&headers);
         assert!(!json.contains("t0ken"), "{json}");
-        let (back, event_type) = headers_from_json(&json);
-        assert_eq!(event_type.as_deref(), Some("order.paid"));
+        let back = headers_from_json(&json);
         assert_eq!(back["x-webhook-event-id"], "evt_1");
         assert_eq!(back["x-multi"], "a, b");
         assert!(back.get("authorization").is_none());

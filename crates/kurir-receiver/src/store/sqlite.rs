@@ -12,10 +12,12 @@ use sqlx::Row;
 use super::row::{parse_sqlite_ts, sqlite_ts, ClaimedRow, NewRow, RecordRow};
 use super::{Result, StoreError};
 
-const RECORD_COLUMNS: &str = "id, source, event_id, idempotency_key, status, attempts, \
+const RECORD_COLUMNS: &str =
+    "id, source, event_id, event_type, idempotency_key, status, attempts, \
     available_at, last_attempt_at, last_error, created_at, updated_at";
 
-const CLAIMED_COLUMNS: &str = "id, source, event_id, idempotency_key, payload, headers, \
+const CLAIMED_COLUMNS: &str =
+    "id, source, event_id, event_type, idempotency_key, payload, headers, \
     attempts, created_at";
 
 pub(super) async fn migrate(pool: &SqlitePool) -> Result<()> {
@@ -29,10 +31,10 @@ pub(super) async fn migrate(pool: &SqlitePool) -> Result<()> {
 /// statement, so concurrent inserts of one key are serialised and all but the first do nothing.
 pub(super) async fn insert_event(pool: &SqlitePool, new: &NewRow<'_>) -> Result<Option<RecordRow>> {
     let sql = format!(
-        "INSERT INTO kurir_inbox (source, event_id, idempotency_key, signature, status, payload, \
-            headers, attempts, available_at, lease_owner, lease_expires_at, last_attempt_at, \
-            created_at, updated_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?9, ?9) \
+        "INSERT INTO kurir_inbox (source, event_id, event_type, idempotency_key, signature, status, \
+            payload, headers, attempts, available_at, lease_owner, lease_expires_at, \
+            last_attempt_at, created_at, updated_at) \
+         VALUES (?1, ?2, ?13, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?9, ?9) \
          ON CONFLICT (source, event_id) DO NOTHING \
          RETURNING {RECORD_COLUMNS}"
     );
@@ -49,6 +51,7 @@ pub(super) async fn insert_event(pool: &SqlitePool, new: &NewRow<'_>) -> Result<
         .bind(new.lease_owner)
         .bind(new.lease_expires_at.map(sqlite_ts))
         .bind(new.last_attempt_at.map(sqlite_ts))
+        .bind(new.event_type)
         .fetch_optional(pool)
         .await?;
     row.as_ref().map(record_row).transpose()
@@ -78,14 +81,16 @@ pub(super) async fn claim_due(
     now: DateTime<Utc>,
     lease_until: DateTime<Utc>,
     limit: u32,
-    source: Option<&str>,
+    sources: Option<&[String]>,
 ) -> Result<Vec<ClaimedRow>> {
+    // SQLite has no array binds: the names travel as one JSON array.
+    let sources = sources.map(|names| serde_json::Value::from(names).to_string());
     let sql = format!(
         "UPDATE kurir_inbox \
          SET status = 'processing', lease_owner = ?1, lease_expires_at = ?3, \
              attempts = attempts + 1, last_attempt_at = ?2, updated_at = ?2 \
          WHERE id IN (SELECT id FROM kurir_inbox \
-                      WHERE (?5 IS NULL OR source = ?5) \
+                      WHERE (?5 IS NULL OR source IN (SELECT value FROM json_each(?5))) \
                         AND ((status IN ('pending', 'failed') AND available_at <= ?2) \
                              OR (status = 'processing' AND lease_expires_at <= ?2)) \
                       ORDER BY available_at, id \
@@ -98,7 +103,7 @@ pub(super) async fn claim_due(
         .bind(sqlite_ts(now))
         .bind(sqlite_ts(lease_until))
         .bind(i64::from(limit))
-        .bind(source)
+        .bind(sources)
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -176,6 +181,7 @@ fn record_row(row: &SqliteRow) -> Result<RecordRow> {
         id: row.try_get("id")?,
         source: row.try_get("source")?,
         event_id: row.try_get("event_id")?,
+        event_type: row.try_get("event_type")?,
         idempotency_key: row.try_get("idempotency_key")?,
         status: row.try_get("status")?,
         attempts: row.try_get("attempts")?,
@@ -192,6 +198,7 @@ fn claimed_row(row: &SqliteRow) -> Result<ClaimedRow> {
         id: row.try_get("id")?,
         source: row.try_get("source")?,
         event_id: row.try_get("event_id")?,
+        event_type: row.try_get("event_type")?,
         idempotency_key: row.try_get("idempotency_key")?,
         payload: row.try_get("payload")?,
         headers: row.try_get("headers")?,

@@ -113,6 +113,16 @@ impl TestDb {
         }
     }
 
+    /// The `event_type` and `headers` columns of one row, as stored.
+    pub async fn stored_type_and_headers(&self, event_id: &str) -> (Option<String>, String) {
+        let sql = "SELECT event_type, CAST(headers AS TEXT) FROM kurir_inbox WHERE event_id = $1";
+        match &self.inbox {
+            Inbox::Postgres(pool) => sqlx::query_as(sql).bind(event_id).fetch_one(pool).await,
+            Inbox::Sqlite(pool) => sqlx::query_as(sql).bind(event_id).fetch_one(pool).await,
+        }
+        .unwrap()
+    }
+
     /// Every row in the inbox.
     pub async fn total_rows(&self) -> i64 {
         let sql = "SELECT COUNT(*) FROM kurir_inbox";

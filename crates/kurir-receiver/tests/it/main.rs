@@ -13,6 +13,7 @@ mod db;
 mod signing;
 mod support;
 
+mod inbox_metrics;
 mod process;
 mod receive;
 mod schemes;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use kurir_receiver::{
-    CancellationToken, InboxEvent, InboxStatus, Processor, RetryNow, Runner, StepCounts,
+    CancellationToken, InboxEvent, InboxStatus, Processor, RetryNow, Runner, SourceSet, StepCounts,
     StepOutcome,
 };
 
@@ -52,6 +52,22 @@ both_backends! {
         assert!(done.last_attempt_at > second.last_attempt_at);
         let attempts: Vec<u32> = calls.log().into_iter().map(|(_, attempt)| attempt).collect();
         assert_eq!(attempts, [1, 2, 3]);
+    }
+}
+
+both_backends! {
+    /// kurir's gateway shares the table with applications: its runner follows a changing set.
+    async fn a_runner_over_a_source_set_follows_the_set_as_it_changes(db) {
+        db.inbox.receive(&verified_event("evt_set")).await.unwrap();
+        let sources = SourceSet::default();
+        let runner = Runner::new(db.inbox.clone(), Processor::new(|_: InboxEvent| async {
+            Ok::<(), std::io::Error>(())
+        }))
+        .sources(sources.clone());
+        assert_eq!(runner.step().await.unwrap(), StepOutcome::Idle, "an empty set claims nothing");
+        sources.insert("billing");
+        let counts = step_until_processed(&runner).await;
+        assert_eq!((counts.claimed, counts.completed), (1, 1));
     }
 }
 

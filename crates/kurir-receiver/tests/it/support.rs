@@ -329,6 +329,11 @@ pub fn signed_request(event_id: &str) -> (Headers, Vec<u8>) {
 
 /// A [`kurir_receiver::VerifiedEvent`] of [`default_source`], for store-level tests.
 pub fn verified_event(event_id: &str) -> kurir_receiver::VerifiedEvent {
+    verified_event_of(&default_source(), event_id)
+}
+
+/// A [`kurir_receiver::VerifiedEvent`] of `source`, a `kurir`-scheme source with [`SECRET`].
+pub fn verified_event_of(source: &WebhookSource, event_id: &str) -> kurir_receiver::VerifiedEvent {
     let (headers, body) = signed_request(event_id);
     let mut map = http::HeaderMap::new();
     for (name, value) in headers {
@@ -337,5 +342,5 @@ pub fn verified_event(event_id: &str) -> kurir_receiver::VerifiedEvent {
             http::HeaderValue::try_from(value).unwrap(),
         );
     }
-    default_source().verify(map, body.into()).unwrap()
+    source.verify(map, body.into()).unwrap()
 }

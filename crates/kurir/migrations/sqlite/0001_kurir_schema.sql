@@ -98,26 +98,5 @@ CREATE TABLE kurir_replays (
     created_at TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 
-CREATE TABLE IF NOT EXISTS kurir_inbox (
-    id               INTEGER PRIMARY KEY AUTOINCREMENT,
-    source           TEXT    NOT NULL,
-    event_id         TEXT    NOT NULL,
-    idempotency_key  TEXT,
-    signature        TEXT,
-    status           TEXT    NOT NULL DEFAULT 'pending'
-                     CHECK (status IN ('pending', 'processing', 'completed', 'failed')),
-    payload          BLOB    NOT NULL,
-    headers          TEXT    NOT NULL DEFAULT '{}' CHECK (json_valid(headers)),
-    attempts         INTEGER NOT NULL DEFAULT 0,
-    available_at     TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-    lease_owner      TEXT,
-    lease_expires_at TEXT,
-    last_attempt_at  TEXT,
-    last_error       TEXT,
-    created_at       TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-    updated_at       TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
-    UNIQUE (source, event_id)
-);
-CREATE INDEX IF NOT EXISTS kurir_inbox_idempotency ON kurir_inbox (source, idempotency_key);
-CREATE INDEX IF NOT EXISTS kurir_inbox_due ON kurir_inbox (available_at)
-    WHERE status IN ('pending', 'failed');
+-- kurir_inbox (the receiving side) is created by kurir-receiver's own migrations
+-- (crates/kurir-receiver/migrations), which `kurir migrate` applies too.

@@ -4,6 +4,7 @@
 
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
+use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -20,14 +21,7 @@ pub async fn require_admin(
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let presented = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim());
-    match presented {
+    match bearer_token(req.headers()) {
         Some(token) if state.admin.verify(token) => {
             req.extensions_mut()
                 .insert(Actor(state.admin.name().to_owned()));
@@ -35,4 +29,14 @@ pub async fn require_admin(
         }
         _ => Err(ApiError::Unauthorized),
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` header, if there is one.
+pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
 }

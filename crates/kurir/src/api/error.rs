@@ -33,6 +33,9 @@ pub enum ApiError {
     /// No or a wrong bearer token.
     #[error("a valid admin token is required: send 'Authorization: Bearer <token>'")]
     Unauthorized,
+    /// No or a wrong bearer token on an inbox source's status route.
+    #[error("the admin token or this source's read token is required: send 'Authorization: Bearer <token>'")]
+    ReadTokenRequired,
     /// What the request names does not exist.
     #[error("{0}")]
     NotFound(String),
@@ -67,7 +70,7 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// Machine-readable: `invalid_json`, `invalid_field`, `invalid_request`, `unauthorized`,
     /// `not_found`, `method_not_allowed`, `event_id_conflict`, `idempotency_key_reused`,
-    /// `payload_too_large` or `internal_error`.
+    /// `source_exists`, `payload_too_large` or `internal_error`.
     pub code: String,
     /// For people.
     pub message: String,
@@ -90,7 +93,9 @@ impl ApiError {
             Self::MalformedJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
             Self::InvalidField { .. } => (StatusCode::BAD_REQUEST, "invalid_field"),
             Self::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
-            Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Unauthorized | Self::ReadTokenRequired => {
+                (StatusCode::UNAUTHORIZED, "unauthorized")
+            }
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
@@ -130,6 +135,12 @@ impl IntoResponse for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
+        Self::Internal(Box::new(e))
+    }
+}
+
+impl From<kurir_receiver::StoreError> for ApiError {
+    fn from(e: kurir_receiver::StoreError) -> Self {
         Self::Internal(Box::new(e))
     }
 }

@@ -1,7 +1,7 @@
 //! The admin API under `/v1`: JSON over HTTP, bearer-token authenticated.
 //!
 //! One resource per module, each with its `router()` at the bottom: [`endpoints`], [`events`],
-//! [`deliveries`], [`replays`], [`stats`], [`openapi`]. Cross-cutting pieces: [`auth`] (the
+//! [`deliveries`], [`replays`], [`stats`], [`sources`] (the inbox gateway's), [`openapi`]. Cross-cutting pieces: [`auth`] (the
 //! token check), [`error`] (the one error shape), [`extract`] (body and query parsing that names
 //! the field at fault), [`page`] (cursor pagination). Every request gets an `x-request-id`
 //! (kept when the client sent one) that is on its log lines and in its response.
@@ -15,6 +15,7 @@ pub mod extract;
 pub mod openapi;
 pub mod page;
 pub mod replays;
+pub mod sources;
 pub mod stats;
 
 use axum::body::Body;
@@ -40,6 +41,7 @@ pub fn router(state: AppState) -> Router {
         .merge(deliveries::router())
         .merge(replays::router())
         .merge(stats::router())
+        .merge(sources::router())
         .merge(openapi::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -8,7 +8,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::ResponseBuilder;
 use utoipa::{Modify, OpenApi};
 
-use super::{deliveries, endpoints, events, replays, stats};
+use super::{deliveries, endpoints, events, replays, sources, stats};
+use crate::gateway::routes;
 use crate::serve::AppState;
 
 /// The admin API's document.
@@ -16,14 +17,18 @@ use crate::serve::AppState;
 #[openapi(
     info(
         title = "kurir admin API",
-        description = "Endpoints, events, deliveries, replays and stats of a kurir deployment. \
-            Every /v1 route needs `Authorization: Bearer <admin token>`; errors are \
-            `{\"error\":{\"code\":\"…\",\"message\":\"…\"}}`."
+        description = "Endpoints, events, deliveries, replays, stats and inbox sources of a kurir \
+            deployment. Every /v1 route needs `Authorization: Bearer <admin token>`; errors are \
+            `{\"error\":{\"code\":\"…\",\"message\":\"…\"}}`. The inbox gateway's \
+            routes (/inbox/…) are for partners and applications: the signature, or a source's \
+            read token, authenticates them."
     ),
     paths(
         endpoints::create, endpoints::list, endpoints::show, endpoints::update, endpoints::delete,
         endpoints::rotate_secret, events::publish, events::show, events::list, deliveries::list,
-        replays::replay_event, replays::replay_bulk, replays::list, stats::stats, openapi_json
+        replays::replay_event, replays::replay_bulk, replays::list, stats::stats,
+        sources::create, sources::list, sources::show, sources::update, sources::delete,
+        routes::receive, routes::status, openapi_json
     ),
     modifiers(&BearerAuth, &Health),
     security(("bearer" = []))

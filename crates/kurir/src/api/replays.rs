@@ -114,8 +114,8 @@ async fn replay(
     if record.count > 0 {
         state.dispatch_wake.notify_one();
     }
-    tracing::info!(replay_id = record.id, actor = %record.actor, replayed = record.count,
-        filter = %record.filter, "deliveries replayed");
+    tracing::info!(replay_id = record.id, actor = %record.actor, reason = %record.reason,
+        replayed = record.count, filter = %record.filter, "deliveries replayed");
     Ok((
         StatusCode::ACCEPTED,
         Json(Replayed {

@@ -144,6 +144,13 @@ impl Client {
     }
 }
 
+/// Sets `key` in a request body when the option was given.
+pub fn insert_given(body: &mut serde_json::Map<String, Value>, key: &str, value: Option<Value>) {
+    if let Some(value) = value {
+        body.insert(key.to_owned(), value);
+    }
+}
+
 /// Parses `--since`/`--until`: an RFC 3339 time, or a duration ago such as `90m` or `2d`.
 pub fn parse_time(s: &str) -> Result<String, String> {
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {

@@ -4,7 +4,7 @@ use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
-use super::client::{Client, ClientArgs};
+use super::client::{insert_given, Client, ClientArgs};
 use super::output::{self, out};
 
 /// `kurir endpoints …`
@@ -99,12 +99,6 @@ pub struct UpdateFields {
     pub max_in_flight: Option<u32>,
 }
 
-fn insert(body: &mut Map<String, Value>, key: &str, value: Option<Value>) {
-    if let Some(value) = value {
-        body.insert(key.to_owned(), value);
-    }
-}
-
 /// Runs an endpoint command.
 pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client)?;
@@ -113,14 +107,14 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
         EndpointsCommand::Create(f) => {
             let mut body = Map::new();
             body.insert("url".into(), json!(f.endpoint_url));
-            insert(&mut body, "description", f.description.map(Value::from));
-            insert(
+            insert_given(&mut body, "description", f.description.map(Value::from));
+            insert_given(
                 &mut body,
                 "event_types",
                 (!f.event_types.is_empty()).then(|| json!(f.event_types)),
             );
-            insert(&mut body, "secret", f.secret.map(Value::from));
-            insert(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
+            insert_given(&mut body, "secret", f.secret.map(Value::from));
+            insert_given(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
             client
                 .call(Method::POST, "/v1/endpoints", &Value::Object(body))
                 .await?
@@ -138,16 +132,16 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
         EndpointsCommand::Show { id } => client.get(&format!("/v1/endpoints/{id}")).await?,
         EndpointsCommand::Update { id, fields: f } => {
             let mut body = Map::new();
-            insert(&mut body, "url", f.endpoint_url.map(Value::from));
-            insert(&mut body, "description", f.description.map(Value::from));
-            insert(&mut body, "event_types", f.event_types.map(|t| json!(t)));
-            insert(
+            insert_given(&mut body, "url", f.endpoint_url.map(Value::from));
+            insert_given(&mut body, "description", f.description.map(Value::from));
+            insert_given(&mut body, "event_types", f.event_types.map(|t| json!(t)));
+            insert_given(
                 &mut body,
                 "enabled",
                 (f.enable || f.disable).then_some(json!(f.enable)),
             );
-            insert(&mut body, "disabled_reason", f.reason.map(Value::from));
-            insert(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
+            insert_given(&mut body, "disabled_reason", f.reason.map(Value::from));
+            insert_given(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
             let path = format!("/v1/endpoints/{id}");
             client
                 .call(Method::PATCH, &path, &Value::Object(body))
@@ -180,21 +174,15 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
 }
 
 fn list_table(list: &Value) {
-    let rows: Vec<Vec<String>> = list
-        .as_array()
-        .map(|a| a.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(|e| {
-            ["id", "url", "enabled", "event_types", "description"]
-                .iter()
-                .map(|k| output::cell(&e[*k]))
-                .collect()
-        })
-        .collect();
-    output::table(
-        &["ID", "URL", "ENABLED", "EVENT TYPES", "DESCRIPTION"],
-        &rows,
+    output::objects(
+        list,
+        &[
+            ("ID", "id"),
+            ("URL", "url"),
+            ("ENABLED", "enabled"),
+            ("EVENT TYPES", "event_types"),
+            ("DESCRIPTION", "description"),
+        ],
     );
 }
 

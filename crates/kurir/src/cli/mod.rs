@@ -2,8 +2,8 @@
 //! `main.rs` only calls [`main`].
 //!
 //! `serve` and `migrate` run kurir itself (this module). The operator commands ([`endpoints`],
-//! [`events`], [`deliveries`], [`replay`], [`stats`]) talk to a running kurir's admin API through
-//! [`client`] and print with [`output`]: tables for people, `--json` for scripts.
+//! [`events`], [`deliveries`], [`replay`], [`stats`], [`sources`]) talk to a running kurir's admin
+//! API through [`client`] and print with [`output`]: tables for people, `--json` for scripts.
 
 pub mod client;
 pub mod deliveries;
@@ -11,6 +11,7 @@ pub mod endpoints;
 pub mod events;
 pub mod output;
 pub mod replay;
+pub mod sources;
 pub mod stats;
 
 use std::path::PathBuf;
@@ -34,7 +35,12 @@ pub struct Cli {
 /// kurir's commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the relay, the dispatcher and the HTTP server (migrations are applied first).
+    /// Run the relay, the dispatcher, the inbox gateway and the HTTP server (migrations are applied
+    /// first).
+    #[command(
+        after_help = "Logs go to stderr: KURIR_LOG sets the level (env-filter syntax, default \
+                      info,sqlx=warn), KURIR_LOG_FORMAT=json writes one JSON object per line."
+    )]
     Serve(ServeArgs),
     /// Apply database migrations and exit (safe to run repeatedly).
     Migrate(MigrateArgs),
@@ -48,6 +54,8 @@ pub enum Command {
     Replay(replay::ReplayArgs),
     /// Backlog, oldest pending age, events and deliveries per status.
     Stats(stats::StatsArgs),
+    /// Create, list, show, update or delete the inbox gateway's sources.
+    Sources(sources::SourcesArgs),
 }
 
 /// Arguments of `kurir serve`: every setting as a flag.
@@ -150,6 +158,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Deliveries(args) => deliveries::run(args).await,
         Command::Replay(args) => replay::run(args).await,
         Command::Stats(args) => stats::run(args).await,
+        Command::Sources(args) => sources::run(args).await,
     }
 }
 

@@ -52,6 +52,19 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) {
     }
 }
 
+/// Prints a JSON array of objects as a table: one row per object, one column per `(header, key)`.
+pub fn objects(list: &Value, columns: &[(&str, &str)]) {
+    let rows: Vec<Vec<String>> = list
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|object| columns.iter().map(|(_, key)| cell(&object[*key])).collect())
+        .collect();
+    let headers: Vec<&str> = columns.iter().map(|(header, _)| *header).collect();
+    table(&headers, &rows);
+}
+
 /// Prints `key: value` lines for the named fields of `object`.
 pub fn fields(object: &Value, names: &[&str]) {
     let width = names.iter().map(|n| n.len()).max().unwrap_or(0) + 1;

@@ -13,6 +13,7 @@
 //! them in batches.
 
 pub mod deliver;
+pub mod http;
 pub mod ssrf;
 
 use std::collections::{HashMap, VecDeque};
@@ -27,8 +28,9 @@ use tokio_util::task::TaskTracker;
 use crate::config::DeliveryConfig;
 use crate::delivery::{ClaimedDelivery, Completion, NextState};
 use crate::endpoint::EndpointId;
+use crate::metrics::Metrics;
 use crate::store::{EndpointSlot, Store};
-use deliver::{Outcome, Sender};
+use deliver::{Attempted, Sender};
 
 /// How many rounds of `max_in_flight` requests a lane may hold claimed beyond those in flight.
 /// Deep enough that an endpoint answering in a millisecond does not drain its lane while the
@@ -63,6 +65,8 @@ struct Lanes {
     completions: mpsc::Sender<Completion>,
     freed: Notify,
     tracker: TaskTracker,
+    /// Counts every attempt, when set (without, attempts are only logged).
+    metrics: std::sync::OnceLock<Metrics>,
 }
 
 /// Shared state of one process's dispatcher.
@@ -86,12 +90,19 @@ impl Dispatcher {
                 completions: tx,
                 freed: Notify::new(),
                 tracker: TaskTracker::new(),
+                metrics: std::sync::OnceLock::new(),
             }),
             store,
             config,
             owner,
             completions_rx: Mutex::new(Some(rx)),
         }
+    }
+
+    /// Counts every attempt in `metrics` (without, attempts are only logged).
+    pub fn with_metrics(self, metrics: Metrics) -> Self {
+        let _ = self.lanes.metrics.set(metrics);
+        self
     }
 
     /// This process's lease owner id.
@@ -303,10 +314,13 @@ impl Lanes {
         self.tracker.spawn(async move {
             let mut next = Some((delivery, permit));
             while let Some((delivery, permit)) = next.take() {
-                let (completion, outcome) = lanes.sender.attempt(&delivery).await;
-                log_attempt(&delivery, &completion, outcome);
+                let attempted = lanes.sender.attempt(&delivery).await;
+                log_attempt(&delivery, &attempted);
+                if let Some(metrics) = lanes.metrics.get() {
+                    metrics.record_attempt(&delivery, &attempted);
+                }
                 // The writer only stops after every task has finished, so this send succeeds.
-                let _ = lanes.completions.send(completion).await;
+                let _ = lanes.completions.send(attempted.completion).await;
                 let (following, low) = lanes.next_in_lane(&delivery.endpoint.id);
                 next = following.map(|d| (d, permit));
                 // The dispatcher claims again when a slot came free or a lane runs low, not
@@ -362,7 +376,10 @@ async fn write_completions(store: Store, owner: String, mut rx: mpsc::Receiver<C
     }
 }
 
-fn log_attempt(d: &ClaimedDelivery, c: &Completion, outcome: Outcome) {
+/// One line per attempt, and one more when the delivery is given up on. Never the payload, the
+/// secret, the signature or the response body (which may echo the payload).
+fn log_attempt(d: &ClaimedDelivery, a: &Attempted) {
+    let c = &a.completion;
     tracing::info!(
         event_id = %d.event.event_id,
         event_type = %d.event.event_type,
@@ -372,14 +389,19 @@ fn log_attempt(d: &ClaimedDelivery, c: &Completion, outcome: Outcome) {
         status_code = c.status_code,
         error = c.error.as_deref(),
         duration_ms = c.duration_ms,
-        outcome = outcome.as_str(),
+        outcome = a.outcome.as_str(),
+        trigger = c.trigger.as_str(),
         "delivery attempt"
     );
     if matches!(c.next, NextState::DeadLetter | NextState::Gone) {
         tracing::warn!(
             event_id = %d.event.event_id,
+            event_type = %d.event.event_type,
+            aggregate_id = d.event.aggregate_id.as_deref(),
             endpoint_id = %d.endpoint.id,
             attempt = d.attempt,
+            status_code = c.status_code,
+            error = c.error.as_deref(),
             gone = c.next == NextState::Gone,
             "delivery dead-lettered"
         );

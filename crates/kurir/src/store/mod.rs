@@ -6,9 +6,12 @@
 //! The conformance tests in `tests/it/store.rs` run every operation on both.
 
 pub mod admin;
+pub mod backlog;
 pub mod postgres;
+pub mod sources;
 pub mod sqlite;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +25,7 @@ pub use admin::{
     DeliveryListItem, DeliveryQuery, EventQuery, IdempotencyKey, Published, ReplayFilter,
     ReplayRecord, ReplayRequest, Stats, StatusCount,
 };
+pub use backlog::Backlog;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -42,6 +46,9 @@ pub enum StoreError {
     /// Applying migrations failed.
     #[error("migrations failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Applying kurir-receiver's inbox migrations failed.
+    #[error(transparent)]
+    Inbox(#[from] kurir_receiver::StoreError),
     /// A stored value could not be read back (a bug or a hand-edited row).
     #[error("corrupt row in {table}: {message}")]
     Corrupt {
@@ -84,12 +91,14 @@ pub struct StoredEvent {
 }
 
 /// What one relay batch did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RelayOutcome {
     /// Outbox rows marked dispatched.
     pub events: usize,
     /// Delivery rows created.
     pub deliveries: usize,
+    /// The dispatched rows per event type (they add up to `events`), for metrics.
+    pub events_by_type: BTreeMap<String, u64>,
 }
 
 /// Room this process has for one endpoint in a claim.
@@ -253,9 +262,18 @@ impl Store {
         }
     }
 
-    /// Applies the embedded migrations; a no-op when they are already applied.
+    /// Applies the embedded migrations, kurir-receiver's inbox migrations included; a no-op when
+    /// they are already applied.
     pub async fn migrate(&self) -> Result<()> {
         on_backend!(self, s => s.migrate().await)
+    }
+
+    /// The inbox gateway's table, `kurir_inbox`, on the same connection pool.
+    pub fn inbox(&self) -> kurir_receiver::Inbox {
+        match self {
+            Self::Postgres(s) => kurir_receiver::Inbox::from(s.pool().clone()),
+            Self::Sqlite(s) => kurir_receiver::Inbox::from(s.pool().clone()),
+        }
     }
 
     /// Closes the pool, waiting for connections in use to be returned.

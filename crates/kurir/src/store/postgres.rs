@@ -2,6 +2,7 @@
 //! row locks (`FOR UPDATE SKIP LOCKED`), leases and fences.
 
 mod admin;
+mod sources;
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -80,10 +81,12 @@ impl PgStore {
 
     pub(super) async fn migrate(&self) -> Result<()> {
         // kurir-receiver keeps its own migrations (versions from 1000) in the same
-        // `_sqlx_migrations` table; each migrator ignores the other's versions.
+        // `_sqlx_migrations` table; each migrator ignores the other's versions. Running both
+        // keeps kurir_inbox as the receiver expects it, whichever created it first.
         let mut migrator = sqlx::migrate!("./migrations/postgres");
         migrator.set_ignore_missing(true);
         migrator.run(&self.pool).await?;
+        kurir_receiver::migrate_postgres(&self.pool).await?;
         Ok(())
     }
 
@@ -198,6 +201,7 @@ impl PgStore {
 
         let (mut outbox_ids, mut event_ids, mut endpoint_ids) = (vec![], vec![], vec![]);
         let mut dispatched = Vec::with_capacity(events.len());
+        let mut events_by_type = std::collections::BTreeMap::new();
         for row in &events {
             let id: i64 = row.try_get("id")?;
             let event_id: String = row.try_get("event_id")?;
@@ -212,6 +216,7 @@ impl PgStore {
                 endpoint_ids.push(target.id.clone());
             }
             dispatched.push(id);
+            *events_by_type.entry(event_type).or_default() += 1;
         }
         let inserted = sqlx::query(
             "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
@@ -232,6 +237,7 @@ impl PgStore {
         Ok(RelayOutcome {
             events: dispatched.len(),
             deliveries: inserted as usize,
+            events_by_type,
         })
     }
 

@@ -3,6 +3,7 @@
 //! upgrade a read lock halfway through.
 
 mod admin;
+mod sources;
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -88,10 +89,12 @@ impl SqliteStore {
 
     pub(super) async fn migrate(&self) -> Result<()> {
         // kurir-receiver keeps its own migrations (versions from 1000) in the same
-        // `_sqlx_migrations` table; each migrator ignores the other's versions.
+        // `_sqlx_migrations` table; each migrator ignores the other's versions. Running both
+        // keeps kurir_inbox as the receiver expects it, whichever created it first.
         let mut migrator = sqlx::migrate!("./migrations/sqlite");
         migrator.set_ignore_missing(true);
         migrator.run(&self.pool).await?;
+        kurir_receiver::migrate_sqlite(&self.pool).await?;
         Ok(())
     }
 
@@ -206,6 +209,7 @@ impl SqliteStore {
 
         let mut pairs = Vec::new();
         let mut dispatched = Vec::with_capacity(events.len());
+        let mut events_by_type = std::collections::BTreeMap::new();
         for row in &events {
             let id: i64 = row.try_get("id")?;
             let event_id: String = row.try_get("event_id")?;
@@ -218,6 +222,7 @@ impl SqliteStore {
                 pairs.push(serde_json::json!([id, event_id, target.id]));
             }
             dispatched.push(id);
+            *events_by_type.entry(event_type).or_default() += 1;
         }
         let now = sqlite_ts(now_millis());
         let inserted = sqlx::query(
@@ -240,6 +245,7 @@ impl SqliteStore {
         Ok(RelayOutcome {
             events: dispatched.len(),
             deliveries: inserted as usize,
+            events_by_type,
         })
     }
 

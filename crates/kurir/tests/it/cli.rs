@@ -17,7 +17,7 @@ use crate::api::support::{eventually, Receiver};
 const KURIR: &str = env!("CARGO_BIN_EXE_kurir");
 
 /// A `kurir` command with none of the caller's KURIR_* settings.
-fn kurir(dir: &Path) -> Command {
+pub(crate) fn kurir(dir: &Path) -> Command {
     let mut cmd = Command::new(KURIR);
     cmd.current_dir(dir).kill_on_drop(true);
     for (name, _) in std::env::vars_os() {
@@ -29,14 +29,14 @@ fn kurir(dir: &Path) -> Command {
 }
 
 /// A `kurir serve` child and what it has logged.
-struct Serve {
+pub(crate) struct Serve {
     _child: Child,
-    url: String,
-    log: Arc<Mutex<String>>,
+    pub(crate) url: String,
+    pub(crate) log: Arc<Mutex<String>>,
 }
 
 /// Starts `kurir serve` in `dir` with only `args`; waits for its "kurir serving" log line.
-async fn serve(dir: &Path, args: &[&str]) -> Serve {
+pub(crate) async fn serve(dir: &Path, args: &[&str]) -> Serve {
     let mut child = kurir(dir)
         .arg("serve")
         .args(args)
@@ -80,7 +80,7 @@ async fn serve(dir: &Path, args: &[&str]) -> Serve {
 }
 
 /// Runs a CLI command against `server`; returns stdout, failing on a non-zero exit.
-async fn cli(dir: &Path, server: &Serve, args: &[&str]) -> String {
+pub(crate) async fn cli(dir: &Path, server: &Serve, args: &[&str]) -> String {
     let out = kurir(dir)
         .args(args)
         .env("KURIR_URL", &server.url)
@@ -273,6 +273,95 @@ async fn the_quickstart_works_through_the_cli() {
         .unwrap();
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("unauthorized"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inbox_sources_are_managed_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let receiver = Receiver::start().await;
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--allowed-networks",
+        "127.0.0.0/8",
+    ];
+    let server = serve(dir, &args).await;
+    let partner_secret = "partner-secret-1234";
+    let created = cli_json(
+        dir,
+        &server,
+        &[
+            "sources",
+            "create",
+            "billing",
+            "--scheme",
+            "kurir",
+            "--secret",
+            partner_secret,
+            "--forward-url",
+            &receiver.url,
+        ],
+    )
+    .await;
+    assert_eq!(created["inbox_path"], "/inbox/billing");
+    let forward_secret = created["forward_secret"].as_str().unwrap().to_owned();
+    let read_token = created["read_token"].as_str().unwrap().to_owned();
+
+    let body = br#"{"invoice":"inv_1"}"#;
+    let secret = Secret::parse(partner_secret).unwrap();
+    let signed = kurir_core::signature_headers(
+        "evt_cli",
+        "invoice.paid",
+        &[&secret],
+        chrono::Utc::now(),
+        body,
+    );
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/inbox/billing", server.url))
+        .body(body.to_vec());
+    for (name, value) in signed {
+        request = request.header(name, value);
+    }
+    assert_eq!(request.send().await.unwrap().status(), 202);
+    let forward = receiver.wait_for(1).await.remove(0);
+    Verifier::new(Scheme::Kurir, vec![Secret::parse(&forward_secret).unwrap()])
+        .verify(&forward.headers, &forward.body, chrono::Utc::now())
+        .expect("forwarded, signed with the source's forward secret");
+
+    let table = cli(dir, &server, &["sources", "list"]).await;
+    assert!(
+        table.contains("billing") && table.contains("/inbox/billing"),
+        "{table}"
+    );
+    let changed = cli_json(
+        dir,
+        &server,
+        &["sources", "update", "billing", "--tolerance-seconds", "60"],
+    )
+    .await;
+    assert_eq!(changed["tolerance_seconds"], 60);
+    let shown = cli(dir, &server, &["sources", "show", "billing"]).await;
+    assert!(
+        shown.contains("secret_count:") && !shown.contains(&forward_secret),
+        "{shown}"
+    );
+    cli(dir, &server, &["sources", "delete", "billing"]).await;
+    assert!(
+        cli(dir, &server, &["sources", "list"])
+            .await
+            .lines()
+            .count()
+            == 1
+    );
+
+    let log = server.log.lock().unwrap().clone();
+    for secret in [partner_secret, &forward_secret, &read_token] {
+        assert!(
+            !log.contains(secret),
+            "the log never shows a secret or token"
+        );
+    }
 }
 
 #[tokio::test]

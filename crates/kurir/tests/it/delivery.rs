@@ -25,6 +25,7 @@ on_both_backends!(
     a_slow_endpoint_does_not_hold_up_a_fast_one,
     ssrf_guard_refuses_loopback_unless_allowed,
     graceful_shutdown_lets_requests_in_flight_finish,
+    endpoint_overrides_apply_and_timeouts_and_refused_connections_are_recorded,
 );
 
 const SECRET: &str = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
@@ -316,5 +317,64 @@ async fn graceful_shutdown_lets_requests_in_flight_finish(db: TestDb) {
             DeliveryStatus::Sent,
             "finished and recorded before exit"
         );
+    }
+}
+
+async fn endpoint_overrides_apply_and_timeouts_and_refused_connections_are_recorded(db: TestDb) {
+    // A receiver that never answers, behind an endpoint with a 200 ms response timeout and two
+    // attempts; and a port nobody listens on.
+    let silent = Receiver::holding().await;
+    let mut new = NewEndpoint::new(silent.url("/silent"));
+    new.overrides.request_timeout_ms = Some(200);
+    new.overrides.retry_max_attempts = Some(2);
+    db.store.create_endpoint(new).await.unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed_url = format!("http://{}/nobody", closed.local_addr().unwrap());
+    drop(closed);
+    let mut new = NewEndpoint::new(closed_url);
+    new.overrides.retry_max_attempts = Some(3);
+    let refused = db.store.create_endpoint(new).await.unwrap();
+    let ids = enqueue_events(&db.store, "order.paid", 1).await;
+
+    let server = TestServer::start(&db, test_delivery_config()).await;
+    wait_status(&db.store, &ids[0], DeliveryStatus::DeadLetter).await;
+    server.stop().await;
+    silent.release(1000);
+
+    for d in db.store.deliveries_for_event(&ids[0]).await.unwrap() {
+        let attempts = db.store.attempts_for_delivery(d.id).await.unwrap();
+        let errors: Vec<String> = attempts
+            .iter()
+            .map(|a| a.error.clone().unwrap_or_default())
+            .collect();
+        assert!(
+            attempts.iter().all(|a| a.status_code.is_none()),
+            "no response on any attempt"
+        );
+        if d.endpoint_id == refused.id.as_str() {
+            assert_eq!(
+                attempts.len(),
+                3,
+                "the endpoint's own max attempts: {errors:?}"
+            );
+            assert!(
+                errors.iter().all(|e| e.starts_with("connect error")),
+                "{errors:?}"
+            );
+        } else {
+            assert_eq!(
+                attempts.len(),
+                2,
+                "the endpoint's own max attempts: {errors:?}"
+            );
+            assert!(
+                errors.iter().all(|e| e.starts_with("timeout")),
+                "{errors:?}"
+            );
+            assert!(
+                attempts.iter().all(|a| a.duration_ms < 5_000),
+                "the 200 ms override applied, not the 5 s default"
+            );
+        }
     }
 }

@@ -15,6 +15,7 @@ use crate::support::{enqueue_events, TestDb};
 on_both_backends!(
     endpoints_are_created_read_updated_disabled_and_deleted,
     migrations_run_twice_without_error,
+    migrate_applies_the_receivers_inbox_migrations_too,
     relay_fans_out_once_per_matching_enabled_endpoint,
     an_event_no_endpoint_wants_is_dispatched_with_zero_deliveries,
     concurrent_relays_create_each_delivery_once,
@@ -115,6 +116,38 @@ async fn endpoints_are_created_read_updated_disabled_and_deleted(db: TestDb) {
 async fn migrations_run_twice_without_error(db: TestDb) {
     db.store.migrate().await.unwrap();
     db.store.migrate().await.unwrap();
+}
+
+/// `kurir migrate` creates everything the gateway needs, and records kurir-receiver's own
+/// migrations, so an application running the crate's migrator later finds nothing to do.
+async fn migrate_applies_the_receivers_inbox_migrations_too(db: TestDb) {
+    let versions = "SELECT version FROM _sqlx_migrations ORDER BY version";
+    let probe = "SELECT COUNT(*) FROM kurir_inbox_sources \
+                 WHERE EXISTS (SELECT event_type FROM kurir_inbox)";
+    let (applied, _): (Vec<i64>, i64) = match &db.store {
+        Store::Postgres(pg) => (
+            sqlx::query_scalar(versions)
+                .fetch_all(pg.pool())
+                .await
+                .unwrap(),
+            sqlx::query_scalar(probe)
+                .fetch_one(pg.pool())
+                .await
+                .unwrap(),
+        ),
+        Store::Sqlite(sq) => (
+            sqlx::query_scalar(versions)
+                .fetch_all(sq.pool())
+                .await
+                .unwrap(),
+            sqlx::query_scalar(probe)
+                .fetch_one(sq.pool())
+                .await
+                .unwrap(),
+        ),
+    };
+    assert_eq!(applied, [1, 2, 3, 1000]);
+    db.store.inbox().migrate().await.unwrap();
 }
 
 async fn relay_fans_out_once_per_matching_enabled_endpoint(db: TestDb) {

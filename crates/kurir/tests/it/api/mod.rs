@@ -9,5 +9,6 @@ mod events;
 mod openapi;
 mod replays;
 mod rotation;
+mod sources;
 mod stats;
 mod wake;

@@ -25,6 +25,13 @@ async fn the_openapi_document_lists_every_route(app: TestApp) {
         ("post", "/v1/replays"),
         ("get", "/v1/replays"),
         ("get", "/v1/stats"),
+        ("post", "/v1/inbox/sources"),
+        ("get", "/v1/inbox/sources"),
+        ("get", "/v1/inbox/sources/{name}"),
+        ("patch", "/v1/inbox/sources/{name}"),
+        ("delete", "/v1/inbox/sources/{name}"),
+        ("post", "/inbox/{source}"),
+        ("get", "/inbox/{source}/events/{event_id}"),
         ("get", "/v1/openapi.json"),
         ("get", "/healthz"),
         ("get", "/readyz"),
@@ -52,6 +59,9 @@ async fn the_openapi_document_lists_every_route(app: TestApp) {
         "EventDetail",
         "ErrorBody",
         "StatsView",
+        "SourceView",
+        "CreateSource",
+        "UpdateSource",
     ] {
         assert!(
             doc["components"]["schemas"][schema].is_object(),

@@ -6,6 +6,7 @@
 //! PostgreSQL comes from `KURIR_TEST_POSTGRES_URL` (a server where `CREATE DATABASE` is allowed).
 //! Unset, PostgreSQL tests print a notice and pass, unless `CI` is set: then they fail.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -364,6 +365,7 @@ pub struct Receiver {
     received: Arc<Mutex<Vec<Received>>>,
     arrived: Arc<Notify>,
     status: Arc<AtomicU16>,
+    script: Arc<Mutex<VecDeque<u16>>>,
 }
 
 impl Receiver {
@@ -371,12 +373,16 @@ impl Receiver {
         let received: Arc<Mutex<Vec<Received>>> = Arc::default();
         let arrived = Arc::new(Notify::new());
         let status = Arc::new(AtomicU16::new(200));
+        let script: Arc<Mutex<VecDeque<u16>>> = Arc::default();
         let handler = {
             let (received, arrived, status) = (received.clone(), arrived.clone(), status.clone());
+            let script = script.clone();
             move |headers: HeaderMap, body: Bytes| async move {
                 // The status is decided before the request counts as received, so a test that
                 // changes it after `wait_for(n)` never changes the answer to request n.
-                let answer = StatusCode::from_u16(status.load(Ordering::SeqCst)).unwrap();
+                let scripted = script.lock().unwrap().pop_front();
+                let answer = scripted.unwrap_or_else(|| status.load(Ordering::SeqCst));
+                let answer = StatusCode::from_u16(answer).unwrap();
                 received.lock().unwrap().push(Received { headers, body });
                 arrived.notify_waiters();
                 answer
@@ -391,7 +397,13 @@ impl Receiver {
             received,
             arrived,
             status,
+            script,
         }
+    }
+
+    /// The statuses the next requests get, one each, before the settable one applies again.
+    pub fn respond_next(&self, statuses: &[u16]) {
+        self.script.lock().unwrap().extend(statuses);
     }
 
     /// The status later requests get.

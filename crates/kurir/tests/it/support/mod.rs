@@ -191,6 +191,7 @@ impl TestServer {
             listen: addr,
             admin_token: Some("test-token".into()),
             max_body_bytes: 256 * 1024,
+            metrics_require_token: false,
             delivery,
         };
         let store = db.connect_again().await;

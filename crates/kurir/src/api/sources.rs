@@ -1,0 +1,222 @@
+//! `/v1/inbox/sources`: create, list, read, change and delete the inbox gateway's sources.
+//!
+//! The generated forward secret and read token are answered only by create. Reads never show a
+//! secret: only how many verification secrets a source has.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::ApiJson;
+use crate::gateway::source::{InboxSource, InvalidSource, NewSource, SourceUpdate};
+use crate::serve::AppState;
+use crate::store::now_millis;
+
+/// An inbox source as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SourceView {
+    /// Its name, the `{source}` of `/inbox/{source}`.
+    pub name: String,
+    /// How its requests are signed: `kurir`, `standard-webhooks`, `stripe`, `github`, `shopify`,
+    /// `slack` or `hmac-body`.
+    pub scheme: String,
+    /// How many secrets its requests are verified with.
+    pub secret_count: usize,
+    /// How far a signed timestamp may be from now, either way.
+    pub tolerance_seconds: u32,
+    /// Where each accepted event is forwarded.
+    pub forward_url: String,
+    /// Where partners send their webhooks, relative to kurir's base URL.
+    pub inbox_path: String,
+    /// The secret forwards are signed with (`kurir` scheme): only in the answer of create.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forward_secret: Option<String>,
+    /// The bearer token of this source's status route: only in the answer of create.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_token: Option<String>,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl SourceView {
+    fn new(source: InboxSource) -> Self {
+        Self {
+            scheme: source.scheme.as_str().to_owned(),
+            secret_count: source.secrets.len(),
+            tolerance_seconds: source.tolerance_seconds,
+            inbox_path: source.inbox_path(),
+            forward_url: source.forward_url,
+            forward_secret: None,
+            read_token: None,
+            created_at: source.created_at,
+            updated_at: source.updated_at,
+            name: source.name,
+        }
+    }
+}
+
+/// Body of `POST /v1/inbox/sources`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSource {
+    /// 1 to 64 characters from `A-Z a-z 0-9 . _ -`.
+    pub name: String,
+    /// `kurir`, `standard-webhooks`, `stripe`, `github`, `shopify`, `slack` or `hmac-body`.
+    pub scheme: String,
+    /// The secrets the sender signs with (several during a rotation); `whsec_` + base64 for
+    /// `standard-webhooks`.
+    pub secrets: Vec<String>,
+    /// Timestamp tolerance, 1 to 86400 (default 300).
+    pub tolerance_seconds: Option<u32>,
+    /// Absolute http(s) URL each accepted event is forwarded to.
+    pub forward_url: String,
+}
+
+/// Body of `PATCH /v1/inbox/sources/{name}`: absent fields stay. The name, forward secret and
+/// read token cannot change.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSource {
+    /// New scheme; the secrets (given or kept) must suit it.
+    pub scheme: Option<String>,
+    /// New secrets (replaces the list).
+    pub secrets: Option<Vec<String>>,
+    /// New tolerance.
+    pub tolerance_seconds: Option<u32>,
+    /// New forward URL.
+    pub forward_url: Option<String>,
+}
+
+impl From<InvalidSource> for ApiError {
+    fn from(e: InvalidSource) -> Self {
+        ApiError::field(e.field, e.message)
+    }
+}
+
+fn not_found(name: &str) -> ApiError {
+    ApiError::NotFound(format!("no inbox source named '{name}'"))
+}
+
+/// Creates a source.
+#[utoipa::path(post, path = "/v1/inbox/sources", tag = "inbox sources", request_body = CreateSource,
+    responses((status = 201, description = "Created; the answer holds the forward secret and the read token", body = SourceView),
+              (status = 400, description = "A field is invalid", body = ErrorBody),
+              (status = 409, description = "The name is taken", body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<CreateSource>,
+) -> Result<(StatusCode, Json<SourceView>), ApiError> {
+    let new = NewSource {
+        name: body.name,
+        scheme: body.scheme,
+        secrets: body.secrets,
+        tolerance_seconds: body.tolerance_seconds,
+        forward_url: body.forward_url,
+    };
+    let created = new.validate(now_millis())?;
+    if !state.store.create_source(&created.source).await? {
+        return Err(ApiError::Conflict {
+            code: "source_exists",
+            message: format!("an inbox source named '{}' exists", created.source.name),
+        });
+    }
+    state.gateway.sources().insert(&created.source.name);
+    tracing::info!(source = %created.source.name, scheme = %created.source.scheme, "inbox source created");
+    let forward_secret = created.source.forward_secret.expose().to_owned();
+    let view = SourceView {
+        forward_secret: Some(forward_secret),
+        read_token: Some(created.read_token),
+        ..SourceView::new(created.source)
+    };
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Lists every source, oldest first.
+#[utoipa::path(get, path = "/v1/inbox/sources", tag = "inbox sources",
+    responses((status = 200, description = "Every source", body = Vec<SourceView>)))]
+pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<SourceView>>, ApiError> {
+    let sources = state.store.list_sources().await?;
+    Ok(Json(sources.into_iter().map(SourceView::new).collect()))
+}
+
+/// Reads one source.
+#[utoipa::path(get, path = "/v1/inbox/sources/{name}", tag = "inbox sources",
+    params(("name" = String, Path, description = "Source name")),
+    responses((status = 200, description = "The source", body = SourceView),
+              (status = 404, description = "No such source", body = ErrorBody)))]
+pub async fn show(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<SourceView>, ApiError> {
+    let source = state
+        .store
+        .get_source(&name)
+        .await?
+        .ok_or_else(|| not_found(&name))?;
+    Ok(Json(SourceView::new(source)))
+}
+
+/// Changes a source's scheme, secrets, tolerance or forward URL.
+#[utoipa::path(patch, path = "/v1/inbox/sources/{name}", tag = "inbox sources",
+    request_body = UpdateSource,
+    params(("name" = String, Path, description = "Source name")),
+    responses((status = 200, description = "The source as changed", body = SourceView),
+              (status = 400, description = "A field is invalid", body = ErrorBody),
+              (status = 404, description = "No such source", body = ErrorBody)))]
+pub async fn update(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    ApiJson(body): ApiJson<UpdateSource>,
+) -> Result<Json<SourceView>, ApiError> {
+    let mut source = state
+        .store
+        .get_source(&name)
+        .await?
+        .ok_or_else(|| not_found(&name))?;
+    let update = SourceUpdate {
+        scheme: body.scheme,
+        secrets: body.secrets,
+        tolerance_seconds: body.tolerance_seconds,
+        forward_url: body.forward_url,
+    };
+    update.apply(&mut source, now_millis())?;
+    if !state.store.save_source(&source).await? {
+        return Err(not_found(&name));
+    }
+    tracing::info!(source = %name, scheme = %source.scheme, "inbox source updated");
+    Ok(Json(SourceView::new(source)))
+}
+
+/// Deletes a source. Its received events stay in the inbox; new requests to its path get 404.
+#[utoipa::path(delete, path = "/v1/inbox/sources/{name}", tag = "inbox sources",
+    params(("name" = String, Path, description = "Source name")),
+    responses((status = 204, description = "Deleted"),
+              (status = 404, description = "No such source", body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if !state.store.delete_source(&name).await? {
+        return Err(not_found(&name));
+    }
+    state.gateway.sources().remove(&name);
+    tracing::info!(source = %name, "inbox source deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/inbox/sources", get(list).post(create))
+        .route(
+            "/inbox/sources/{name}",
+            get(show).patch(update).delete(delete),
+        )
+}

@@ -1,0 +1,186 @@
+//! `kurir sources create|list|show|update|delete`: the inbox gateway's sources.
+
+use clap::{Args, Subcommand};
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+
+use super::client::{insert_given, Client, ClientArgs};
+use super::output::{self, out};
+
+/// `kurir sources …`
+#[derive(Debug, Args)]
+pub struct SourcesArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: SourcesCommand,
+    /// Where the admin API is.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Source commands.
+#[derive(Debug, Subcommand)]
+pub enum SourcesCommand {
+    /// Create a source; prints its forward secret and read token (shown only now).
+    Create(SourceFields),
+    /// List every source.
+    List,
+    /// Show one source.
+    Show {
+        /// Source name.
+        name: String,
+    },
+    /// Change a source.
+    Update {
+        /// Source name.
+        name: String,
+        /// Fields to change.
+        #[command(flatten)]
+        fields: UpdateFields,
+    },
+    /// Delete a source (its received events stay in the inbox).
+    Delete {
+        /// Source name.
+        name: String,
+    },
+}
+
+/// Fields of `sources create`.
+#[derive(Debug, Args)]
+pub struct SourceFields {
+    /// Source name: partners POST to `/inbox/NAME`.
+    pub name: String,
+    /// Signature scheme: kurir, standard-webhooks, stripe, github, shopify, slack or hmac-body.
+    #[arg(long)]
+    pub scheme: String,
+    /// A secret the sender signs with (repeat during a rotation).
+    #[arg(long = "secret", required = true)]
+    pub secrets: Vec<String>,
+    /// Where accepted events are forwarded (absolute http or https URL).
+    #[arg(long)]
+    pub forward_url: String,
+    /// Timestamp tolerance in seconds [default: 300].
+    #[arg(long)]
+    pub tolerance_seconds: Option<u32>,
+}
+
+/// Fields of `sources update`.
+#[derive(Debug, Args)]
+pub struct UpdateFields {
+    /// New signature scheme.
+    #[arg(long)]
+    pub scheme: Option<String>,
+    /// New secrets (repeat; replaces the list).
+    #[arg(long = "secret")]
+    pub secrets: Vec<String>,
+    /// New forward URL.
+    #[arg(long)]
+    pub forward_url: Option<String>,
+    /// New timestamp tolerance in seconds.
+    #[arg(long)]
+    pub tolerance_seconds: Option<u32>,
+}
+
+/// Runs a source command.
+pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.client)?;
+    let as_json = args.client.json;
+    let shown = match args.command {
+        SourcesCommand::Create(f) => {
+            let mut body = Map::new();
+            body.insert("name".into(), json!(f.name));
+            body.insert("scheme".into(), json!(f.scheme));
+            body.insert("secrets".into(), json!(f.secrets));
+            body.insert("forward_url".into(), json!(f.forward_url));
+            insert_given(
+                &mut body,
+                "tolerance_seconds",
+                f.tolerance_seconds.map(Value::from),
+            );
+            let path = "/v1/inbox/sources";
+            client
+                .call(Method::POST, path, &Value::Object(body))
+                .await?
+                .1
+        }
+        SourcesCommand::List => {
+            let list = client.get("/v1/inbox/sources").await?;
+            if as_json {
+                output::json(&list);
+            } else {
+                list_table(&list);
+            }
+            return Ok(());
+        }
+        SourcesCommand::Show { name } => client.get(&format!("/v1/inbox/sources/{name}")).await?,
+        SourcesCommand::Update { name, fields: f } => {
+            let mut body = Map::new();
+            insert_given(&mut body, "scheme", f.scheme.map(Value::from));
+            insert_given(
+                &mut body,
+                "secrets",
+                (!f.secrets.is_empty()).then(|| json!(f.secrets)),
+            );
+            insert_given(&mut body, "forward_url", f.forward_url.map(Value::from));
+            insert_given(
+                &mut body,
+                "tolerance_seconds",
+                f.tolerance_seconds.map(Value::from),
+            );
+            let path = format!("/v1/inbox/sources/{name}");
+            client
+                .call(Method::PATCH, &path, &Value::Object(body))
+                .await?
+                .1
+        }
+        SourcesCommand::Delete { name } => {
+            let path = format!("/v1/inbox/sources/{name}");
+            client.call(Method::DELETE, &path, &Value::Null).await?;
+            if as_json {
+                output::json(&json!({"deleted": name}));
+            } else {
+                out!("deleted source {name}");
+            }
+            return Ok(());
+        }
+    };
+    if as_json {
+        output::json(&shown);
+    } else {
+        show(&shown);
+    }
+    Ok(())
+}
+
+fn list_table(list: &Value) {
+    output::objects(
+        list,
+        &[
+            ("NAME", "name"),
+            ("SCHEME", "scheme"),
+            ("INBOX PATH", "inbox_path"),
+            ("FORWARD URL", "forward_url"),
+        ],
+    );
+}
+
+fn show(s: &Value) {
+    output::fields(
+        s,
+        &[
+            "name",
+            "scheme",
+            "secret_count",
+            "tolerance_seconds",
+            "inbox_path",
+            "forward_url",
+            "created_at",
+            "updated_at",
+        ],
+    );
+    if let (Some(secret), Some(token)) = (s["forward_secret"].as_str(), s["read_token"].as_str()) {
+        out!("forward_secret: {secret}");
+        out!("read_token: {token}");
+        out!("(verify forwards in your app with the forward secret, kurir scheme; poll statuses with the read token; kurir shows both only now)");
+    }
+}

@@ -1,0 +1,93 @@
+//! One forward: POST an accepted inbox event to its source's `forward_url`, with the original
+//! body, signed under the `kurir` scheme (and Standard Webhooks alongside) with the source's
+//! forward secret. Only a 2xx answer completes the event; anything else is a failed attempt that
+//! the runner retries with backoff.
+//!
+//! The source is read afresh for every attempt, so a changed forward URL applies to the next
+//! retry. The HTTP mechanics (SSRF guard, timeouts, no redirects) are the dispatcher's client's.
+
+use axum::http::header::CONTENT_TYPE;
+use chrono::Utc;
+use kurir_core::sign::{headers::WEBHOOK_EVENT, signature_headers};
+use kurir_receiver::InboxEvent;
+
+use crate::dispatch::http::{PostError, Timeouts, WebhookClient};
+use crate::store::{Store, StoreError};
+
+/// The header naming the source a forward came through (not signed; informational).
+pub const SOURCE_HEADER: &str = "x-kurir-source";
+
+/// Why a forward attempt failed. Its `Display` is the inbox row's `last_error`: it names the
+/// failure, never the body or a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    /// The source was deleted after the event was accepted.
+    #[error("source {0} no longer exists")]
+    SourceGone(String),
+    /// The source could not be read.
+    #[error("reading the source failed: {0}")]
+    Store(#[from] StoreError),
+    /// No answer: refused by the SSRF guard, a connect error, a timeout.
+    #[error("forward failed: {0}")]
+    Post(#[from] PostError),
+    /// An answer other than 2xx.
+    #[error("forward answered HTTP {0}")]
+    Status(u16),
+}
+
+/// Sends forwards. One per process, shared by every attempt.
+pub struct Forwarder {
+    store: Store,
+    http: WebhookClient,
+    timeouts: Timeouts,
+}
+
+impl Forwarder {
+    /// A forwarder reading sources from `store`, posting through `http` within `timeouts`.
+    pub fn new(store: Store, http: WebhookClient, timeouts: Timeouts) -> Self {
+        Self {
+            store,
+            http,
+            timeouts,
+        }
+    }
+
+    /// Makes one forward attempt of `event`.
+    pub async fn forward(&self, event: InboxEvent) -> Result<(), ForwardError> {
+        let source = self
+            .store
+            .get_source(&event.source)
+            .await?
+            .ok_or_else(|| ForwardError::SourceGone(event.source.clone()))?;
+        let content_type = event
+            .headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json");
+        let mut headers = vec![
+            ("content-type", content_type.to_owned()),
+            (SOURCE_HEADER, source.name.clone()),
+        ];
+        let event_type = event.event_type.as_deref().unwrap_or_default();
+        headers.extend(
+            signature_headers(
+                &event.event_id,
+                event_type,
+                &[&source.forward_secret],
+                Utc::now(),
+                &event.payload,
+            )
+            .into_iter()
+            // A scheme without event types leaves the header out rather than empty.
+            .filter(|(name, _)| *name != WEBHOOK_EVENT || !event_type.is_empty()),
+        );
+        let body = event.payload.to_vec();
+        let response = (self.http)
+            .post(&source.forward_url, &headers, body, self.timeouts)
+            .await?;
+        match response.status {
+            200..=299 => Ok(()),
+            status => Err(ForwardError::Status(status)),
+        }
+    }
+}

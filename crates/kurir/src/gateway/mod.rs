@@ -1,0 +1,106 @@
+//! The inbox gateway: kurir's receiving side for applications in any language. A partner POSTs
+//! to `/inbox/{source}`; kurir verifies the request under the source's scheme, stores the event
+//! once in `kurir_inbox`, answers at once, and forwards the event to the source's `forward_url`,
+//! signed with the `kurir` scheme and retried with backoff until it is answered 2xx.
+//!
+//! All of it is kurir-receiver's machinery (verification, the inbox store, the runner and its
+//! processor) with kurir's parts plugged in: sources from `kurir_inbox_sources` ([`source`]),
+//! forwards through the dispatcher's HTTP client ([`forward`]), and two routes ([`routes`]).
+//! Managing sources is the admin API's (`/v1/inbox/sources`).
+//!
+//! The runner claims only the events of kurir's own sources ([`SourceSet`]), so an application
+//! may share `kurir_inbox` with kurir-receiver in its own process.
+
+pub mod forward;
+pub mod routes;
+pub mod source;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kurir_receiver::{CancellationToken, ConfigError, Processor, Runner, SourceSet, Waker};
+
+use crate::config::DeliveryConfig;
+use crate::dispatch::http::{Timeouts, WebhookClient};
+use crate::store::Store;
+use forward::Forwarder;
+
+/// How often the set of sources is re-read, to notice sources created or deleted by another
+/// kurir process sharing the database. This process's own changes apply at once.
+pub const SOURCE_REFRESH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The gateway's shared parts: the sources its runner serves and the runner itself. Cheap to
+/// clone.
+#[derive(Clone, Debug)]
+pub struct Gateway {
+    store: Store,
+    sources: SourceSet,
+    runner: Runner,
+}
+
+impl Gateway {
+    /// A gateway over `store` that forwards with the delivery settings of `config`: its
+    /// timeouts, SSRF exemptions, retry policy and poll interval. Nothing runs until
+    /// [`Gateway::run`].
+    pub fn new(store: Store, config: &DeliveryConfig) -> Result<Self, ConfigError> {
+        let timeouts = Timeouts {
+            connect: config.connect_timeout,
+            response: config.request_timeout,
+        };
+        let http = WebhookClient::new(config.allowed_networks.clone());
+        let forwarder = Arc::new(Forwarder::new(store.clone(), http, timeouts));
+        // The lease outlives the longest forward, as a delivery's does.
+        let lease = config.connect_timeout + config.request_timeout + config.lease_margin;
+        let processor = Processor::new(move |event| {
+            let forwarder = Arc::clone(&forwarder);
+            async move { forwarder.forward(event).await }
+        })
+        .retry_policy(config.retry)?
+        .lease(lease)?;
+        let sources = SourceSet::default();
+        let runner = Runner::new(store.inbox(), processor)
+            .sources(sources.clone())
+            .batch_size(config.batch_size.min(config.max_concurrency))
+            .poll_interval(config.poll_interval);
+        Ok(Self {
+            store,
+            sources,
+            runner,
+        })
+    }
+
+    /// The sources the runner serves; the admin API adds and removes them as they change.
+    pub fn sources(&self) -> &SourceSet {
+        &self.sources
+    }
+
+    /// Wakes the runner: an event was just stored.
+    pub fn waker(&self) -> Waker {
+        self.runner.waker()
+    }
+
+    /// Runs the forwarding runner until `shutdown`, re-reading the source list every
+    /// [`SOURCE_REFRESH_INTERVAL`]. Attempts in flight at shutdown finish and are recorded.
+    pub async fn run(self, shutdown: CancellationToken) {
+        self.refresh_sources().await;
+        let runner = tokio::spawn(self.runner.clone().run(shutdown.clone()));
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(SOURCE_REFRESH_INTERVAL) => self.refresh_sources().await,
+            }
+        }
+        if let Err(e) = runner.await {
+            tracing::error!(error = %e, "inbox gateway runner stopped abnormally");
+        }
+    }
+
+    async fn refresh_sources(&self) {
+        match self.store.source_names().await {
+            Ok(names) => self.sources.replace(names),
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the inbox sources failed; keeping the last list")
+            }
+        }
+    }
+}

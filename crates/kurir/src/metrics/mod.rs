@@ -1,0 +1,195 @@
+//! Prometheus metrics: what kurir counts, and [`scrape`], the `GET /metrics` route.
+//!
+//! Counters and histograms go to a [`Metrics`] registry that `kurir serve` creates, keeps in its
+//! `AppState` and hands to the relay and the dispatcher. It is not installed as the `metrics`
+//! crate's global recorder: tests run many kurir servers in one process, and each must report
+//! only its own work; an application that embeds kurir keeps the global recorder for itself.
+//! The receiving side records through the same registry when given [`Metrics::recorder`].
+//!
+//! The backlog gauges are not kept here: [`scrape`] reads them from the database on every scrape,
+//! so every process sharing a database reports the same backlog whichever did the work.
+//!
+//! Labels are bounded: endpoint ids (never URLs), event types, and fixed sets of outcome and
+//! status-class names. Never event ids. `docs/operations.md` says what each metric means.
+
+pub mod scrape;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::metrics::{Counter, Histogram, Key, KeyName, Label, Level, Metadata, Recorder};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::delivery::ClaimedDelivery;
+use crate::dispatch::deliver::{Attempted, Outcome};
+use crate::store::RelayOutcome;
+
+/// Events fanned out by the relay, per `event_type`.
+pub const EVENTS_ENQUEUED: &str = "kurir_events_enqueued_total";
+/// Attempts per `endpoint_id` and `outcome` (`sent`, `retry`, `dead_letter`, `refused`).
+pub const DELIVERIES: &str = "kurir_deliveries_total";
+/// Attempts per `endpoint_id` and `status_class` (`2xx`…`5xx`, `timeout`, `connect_error`, …).
+pub const HTTP_RESPONSES: &str = "kurir_http_responses_total";
+/// How long each attempt took, per `endpoint_id`.
+pub const ATTEMPT_DURATION: &str = "kurir_delivery_attempt_duration_seconds";
+/// From `occurred_at` to the 2xx, per `endpoint_id`.
+pub const DELIVERY_LATENCY: &str = "kurir_delivery_latency_seconds";
+/// The attempt number of each successful attempt.
+pub const ATTEMPTS_AT_SUCCESS: &str = "kurir_delivery_attempts_at_success";
+/// Webhooks received, per `source` and `outcome`: recorded by `kurir-receiver` (its
+/// `metrics::INBOX_EVENTS`) into the recorder its sources are given; described here.
+pub const INBOX_EVENTS: &str = "kurir_inbox_events_total";
+
+const DURATION_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+const LATENCY_BUCKETS: &[f64] = &[
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0,
+    21600.0, 86400.0,
+];
+const ATTEMPT_BUCKETS: &[f64] = &[
+    1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+];
+
+const DESCRIPTIONS: &[(&str, &str)] = &[
+    (EVENTS_ENQUEUED, "Events fanned out by the relay (also those inserted with plain SQL), by event type."),
+    (DELIVERIES, "Delivery attempts by outcome: sent, retry (another attempt is scheduled), dead_letter (given up), refused (SSRF guard; retried)."),
+    (HTTP_RESPONSES, "Delivery attempts by what came back: 1xx to 5xx, timeout, connect_error, refused, request_error."),
+    (ATTEMPT_DURATION, "Duration of each delivery attempt, in seconds."),
+    (DELIVERY_LATENCY, "From an event's occurred_at to the 2xx that delivered it, in seconds."),
+    (ATTEMPTS_AT_SUCCESS, "Attempt number of each successful delivery attempt (1 = first try)."),
+    (INBOX_EVENTS, "Webhooks received by the inbox, by source and outcome (accepted, duplicate, error, or the rejection code)."),
+];
+
+/// Where counters are registered from; the Prometheus recorder ignores it.
+static METADATA: Metadata<'static> = Metadata::new("kurir", Level::INFO, Some(module_path!()));
+
+/// One process's metrics registry. Cheap to clone: clones share it.
+#[derive(Clone)]
+pub struct Metrics {
+    recorder: Arc<PrometheusRecorder>,
+    handle: PrometheusHandle,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// An empty registry with kurir's histogram buckets and metric descriptions.
+    pub fn new() -> Self {
+        let buckets = [
+            (ATTEMPT_DURATION, DURATION_BUCKETS),
+            (DELIVERY_LATENCY, LATENCY_BUCKETS),
+            (ATTEMPTS_AT_SUCCESS, ATTEMPT_BUCKETS),
+        ];
+        let mut builder = PrometheusBuilder::new();
+        for (name, values) in buckets {
+            builder = builder
+                .set_buckets_for_metric(Matcher::Full(name.to_owned()), values)
+                .expect("bucket lists are not empty");
+        }
+        let recorder = builder.build_recorder();
+        for (name, help) in DESCRIPTIONS {
+            let key = KeyName::from_const_str(name);
+            if name.ends_with("_total") {
+                recorder.describe_counter(key, None, (*help).into());
+            } else {
+                recorder.describe_histogram(key, None, (*help).into());
+            }
+        }
+        let handle = recorder.handle();
+        Self {
+            recorder: Arc::new(recorder),
+            handle,
+        }
+    }
+
+    /// The registry as a `metrics` recorder, for code that records by itself (the inbox).
+    pub fn recorder(&self) -> Arc<dyn Recorder + Send + Sync> {
+        self.recorder.clone()
+    }
+
+    /// The counters and histograms in Prometheus text format.
+    pub fn render(&self) -> String {
+        self.handle.render()
+    }
+
+    /// Counts the events of one relay batch, per type.
+    pub fn record_relayed(&self, outcome: &RelayOutcome) {
+        for (event_type, n) in &outcome.events_by_type {
+            self.counter(
+                EVENTS_ENQUEUED,
+                vec![Label::new("event_type", event_type.clone())],
+            )
+            .increment(*n);
+        }
+    }
+
+    /// Counts one delivery attempt: its outcome, what came back, how long it took and, when it
+    /// delivered, after how many attempts and how long after the event occurred.
+    pub fn record_attempt(&self, d: &ClaimedDelivery, a: &Attempted) {
+        let endpoint = || Label::new("endpoint_id", d.endpoint.id.to_string());
+        let c = &a.completion;
+        self.counter(
+            DELIVERIES,
+            vec![
+                endpoint(),
+                Label::from_static_parts("outcome", a.outcome.as_str()),
+            ],
+        )
+        .increment(1);
+        self.counter(
+            HTTP_RESPONSES,
+            vec![
+                endpoint(),
+                Label::from_static_parts("status_class", a.class.as_str()),
+            ],
+        )
+        .increment(1);
+        // Milliseconds, as recorded in kurir_attempts, so the sums match the database.
+        self.histogram(ATTEMPT_DURATION, vec![endpoint()])
+            .record(c.duration_ms as f64 / 1000.0);
+        if a.outcome == Outcome::Sent {
+            self.histogram(ATTEMPTS_AT_SUCCESS, vec![])
+                .record(f64::from(d.attempt));
+            let received = c.started_at + chrono::Duration::milliseconds(c.duration_ms);
+            let latency = (received - d.event.occurred_at).num_milliseconds().max(0);
+            self.histogram(DELIVERY_LATENCY, vec![endpoint()])
+                .record(latency as f64 / 1000.0);
+        }
+    }
+
+    /// Folds recorded histogram samples into their buckets every `interval` until `shutdown`,
+    /// so memory stays bounded however rarely `/metrics` is scraped.
+    pub async fn upkeep(self, interval: Duration, shutdown: CancellationToken) {
+        loop {
+            self.handle.run_upkeep();
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(interval) => {}
+            }
+        }
+    }
+
+    fn counter(&self, name: &'static str, labels: Vec<Label>) -> Counter {
+        self.recorder
+            .register_counter(&Key::from_parts(name, labels), &METADATA)
+    }
+
+    fn histogram(&self, name: &'static str, labels: Vec<Label>) -> Histogram {
+        self.recorder
+            .register_histogram(&Key::from_parts(name, labels), &METADATA)
+    }
+}
