@@ -8,9 +8,11 @@
 //! way to the database. Room is bounded three ways: a global cap on concurrent requests
 //! (`max_concurrency`), a per-endpoint cap (`max_in_flight`), so one slow endpoint can never
 //! take every slot, and a prefetch of [`WAITING_ROUNDS`] rounds of `max_in_flight` claimed but
-//! unsent deliveries per lane. The lease covers those rounds, so a delivery waiting in its lane
-//! never outlives its lease. Completions go through a channel to one writer task that records
-//! them in batches.
+//! unsent deliveries per lane, only for an endpoint whose last answer came within
+//! [`QUICK_ANSWER`]: a slow endpoint's deliveries stay in the database, where another process
+//! may take them. The lease covers those rounds, so a delivery waiting in its lane never
+//! outlives its lease. Completions go through a channel to one writer task that records them
+//! in batches.
 
 pub mod deliver;
 pub mod http;
@@ -38,6 +40,9 @@ use deliver::{Attempted, Sender};
 /// well inside its lease (which is sized for these rounds).
 pub const WAITING_ROUNDS: u32 = 3;
 
+/// An endpoint whose last attempt took less than this gets a prefetch.
+pub const QUICK_ANSWER: Duration = Duration::from_millis(250);
+
 /// What one [`Dispatcher::step`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepOutcome {
@@ -55,6 +60,8 @@ struct Lane {
     in_flight: u32,
     max_in_flight: u32,
     waiting: VecDeque<ClaimedDelivery>,
+    /// The last attempt finished within [`QUICK_ANSWER`].
+    quick: bool,
 }
 
 /// What the dispatcher and its delivery tasks share.
@@ -145,7 +152,8 @@ impl Dispatcher {
 
     /// Every enabled endpoint with room left in this process, in random order so no endpoint is
     /// always first in line when the global cap binds. An endpoint's room is its
-    /// `max_in_flight` in flight plus [`WAITING_ROUNDS`] of it waiting, less what it has, and
+    /// `max_in_flight` in flight plus, when it answers quickly, [`WAITING_ROUNDS`] of it
+    /// waiting, less what it has, and
     /// at most its fair share of the `free` room of this claim, so one busy endpoint's
     /// prefetch cannot crowd the others out of a claim.
     async fn endpoint_slots(
@@ -159,10 +167,14 @@ impl Dispatcher {
         let mut slots: Vec<EndpointSlot> = endpoints
             .into_iter()
             .filter_map(|e| {
-                let busy = lanes
-                    .get(&e.id)
-                    .map_or(0, |l| l.in_flight + l.waiting.len() as u32);
-                let limit = ((1 + WAITING_ROUNDS) * e.max_in_flight)
+                let lane = lanes.get(&e.id);
+                let busy = lane.map_or(0, |l| l.in_flight + l.waiting.len() as u32);
+                let rounds = if lane.is_some_and(|l| l.quick) {
+                    1 + WAITING_ROUNDS
+                } else {
+                    1
+                };
+                let limit = (rounds * e.max_in_flight)
                     .saturating_sub(busy)
                     .min(share.max(1));
                 let o = &e.overrides;
@@ -319,9 +331,10 @@ impl Lanes {
                 if let Some(metrics) = lanes.metrics.get() {
                     metrics.record_attempt(&delivery, &attempted);
                 }
+                let quick = attempted.completion.duration_ms < QUICK_ANSWER.as_millis() as i64;
                 // The writer only stops after every task has finished, so this send succeeds.
                 let _ = lanes.completions.send(attempted.completion).await;
-                let (following, low) = lanes.next_in_lane(&delivery.endpoint.id);
+                let (following, low) = lanes.next_in_lane(&delivery.endpoint.id, quick);
                 next = following.map(|d| (d, permit));
                 // The dispatcher claims again when a slot came free or a lane runs low, not
                 // after every delivery.
@@ -335,19 +348,19 @@ impl Lanes {
     /// The next waiting delivery of `endpoint`, keeping the finished task's slot, and whether
     /// the lane has less than a round left waiting; or `None`, and the slot is given back (the
     /// caller drops the permit).
-    fn next_in_lane(&self, endpoint: &EndpointId) -> (Option<ClaimedDelivery>, bool) {
+    /// `quick` tells whether the attempt just made finished within [`QUICK_ANSWER`]; an idle
+    /// lane stays in the map (one small entry per endpoint) to remember it.
+    fn next_in_lane(&self, endpoint: &EndpointId, quick: bool) -> (Option<ClaimedDelivery>, bool) {
         let mut lanes = self.lock();
         let Some(lane) = lanes.get_mut(endpoint) else {
             return (None, true);
         };
+        lane.quick = quick;
         if let Some(d) = lane.waiting.pop_front() {
             let low = (lane.waiting.len() as u32) < lane.max_in_flight;
             return (Some(d), low);
         }
         lane.in_flight -= 1;
-        if lane.in_flight == 0 {
-            lanes.remove(endpoint);
-        }
         (None, true)
     }
 }
