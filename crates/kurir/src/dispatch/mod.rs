@@ -334,8 +334,15 @@ impl Lanes {
                 let quick = attempted.completion.duration_ms < QUICK_ANSWER.as_millis() as i64;
                 // The writer only stops after every task has finished, so this send succeeds.
                 let _ = lanes.completions.send(attempted.completion).await;
-                let (following, low) = lanes.next_in_lane(&delivery.endpoint.id, quick);
+                // With every global slot taken, other lanes may be waiting for one: give this
+                // one back and let a random waiting lane (maybe this one) have it, rather than
+                // keep it for this lane until its queue runs dry.
+                let contended = lanes.slots.available_permits() == 0;
+                let (following, low) = lanes.next_in_lane(&delivery.endpoint.id, quick, !contended);
                 next = following.map(|d| (d, permit));
+                if next.is_none() && contended {
+                    lanes.start_waiting();
+                }
                 // The dispatcher claims again when a slot came free or a lane runs low, not
                 // after every delivery.
                 if next.is_none() || low {
@@ -348,17 +355,26 @@ impl Lanes {
     /// The next waiting delivery of `endpoint`, keeping the finished task's slot, and whether
     /// the lane has less than a round left waiting; or `None`, and the slot is given back (the
     /// caller drops the permit).
+    ///
     /// `quick` tells whether the attempt just made finished within [`QUICK_ANSWER`]; an idle
-    /// lane stays in the map (one small entry per endpoint) to remember it.
-    fn next_in_lane(&self, endpoint: &EndpointId, quick: bool) -> (Option<ClaimedDelivery>, bool) {
+    /// lane stays in the map (one small entry per endpoint) to remember it. With `keep` false
+    /// the slot is given back even if the lane has deliveries waiting.
+    fn next_in_lane(
+        &self,
+        endpoint: &EndpointId,
+        quick: bool,
+        keep: bool,
+    ) -> (Option<ClaimedDelivery>, bool) {
         let mut lanes = self.lock();
         let Some(lane) = lanes.get_mut(endpoint) else {
             return (None, true);
         };
         lane.quick = quick;
-        if let Some(d) = lane.waiting.pop_front() {
-            let low = (lane.waiting.len() as u32) < lane.max_in_flight;
-            return (Some(d), low);
+        if keep {
+            if let Some(d) = lane.waiting.pop_front() {
+                let low = (lane.waiting.len() as u32) < lane.max_in_flight;
+                return (Some(d), low);
+            }
         }
         lane.in_flight -= 1;
         (None, true)
