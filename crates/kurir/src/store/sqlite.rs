@@ -272,6 +272,10 @@ impl SqliteStore {
 
     /// One `BEGIN IMMEDIATE` transaction (the database's single writer lock stands in for row
     /// locks): per endpoint slot, leases its oldest due rows, then reads their events.
+    ///
+    /// `INDEXED BY`: with statistics gathered on a deep backlog, SQLite preferred the
+    /// `(status, created_at)` index and sorted every pending row of the endpoint per claim
+    /// (12.8 ms for 37 rows with 100,000 pending); the due index reads only the rows it returns.
     pub(super) async fn claim_due_deliveries(
         &self,
         owner: &str,
@@ -293,7 +297,7 @@ impl SqliteStore {
             let rows = sqlx::query(
                 "UPDATE kurir_deliveries SET status = 'processing', lease_owner = ?1, \
                      lease_expires_at = ?2, attempt_count = attempt_count + 1, updated_at = ?3 \
-                 WHERE id IN (SELECT id FROM kurir_deliveries \
+                 WHERE id IN (SELECT id FROM kurir_deliveries INDEXED BY kurir_deliveries_due \
                      WHERE endpoint_id = ?4 AND status IN ('pending', 'failed') AND available_at <= ?3 \
                      ORDER BY available_at LIMIT ?5) \
                  RETURNING id, outbox_id, attempt_count, trigger",
