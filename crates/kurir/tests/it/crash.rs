@@ -79,14 +79,22 @@ async fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
     .await
 }
 
-async fn sigkill_mid_delivery_loses_no_event(db: TestDb) {
+/// A receiver that holds every request open until released, one endpoint pointing at it, and
+/// `n` events enqueued for it; plus a data directory for the kurir processes.
+async fn held_receiver_with_events(
+    db: &TestDb,
+    n: usize,
+) -> (tempfile::TempDir, Receiver, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let rx = Receiver::holding().await;
-    db.store
-        .create_endpoint(NewEndpoint::new(rx.url("/held")))
-        .await
-        .unwrap();
-    let ids = enqueue_events(&db.store, "order.paid", 40).await;
+    let endpoint = NewEndpoint::new(rx.url("/held"));
+    db.store.create_endpoint(endpoint).await.unwrap();
+    let ids = enqueue_events(&db.store, "order.paid", n).await;
+    (dir, rx, ids)
+}
+
+async fn sigkill_mid_delivery_loses_no_event(db: TestDb) {
+    let (dir, rx, ids) = held_receiver_with_events(&db, 40).await;
 
     let mut first = spawn_kurir(&db, dir.path());
     // max_in_flight defaults to 16: that many requests are open when the process dies.
@@ -118,13 +126,7 @@ async fn sigkill_mid_delivery_loses_no_event(db: TestDb) {
 }
 
 async fn sigterm_lets_requests_in_flight_finish_and_exits_zero(db: TestDb) {
-    let dir = tempfile::tempdir().unwrap();
-    let rx = Receiver::holding().await;
-    db.store
-        .create_endpoint(NewEndpoint::new(rx.url("/held")))
-        .await
-        .unwrap();
-    let ids = enqueue_events(&db.store, "order.paid", 3).await;
+    let (dir, rx, ids) = held_receiver_with_events(&db, 3).await;
     let mut child = spawn_kurir(&db, dir.path());
     rx.wait_until("3 requests held open", |_, open| open == 3)
         .await;
@@ -160,13 +162,7 @@ mod scale_out {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn three_processes_share_2000_events_without_duplicates() {
         let Some(db) = postgres().await else { return };
-        let dir = tempfile::tempdir().unwrap();
-        let rx = Receiver::holding().await;
-        db.store
-            .create_endpoint(NewEndpoint::new(rx.url("/hooks")))
-            .await
-            .unwrap();
-        let ids = enqueue_events(&db.store, "order.paid", 2000).await;
+        let (dir, rx, ids) = held_receiver_with_events(&db, 2000).await;
 
         let started = Instant::now();
         let mut children: Vec<Child> = (0..3).map(|_| spawn_kurir(&db, dir.path())).collect();
@@ -211,13 +207,7 @@ mod scale_out {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_killed_process_among_three_loses_no_event() {
         let Some(db) = postgres().await else { return };
-        let dir = tempfile::tempdir().unwrap();
-        let rx = Receiver::holding().await;
-        db.store
-            .create_endpoint(NewEndpoint::new(rx.url("/hooks")))
-            .await
-            .unwrap();
-        let ids = enqueue_events(&db.store, "order.paid", 2000).await;
+        let (dir, rx, ids) = held_receiver_with_events(&db, 2000).await;
 
         let mut children: Vec<Child> = (0..3).map(|_| spawn_kurir(&db, dir.path())).collect();
         rx.wait_until("48 requests held open by three processes", |_, open| {
