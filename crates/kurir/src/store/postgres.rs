@@ -443,21 +443,7 @@ impl PgStore {
         .bind(event_id)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| {
-            Ok(StoredEvent {
-                id: r.try_get("id")?,
-                event_id: r.try_get("event_id")?,
-                event_type: r.try_get("event_type")?,
-                version: r.try_get("version")?,
-                aggregate_type: r.try_get("aggregate_type")?,
-                aggregate_id: r.try_get("aggregate_id")?,
-                occurred_at: r.try_get("occurred_at")?,
-                payload: r.try_get("payload")?,
-                created_at: r.try_get("created_at")?,
-                dispatched_at: r.try_get("dispatched_at")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(admin::stored_event).transpose()
     }
 
     pub(super) async fn deliveries_for_event(&self, event_id: &str) -> Result<Vec<DeliveryRecord>> {

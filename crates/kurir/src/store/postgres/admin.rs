@@ -228,7 +228,7 @@ async fn notify_outbox(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
         .map(drop)
 }
 
-fn stored_event(r: &PgRow) -> Result<StoredEvent> {
+pub(super) fn stored_event(r: &PgRow) -> Result<StoredEvent> {
     Ok(StoredEvent {
         id: r.try_get("id")?,
         event_id: r.try_get("event_id")?,

@@ -242,7 +242,7 @@ async fn insert_replay(
     .await
 }
 
-fn stored_event(r: &SqliteRow) -> Result<StoredEvent> {
+pub(super) fn stored_event(r: &SqliteRow) -> Result<StoredEvent> {
     Ok(StoredEvent {
         id: r.try_get("id")?,
         event_id: r.try_get("event_id")?,
