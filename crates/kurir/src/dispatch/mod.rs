@@ -381,11 +381,28 @@ impl Lanes {
     }
 }
 
-/// Records completions in batches: waits for one, takes whatever else is queued (up to 512),
-/// writes them in one transaction. A failed write is retried, never dropped.
+/// The most completions written in one transaction.
+const COMPLETION_BATCH: usize = 512;
+
+/// How long the completion writer waits for more after the first of a batch. A steady trickle of
+/// deliveries is then written in a couple of hundred transactions a second instead of one
+/// per delivery; the lease (far longer) is all that waits on it.
+const COMPLETION_LINGER: Duration = Duration::from_millis(5);
+
+/// Records completions in batches: waits for one, gathers what else arrives within
+/// [`COMPLETION_LINGER`] (up to [`COMPLETION_BATCH`]), writes them in one transaction. A failed
+/// write is retried, never dropped.
 async fn write_completions(store: Store, owner: String, mut rx: mpsc::Receiver<Completion>) {
-    let mut batch = Vec::with_capacity(512);
-    while rx.recv_many(&mut batch, 512).await > 0 {
+    let mut batch = Vec::with_capacity(COMPLETION_BATCH);
+    while rx.recv_many(&mut batch, COMPLETION_BATCH).await > 0 {
+        let deadline = tokio::time::Instant::now() + COMPLETION_LINGER;
+        while batch.len() < COMPLETION_BATCH {
+            let room = COMPLETION_BATCH - batch.len();
+            match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
         let mut backoff = Duration::from_millis(100);
         loop {
             match store.complete_deliveries(&owner, &batch).await {

@@ -4,8 +4,9 @@
 //!
 //! Read at scrape time, so every kurir process sharing a database reports the same numbers
 //! whichever of them did the work. One read-only statement per backend, served by the
-//! `(status, created_at)` index on deliveries and the partial index on undispatched outbox rows,
-//! so its cost follows the backlog, not the history. No locks are taken.
+//! `(status, id)` index on deliveries (on PostgreSQL the oldest is the lowest id: ids grow with
+//! `created_at`) and the partial index on undispatched outbox rows, so its cost follows the
+//! backlog, not the history. No locks are taken.
 
 use chrono::{DateTime, Utc};
 
@@ -56,8 +57,11 @@ impl Backlog {
 }
 
 const BACKLOG_SQL_PG: &str = "\
-    SELECT status, count(*), EXTRACT(EPOCH FROM now() - min(created_at))::float8 \
-    FROM kurir_deliveries WHERE status IN ('pending', 'processing', 'failed') GROUP BY status \
+    SELECT s.status, \
+        (SELECT count(*) FROM kurir_deliveries d WHERE d.status = s.status), \
+        EXTRACT(EPOCH FROM now() - (SELECT d.created_at FROM kurir_deliveries d \
+            WHERE d.status = s.status ORDER BY d.id LIMIT 1))::float8 \
+    FROM (VALUES ('pending'), ('processing'), ('failed')) AS s(status) \
     UNION ALL \
     SELECT 'undispatched', count(*), EXTRACT(EPOCH FROM now() - min(created_at))::float8 \
     FROM kurir_outbox WHERE dispatched_at IS NULL";

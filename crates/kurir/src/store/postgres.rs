@@ -54,6 +54,18 @@ impl PgStore {
             .await
             .map_err(connect_err)?;
         probe.close().await.map_err(connect_err)?;
+        // Every statement is planned for its arguments. A cached generic plan is made once per
+        // connection, often while kurir's tables are still empty, and then kept: on a fresh
+        // database the completions' `UPDATE … FROM unnest(…)` was planned as a sequential scan
+        // and went on scanning every delivery per batch (64 ms per batch of 3 at 50,000 rows,
+        // `EXPLAIN ANALYZE`); planned per call it is a primary-key lookup per row.
+        // kurir's working set (the partial indexes of what is due or leased, recent rows) is in
+        // memory: random reads cost about what sequential ones do, as on SSDs, so say so, or the
+        // planner prefers reading a whole table to a few hundred primary-key lookups.
+        let options = options.options([
+            ("plan_cache_mode", "force_custom_plan"),
+            ("random_page_cost", "1.1"),
+        ]);
         let bookkeeping = PgPoolOptions::new()
             .max_connections(6)
             .acquire_timeout(std::time::Duration::from_secs(10))
@@ -150,11 +162,26 @@ impl PgStore {
             .collect()
     }
 
+    /// One transaction: the endpoint, its deliveries and their attempts (the hot tables carry no
+    /// foreign keys, see migration 0004, so this is the cascade).
     pub(super) async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
         let done = sqlx::query("DELETE FROM kurir_endpoints WHERE id = $1")
             .bind(id.as_str())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        sqlx::query(
+            "DELETE FROM kurir_attempts WHERE delivery_id IN \
+                 (SELECT id FROM kurir_deliveries WHERE endpoint_id = $1)",
+        )
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM kurir_deliveries WHERE endpoint_id = $1")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -317,13 +344,17 @@ impl PgStore {
 
     /// One transaction: inserts every attempt, moves each delivery on only where the lease is
     /// still `owner`'s at the same attempt number (the fence), and disables endpoints that
-    /// answered 410.
+    /// answered 410. The attempts of a delivery deleted meanwhile (its endpoint was) are dropped
+    /// with it.
     ///
-    /// The status check is written `(…) IS TRUE` so no index on `status` can serve it: between
-    /// vacuums the `processing` entries of those indexes are mostly dead (every delivery passes
-    /// through), statistics still call them few, and the planner would walk them all for every
-    /// batch instead of looking each row up by primary key (`EXPLAIN ANALYZE` with 25,000 dead
-    /// entries: 7.1 ms to find 200 rows that way, 0.5 ms by key).
+    /// The fence is one `CASE` over both sides of the join, so the planner can apply it neither
+    /// to an index on `status` nor to `kurir_deliveries` alone: each row is looked up by primary
+    /// key. Between vacuums the `processing` entries of the status indexes are mostly dead
+    /// (every delivery passes through), and the planner would walk them all for every batch
+    /// (`EXPLAIN ANALYZE` with 25,000 dead entries: 7.1 ms to find 200 rows that way, 0.5 ms by
+    /// key); and with the fence's columns as filters on the table it estimated one matching
+    /// row, scanned the whole table first and then joined every row with the batch (1.4 s for
+    /// a batch of 512 at 50,000 rows, `auto_explain`).
     pub(super) async fn complete_deliveries(
         &self,
         owner: &str,
@@ -357,7 +388,8 @@ impl PgStore {
                  status_code, error, response_body, worker) \
              SELECT d, a, t, s, ms, c, e, b, $9 FROM unnest($1::int8[], $2::int4[], $3::text[], \
                  $4::timestamptz[], $5::int8[], $6::int4[], $7::text[], $8::text[]) \
-                 AS x(d, a, t, s, ms, c, e, b)",
+                 AS x(d, a, t, s, ms, c, e, b) \
+             WHERE EXISTS (SELECT 1 FROM kurir_deliveries WHERE id = x.d)",
         )
         .bind(&delivery_ids)
         .bind(&attempts)
@@ -379,8 +411,8 @@ impl PgStore {
                  trigger = 'scheduled', updated_at = now() \
              FROM unnest($1::int8[], $2::int4[], $3::text[], $4::timestamptz[], $5::int4[], $6::text[]) \
                  AS x(id, attempt, status, next_at, code, err) \
-             WHERE d.id = x.id AND d.attempt_count = x.attempt AND d.lease_owner = $7 \
-               AND (d.status = 'processing') IS TRUE",
+             WHERE d.id = x.id AND CASE WHEN d.status = 'processing' AND d.lease_owner = $7 \
+                 THEN d.attempt_count = x.attempt ELSE FALSE END",
         )
         .bind(&delivery_ids)
         .bind(&attempts)
@@ -448,7 +480,8 @@ impl PgStore {
 
     pub(super) async fn deliveries_for_event(&self, event_id: &str) -> Result<Vec<DeliveryRecord>> {
         let sql = format!(
-            "SELECT {DELIVERY_COLUMNS} FROM kurir_deliveries WHERE event_id = $1 ORDER BY id"
+            "SELECT {DELIVERY_COLUMNS} FROM kurir_deliveries \
+             WHERE outbox_id = (SELECT id FROM kurir_outbox WHERE event_id = $1) ORDER BY id"
         );
         let rows = sqlx::query(&sql)
             .bind(event_id)

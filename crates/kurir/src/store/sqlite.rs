@@ -373,7 +373,8 @@ impl SqliteStore {
     /// One `BEGIN IMMEDIATE` transaction of three statements over the completions as one flat
     /// JSON array, ten values each (one round trip to SQLite's thread per
     /// statement, not two per completion; flat, so no element is parsed twice): the attempt
-    /// rows, the fenced update, and endpoints that answered 410.
+    /// rows, the fenced update, and endpoints that answered 410. The attempts of a delivery
+    /// deleted meanwhile (its endpoint was) are dropped with it.
     pub(super) async fn complete_deliveries(
         &self,
         owner: &str,
@@ -411,7 +412,8 @@ impl SqliteStore {
             completions_cte!(),
             "INSERT INTO kurir_attempts (delivery_id, attempt, trigger, started_at, duration_ms, \
                  status_code, error, response_body, worker) \
-             SELECT id, attempt, trigger, started_at, duration_ms, code, err, body, ?2 FROM x"
+             SELECT id, attempt, trigger, started_at, duration_ms, code, err, body, ?2 FROM x \
+             WHERE EXISTS (SELECT 1 FROM kurir_deliveries AS d WHERE d.id = x.id)"
         ))
         .bind(&rows)
         .bind(owner)

@@ -120,7 +120,7 @@ impl PgStore {
                     lease_expires_at = NULL, last_error = NULL, updated_at = now() \
                 FROM kurir_outbox AS o \
                 WHERE o.id = d.outbox_id AND d.status IN ('sent', 'dead_letter') \
-                  AND ($1::text IS NULL OR d.event_id = $1) AND ($2::text IS NULL OR d.status = $2) \
+                  AND ($1::text IS NULL OR o.event_id = $1) AND ($2::text IS NULL OR d.status = $2) \
                   AND ($3::text IS NULL OR d.endpoint_id = $3) \
                   AND ($4::text IS NULL OR o.event_type = $4) \
                   AND ($5::timestamptz IS NULL OR d.created_at >= $5) \
