@@ -54,18 +54,10 @@ impl PgStore {
             .await
             .map_err(connect_err)?;
         probe.close().await.map_err(connect_err)?;
-        // Every statement is planned for its arguments. A cached generic plan is made once per
-        // connection, often while kurir's tables are still empty, and then kept: on a fresh
-        // database the completions' `UPDATE … FROM unnest(…)` was planned as a sequential scan
-        // and went on scanning every delivery per batch (64 ms per batch of 3 at 50,000 rows,
-        // `EXPLAIN ANALYZE`); planned per call it is a primary-key lookup per row.
         // kurir's working set (the partial indexes of what is due or leased, recent rows) is in
         // memory: random reads cost about what sequential ones do, as on SSDs, so say so, or the
         // planner prefers reading a whole table to a few hundred primary-key lookups.
-        let options = options.options([
-            ("plan_cache_mode", "force_custom_plan"),
-            ("random_page_cost", "1.1"),
-        ]);
+        let options = options.options([("random_page_cost", "1.1")]);
         let bookkeeping = PgPoolOptions::new()
             .max_connections(6)
             .acquire_timeout(std::time::Duration::from_secs(10))
@@ -382,6 +374,13 @@ impl PgStore {
             .map(|c| c.endpoint_id.as_str())
             .collect();
 
+        // Both statements join the batch with `kurir_deliveries`, and neither is a prepared
+        // statement (`persistent(false)`): they are planned for each batch. A cached generic plan
+        // is made once per connection, often while the table is still empty, and then kept: on
+        // a fresh database the join was planned as a sequential scan and went on scanning every
+        // delivery for every batch (64 ms for a batch of 3 at 50,000 rows, `EXPLAIN ANALYZE`).
+        // The claim and the relay keep theirs: their generic plans use the partial indexes even
+        // on empty tables, and planning the claim per call cost as much as running it.
         let mut tx = self.bookkeeping.begin().await?;
         sqlx::query(
             "INSERT INTO kurir_attempts (delivery_id, attempt, trigger, started_at, duration_ms, \
@@ -391,6 +390,7 @@ impl PgStore {
                  AS x(d, a, t, s, ms, c, e, b) \
              WHERE EXISTS (SELECT 1 FROM kurir_deliveries WHERE id = x.d)",
         )
+        .persistent(false)
         .bind(&delivery_ids)
         .bind(&attempts)
         .bind(&triggers)
@@ -414,6 +414,7 @@ impl PgStore {
              WHERE d.id = x.id AND CASE WHEN d.status = 'processing' AND d.lease_owner = $7 \
                  THEN d.attempt_count = x.attempt ELSE FALSE END",
         )
+        .persistent(false)
         .bind(&delivery_ids)
         .bind(&attempts)
         .bind(&statuses)
