@@ -27,6 +27,18 @@ const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event
 const DELIVERY_COLUMNS: &str = "id, event_id, endpoint_id, status, attempt_count, available_at, \
     last_status_code, last_error, sent_at, created_at";
 
+/// The fenced update of a completion batch (see [`PgStore::complete_deliveries`]).
+const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, \
+         available_at = COALESCE(x.next_at, d.available_at), \
+         lease_owner = NULL, lease_expires_at = NULL, \
+         last_status_code = x.code, last_error = x.err, \
+         sent_at = CASE WHEN x.status = 'sent' THEN now() ELSE d.sent_at END, \
+         trigger = 'scheduled', updated_at = now() \
+     FROM unnest($1::int8[], $2::int4[], $3::text[], $4::timestamptz[], $5::int4[], $6::text[]) \
+         AS x(id, attempt, status, next_at, code, err) \
+     WHERE d.id = x.id AND CASE WHEN d.status = 'processing' AND d.lease_owner = $7 \
+         THEN d.attempt_count = x.attempt ELSE FALSE END";
+
 /// kurir's tables in a PostgreSQL database.
 #[derive(Clone, Debug)]
 pub struct PgStore {
@@ -402,29 +414,18 @@ impl PgStore {
         .bind(owner)
         .execute(&mut *tx)
         .await?;
-        let moved = sqlx::query(
-            "UPDATE kurir_deliveries AS d SET status = x.status, \
-                 available_at = COALESCE(x.next_at, d.available_at), \
-                 lease_owner = NULL, lease_expires_at = NULL, \
-                 last_status_code = x.code, last_error = x.err, \
-                 sent_at = CASE WHEN x.status = 'sent' THEN now() ELSE d.sent_at END, \
-                 trigger = 'scheduled', updated_at = now() \
-             FROM unnest($1::int8[], $2::int4[], $3::text[], $4::timestamptz[], $5::int4[], $6::text[]) \
-                 AS x(id, attempt, status, next_at, code, err) \
-             WHERE d.id = x.id AND CASE WHEN d.status = 'processing' AND d.lease_owner = $7 \
-                 THEN d.attempt_count = x.attempt ELSE FALSE END",
-        )
-        .persistent(false)
-        .bind(&delivery_ids)
-        .bind(&attempts)
-        .bind(&statuses)
-        .bind(&next_at)
-        .bind(&codes)
-        .bind(&errors)
-        .bind(owner)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let moved = sqlx::query(COMPLETE_SQL)
+            .persistent(false)
+            .bind(&delivery_ids)
+            .bind(&attempts)
+            .bind(&statuses)
+            .bind(&next_at)
+            .bind(&codes)
+            .bind(&errors)
+            .bind(owner)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         if !gone.is_empty() {
             sqlx::query(
                 "UPDATE kurir_endpoints SET enabled = FALSE, updated_at = now(), \
@@ -632,4 +633,98 @@ pub(super) fn fan_out_target(
         filter,
         created_at,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh, migrated database on `KURIR_TEST_POSTGRES_URL`'s server: its URL, and the
+    /// server's pool and the database's name to drop it with. `None` (skipped) without that
+    /// variable, except under CI, where PostgreSQL tests must run.
+    async fn fresh_database() -> Option<(String, PgPool, String)> {
+        let Ok(url) = std::env::var("KURIR_TEST_POSTGRES_URL") else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but KURIR_TEST_POSTGRES_URL is not"
+            );
+            return None;
+        };
+        let admin = PgPool::connect(&url)
+            .await
+            .expect("KURIR_TEST_POSTGRES_URL");
+        let name = format!("kurir_unit_{}", uuid::Uuid::now_v7().simple());
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let (base, query) = url.split_once('?').unwrap_or((&url, ""));
+        let server = &base[..base.rfind('/').expect("a database in the URL")];
+        let url = format!("{server}/{name}?{query}");
+        let store = PgStore::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        store.close().await;
+        Some((url, admin, name))
+    }
+
+    /// The completion's plan, with statistics taken before the rows were claimed (as under load,
+    /// between autovacuum's ANALYZEs): a primary-key lookup per row of the batch, never a scan
+    /// of the table, both in kurir's own sessions and on an application's pool with the
+    /// server's defaults. With the fence as plain filters the planner estimated one matching
+    /// row and scanned every delivery, joined with the whole batch (a nested loop).
+    #[tokio::test]
+    async fn a_completion_batch_is_looked_up_by_key_whatever_the_statistics_say() {
+        let Some((url, admin, name)) = fresh_database().await else {
+            return;
+        };
+        let own = PgStore::connect(&url).await.unwrap();
+        let pool = own.pool();
+        sqlx::query(
+            "INSERT INTO kurir_endpoints (id, url, secret) VALUES ('ep', 'https://x', 's')",
+        )
+        .execute(pool)
+        .await
+        .unwrap();
+        // Statistics taken while every delivery was pending, then all of them claimed.
+        for sql in [
+            "INSERT INTO kurir_outbox (event_type, payload) \
+             SELECT 'order.paid', '{}' FROM generate_series(1, 30000)",
+            "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
+             SELECT id, event_id, 'ep' FROM kurir_outbox",
+            "ANALYZE kurir_deliveries",
+            "UPDATE kurir_deliveries SET status = 'processing', lease_owner = 'w', attempt_count = 1",
+        ] {
+            sqlx::query(sql).execute(pool).await.unwrap();
+        }
+        let applications = PgStore::from_pool(PgPool::connect(&url).await.unwrap());
+        let ids: Vec<i64> = (10_001..10_513).collect();
+        let n = ids.len();
+        let mut plans = Vec::new();
+        for store in [&own, &applications] {
+            let plan: serde_json::Value =
+                sqlx::query_scalar(&format!("EXPLAIN (FORMAT JSON) {COMPLETE_SQL}"))
+                    .bind(&ids)
+                    .bind(vec![1i32; n])
+                    .bind(vec!["sent"; n])
+                    .bind(vec![None::<DateTime<Utc>>; n])
+                    .bind(vec![Some(200i32); n])
+                    .bind(vec![None::<&str>; n])
+                    .bind("w")
+                    .fetch_one(store.pool())
+                    .await
+                    .unwrap();
+            plans.push(plan.to_string());
+            store.close().await;
+        }
+        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+            .execute(&admin)
+            .await
+            .unwrap();
+        for plan in plans {
+            assert!(
+                plan.contains("kurir_deliveries_pkey") && !plan.contains("Seq Scan"),
+                "{plan}"
+            );
+        }
+    }
 }
