@@ -48,15 +48,15 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     Ok(out)
 }
 
-/// An HTTP client built as kurir's dispatcher builds its own (minus the SSRF resolver, which an
-/// IP-literal URL never reaches).
+/// An HTTP client built as kurir's dispatcher builds its own with its default
+/// `max_concurrency` (minus the SSRF resolver, which an IP-literal URL never reaches).
 pub fn kurir_like_client() -> anyhow::Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(2))
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .tcp_nodelay(true)
-        .pool_max_idle_per_host(64)
+        .pool_max_idle_per_host(256)
         .build()?)
 }
 

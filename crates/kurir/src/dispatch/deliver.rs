@@ -117,7 +117,10 @@ impl Sender {
     /// A sender with the process-wide delivery settings.
     pub fn new(config: DeliveryConfig) -> Self {
         Self {
-            http: WebhookClient::new(config.allowed_networks.clone()),
+            http: WebhookClient::new(
+                config.allowed_networks.clone(),
+                config.max_concurrency as usize,
+            ),
             config,
         }
     }

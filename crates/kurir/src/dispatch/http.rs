@@ -61,15 +61,21 @@ pub struct WebhookClient {
     guard: Arc<Guard>,
     clients: Mutex<HashMap<Duration, reqwest::Client>>,
     user_agent: String,
+    max_idle_per_host: usize,
 }
 
 impl WebhookClient {
-    /// A client that refuses restricted addresses outside `allowed_networks`.
-    pub fn new(allowed_networks: Vec<IpNet>) -> Self {
+    /// A client that refuses restricted addresses outside `allowed_networks` and keeps up to
+    /// `max_concurrency` idle connections per host: as many as the process may use at once, so
+    /// connections that go idle together (a lane waiting for its next claim) are kept, not
+    /// closed and opened again. At 64, ten endpoints on one host at 160 requests in flight
+    /// spent a fifth of kurir's CPU opening TCP connections (`perf`, BENCHMARKS.md).
+    pub fn new(allowed_networks: Vec<IpNet>, max_concurrency: usize) -> Self {
         Self {
             guard: Arc::new(Guard::new(allowed_networks)),
             clients: Mutex::new(HashMap::new()),
             user_agent: format!("kurir/{}", env!("CARGO_PKG_VERSION")),
+            max_idle_per_host: max_concurrency.max(1),
         }
     }
 
@@ -83,7 +89,7 @@ impl WebhookClient {
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .tcp_nodelay(true)
-            .pool_max_idle_per_host(64)
+            .pool_max_idle_per_host(self.max_idle_per_host)
             .dns_resolver(Arc::new(GuardedResolver::new(self.guard.clone())))
             .build()?;
         clients.insert(connect_timeout, client.clone());

@@ -47,7 +47,10 @@ impl Gateway {
             connect: config.connect_timeout,
             response: config.request_timeout,
         };
-        let http = WebhookClient::new(config.allowed_networks.clone());
+        let http = WebhookClient::new(
+            config.allowed_networks.clone(),
+            config.max_concurrency as usize,
+        );
         let forwarder = Arc::new(Forwarder::new(store.clone(), http, timeouts));
         // The lease outlives the longest forward, as a delivery's does.
         let lease = config.connect_timeout + config.request_timeout + config.lease_margin;
