@@ -32,12 +32,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     let n = ctx.sizes.inbox_requests;
     let mut r = result("inbox", format!("{n} signed requests, 10 % duplicates"));
     let mut rig = Rig::new(ctx, ctx.events(0), 0, &[]).await?;
-    rig.start_kurir(ctx).await?;
-    let base_url = rig
-        .kurir
-        .as_ref()
-        .map(|k| k.base_url.clone())
-        .unwrap_or_default();
+    let base_url = rig.start_kurir(ctx).await?;
     let secret = Secret::generate();
     let created = reqwest::Client::new()
         .post(format!("{base_url}/v1/inbox/sources"))

@@ -70,12 +70,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     let total: usize = sizes.iter().sum();
     let base = ctx.events(total);
     let mut rig = Rig::new(ctx, base, total, &["e/0".to_owned()]).await?;
-    rig.start_kurir(ctx).await?;
-    let base_url = rig
-        .kurir
-        .as_ref()
-        .map(|k| k.base_url.clone())
-        .unwrap_or_default();
+    let base_url = rig.start_kurir(ctx).await?;
     let mut offset = 0usize;
     let mut results = Vec::new();
     for (phase, n) in phases.into_iter().zip(sizes) {

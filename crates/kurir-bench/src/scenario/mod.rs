@@ -179,13 +179,14 @@ impl Rig {
         })
     }
 
-    /// Starts kurir with default settings.
-    pub async fn start_kurir(&mut self, ctx: &Ctx) -> anyhow::Result<()> {
+    /// Starts kurir with default settings; returns its base URL.
+    pub async fn start_kurir(&mut self, ctx: &Ctx) -> anyhow::Result<String> {
         let k = UnderTest::kurir(&self.db.url, &ctx.dir, &[]).await?;
         self.before = k.sample();
         self.cpu_before = (machine::postgres_cpu_seconds(), machine::own_cpu_seconds());
+        let base_url = k.base_url.clone();
         self.kurir = Some(k);
-        Ok(())
+        Ok(base_url)
     }
 
     /// Waits until the sink has `count` first deliveries, or `patience` passes; `false` then.

