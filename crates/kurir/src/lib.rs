@@ -16,6 +16,9 @@
 //!   sources, OpenAPI).
 //! - [`gateway`]: the inbox gateway: `POST /inbox/{source}` verifies and stores a partner's
 //!   webhook, a runner forwards it to the source's `forward_url`, signed; status polling.
+//! - [`ui`]: the operator dashboard under `/ui/` (server-rendered pages, sign-in with the admin
+//!   token) and the API reference at `/docs`.
+//! - [`probe`]: endpoint checks: the SSRF warning at create time and the `kurir.test` event.
 //! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
 //! - [`wake`]: the PostgreSQL `LISTEN` that wakes the relay when kurir itself publishes.
 //! - [`config`]: settings from `kurir.toml`, the environment and flags, validated.
@@ -33,8 +36,10 @@ pub mod endpoint;
 pub mod gateway;
 pub mod metrics;
 pub mod outbox;
+pub mod probe;
 pub mod relay;
 pub mod serve;
 pub mod store;
 pub mod telemetry;
+pub mod ui;
 pub mod wake;

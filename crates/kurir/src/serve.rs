@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
+use crate::probe::Probe;
 use crate::store::Store;
 
 /// How often each process sweeps expired leases.
@@ -45,6 +46,8 @@ pub struct AppState {
     pub metrics_require_token: bool,
     /// The inbox gateway: the sources its runner serves, and the runner's wake-up.
     pub gateway: Gateway,
+    /// Endpoint checks: the URL warning and the test event, with this process's delivery settings.
+    pub probe: Arc<Probe>,
 }
 
 impl AppState {
@@ -59,6 +62,7 @@ impl AppState {
             max_body_bytes: 256 * 1024,
             metrics: Metrics::new(),
             metrics_require_token: false,
+            probe: Probe::new(&crate::config::DeliveryConfig::default()),
         }
     }
 }
@@ -72,7 +76,8 @@ pub fn app(state: AppState) -> Router {
         .merge(crate::gateway::routes::router())
         .with_state(state.clone())
         .merge(crate::metrics::scrape::router(state.clone(), require_token))
-        .merge(crate::api::router(state))
+        .merge(crate::api::router(state.clone()))
+        .merge(crate::ui::router(state))
 }
 
 async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
@@ -117,10 +122,13 @@ pub async fn run(
         ),
     }
     let delivery = config.delivery.clone();
-    let gateway = Gateway::new(store.clone(), &delivery)?;
+    let metrics = Metrics::new();
+    let gateway = Gateway::new(store.clone(), &delivery)?.with_metrics(metrics.clone());
     let state = AppState {
         max_body_bytes: config.max_body_bytes,
         metrics_require_token: config.metrics_require_token,
+        probe: Probe::new(&delivery),
+        metrics,
         ..AppState::new(
             store.clone(),
             AdminToken::new(ADMIN_ACTOR, &token),

@@ -143,7 +143,7 @@ pub struct ListDeliveries {
 }
 
 /// Lists deliveries, newest first.
-#[utoipa::path(get, path = "/v1/deliveries", tag = "deliveries", params(ListDeliveries),
+#[utoipa::path(get, path = "/v1/deliveries", operation_id = "list_deliveries", tag = "deliveries", params(ListDeliveries),
     responses((status = 200, description = "A page of deliveries", body = Page<DeliveryView>),
               (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
 pub async fn list(

@@ -63,10 +63,15 @@ pub struct EndpointView {
     pub created_at: DateTime<Utc>,
     /// When it last changed.
     pub updated_at: DateTime<Utc>,
+    /// Problems worth knowing at once, e.g. a URL the SSRF guard will refuse (create and update
+    /// only; absent when there is none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl EndpointView {
-    fn new(e: Endpoint, with_secret: bool) -> Self {
+    /// The view of `e`, with its secret when `with_secret` (create and rotate only).
+    pub fn new(e: Endpoint, with_secret: bool) -> Self {
         let now = Utc::now();
         Self {
             id: e.id.to_string(),
@@ -90,7 +95,14 @@ impl EndpointView {
                 .collect(),
             created_at: e.created_at,
             updated_at: e.updated_at,
+            warnings: Vec::new(),
         }
+    }
+
+    /// The view with the warnings `state` has about its URL.
+    pub(crate) fn warned(mut self, state: &AppState) -> Self {
+        self.warnings.extend(state.probe.url_warning(&self.url));
+        self
     }
 }
 
@@ -233,8 +245,8 @@ pub(super) fn not_found(id: &str) -> ApiError {
 }
 
 /// Creates an endpoint.
-#[utoipa::path(post, path = "/v1/endpoints", tag = "endpoints", request_body = CreateEndpoint,
-    responses((status = 201, description = "Created; the answer holds the secret", body = EndpointView),
+#[utoipa::path(post, path = "/v1/endpoints", operation_id = "create_endpoint", tag = "endpoints", request_body = CreateEndpoint,
+    responses((status = 201, description = "Created; the answer holds the secret, and `warnings` when the URL will be refused", body = EndpointView),
               (status = 400, description = "A field is invalid", body = ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
@@ -259,11 +271,12 @@ pub async fn create(
     new.validate()?;
     let endpoint = state.store.create_endpoint(new).await?;
     tracing::info!(endpoint_id = %endpoint.id, "endpoint created");
-    Ok((StatusCode::CREATED, Json(EndpointView::new(endpoint, true))))
+    let view = EndpointView::new(endpoint, true).warned(&state);
+    Ok((StatusCode::CREATED, Json(view)))
 }
 
 /// Lists every endpoint, oldest first.
-#[utoipa::path(get, path = "/v1/endpoints", tag = "endpoints",
+#[utoipa::path(get, path = "/v1/endpoints", operation_id = "list_endpoints", tag = "endpoints",
     responses((status = 200, description = "Every endpoint", body = Vec<EndpointView>)))]
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<EndpointView>>, ApiError> {
     let endpoints = state.store.list_endpoints().await?;
@@ -276,7 +289,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<EndpointView
 }
 
 /// Reads one endpoint.
-#[utoipa::path(get, path = "/v1/endpoints/{id}", tag = "endpoints",
+#[utoipa::path(get, path = "/v1/endpoints/{id}", operation_id = "get_endpoint", tag = "endpoints",
     params(("id" = String, Path, description = "Endpoint id")),
     responses((status = 200, description = "The endpoint", body = EndpointView),
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
@@ -293,7 +306,7 @@ pub async fn show(
 }
 
 /// Changes an endpoint, including `enabled`.
-#[utoipa::path(patch, path = "/v1/endpoints/{id}", tag = "endpoints", request_body = UpdateEndpoint,
+#[utoipa::path(patch, path = "/v1/endpoints/{id}", operation_id = "update_endpoint", tag = "endpoints", request_body = UpdateEndpoint,
     params(("id" = String, Path, description = "Endpoint id")),
     responses((status = 200, description = "The endpoint as changed", body = EndpointView),
               (status = 400, description = "A field is invalid", body = ErrorBody),
@@ -347,11 +360,11 @@ pub async fn update(
         .await?
         .ok_or_else(|| not_found(&id))?;
     tracing::info!(endpoint_id = %endpoint.id, enabled = endpoint.enabled, "endpoint updated");
-    Ok(Json(EndpointView::new(endpoint, false)))
+    Ok(Json(EndpointView::new(endpoint, false).warned(&state)))
 }
 
 /// Deletes an endpoint and its deliveries.
-#[utoipa::path(delete, path = "/v1/endpoints/{id}", tag = "endpoints",
+#[utoipa::path(delete, path = "/v1/endpoints/{id}", operation_id = "delete_endpoint", tag = "endpoints",
     params(("id" = String, Path, description = "Endpoint id")),
     responses((status = 204, description = "Deleted"),
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
@@ -367,7 +380,7 @@ pub async fn delete(
 }
 
 /// Makes a new secret current; the old one keeps signing until the grace period ends.
-#[utoipa::path(post, path = "/v1/endpoints/{id}/rotate-secret", tag = "endpoints",
+#[utoipa::path(post, path = "/v1/endpoints/{id}/rotate-secret", operation_id = "rotate_endpoint_secret", tag = "endpoints",
     request_body = RotateSecret,
     params(("id" = String, Path, description = "Endpoint id")),
     responses((status = 200, description = "The endpoint with its new secret", body = EndpointView),

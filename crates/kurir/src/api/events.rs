@@ -208,7 +208,7 @@ async fn stored(state: &AppState, event_id: &str) -> Result<StoredEvent, ApiErro
 }
 
 /// Records an event in the outbox; the relay fans it out to every subscribed endpoint.
-#[utoipa::path(post, path = "/v1/events", tag = "events", request_body = PublishEvent,
+#[utoipa::path(post, path = "/v1/events", operation_id = "publish_event", tag = "events", request_body = PublishEvent,
     params(("Idempotency-Key" = Option<String>, Header,
         description = "Repeating a request with the same key returns the original event")),
     responses((status = 202, description = "Accepted for delivery", body = Accepted),
@@ -262,7 +262,7 @@ pub async fn publish(
 }
 
 /// Reads an event, its deliveries and every attempt.
-#[utoipa::path(get, path = "/v1/events/{event_id}", tag = "events",
+#[utoipa::path(get, path = "/v1/events/{event_id}", operation_id = "get_event", tag = "events",
     params(("event_id" = String, Path, description = "Event id")),
     responses((status = 200, description = "The event", body = EventDetail),
               (status = 404, description = "No such event", body = ErrorBody)))]
@@ -302,7 +302,7 @@ pub struct ListEvents {
 }
 
 /// Lists events, newest first.
-#[utoipa::path(get, path = "/v1/events", tag = "events", params(ListEvents),
+#[utoipa::path(get, path = "/v1/events", operation_id = "list_events", tag = "events", params(ListEvents),
     responses((status = 200, description = "A page of events", body = Page<EventView>),
               (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
 pub async fn list(

@@ -7,7 +7,7 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use chrono::{DateTime, Utc};
 use kurir_core::event::EventType;
@@ -95,7 +95,7 @@ impl From<ReplayRecord> for ReplayView {
     }
 }
 
-fn reason(reason: String) -> Result<String, ApiError> {
+pub(crate) fn reason(reason: String) -> Result<String, ApiError> {
     let trimmed = reason.trim();
     if trimmed.is_empty() || trimmed.len() > MAX_REASON_LEN {
         return Err(ApiError::field(
@@ -106,7 +106,7 @@ fn reason(reason: String) -> Result<String, ApiError> {
     Ok(trimmed.to_owned())
 }
 
-async fn replay(
+pub(crate) async fn replay(
     state: &AppState,
     request: ReplayRequest,
 ) -> Result<(StatusCode, Json<Replayed>), ApiError> {
@@ -126,7 +126,7 @@ async fn replay(
 }
 
 /// Replays one event's `sent` and `dead_letter` deliveries (or its delivery to one endpoint).
-#[utoipa::path(post, path = "/v1/events/{event_id}/replay", tag = "replays", request_body = ReplayEvent,
+#[utoipa::path(post, path = "/v1/events/{event_id}/replay", operation_id = "replay_event", tag = "replays", request_body = ReplayEvent,
     params(("event_id" = String, Path, description = "Event id")),
     responses((status = 202, description = "Replayed", body = Replayed),
               (status = 400, description = "A field is invalid", body = ErrorBody),
@@ -168,7 +168,7 @@ pub async fn replay_event(
 }
 
 /// Replays every delivery matching a filter.
-#[utoipa::path(post, path = "/v1/replays", tag = "replays", request_body = BulkReplay,
+#[utoipa::path(post, path = "/v1/replays", operation_id = "replay_deliveries", tag = "replays", request_body = BulkReplay,
     responses((status = 202, description = "Replayed", body = Replayed),
               (status = 400, description = "A field is invalid", body = ErrorBody),
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
@@ -178,24 +178,15 @@ pub async fn replay_bulk(
     ApiJson(body): ApiJson<BulkReplay>,
 ) -> Result<(StatusCode, Json<Replayed>), ApiError> {
     let reason = reason(body.reason)?;
-    let status = parse_status(body.status.as_deref())?.unwrap_or(DeliveryStatus::DeadLetter);
-    check_window(body.since, body.until)?;
-    if let Some(t) = &body.event_type {
-        EventType::parse(t).map_err(|e| ApiError::field("event_type", e.to_string()))?;
-    }
-    if let Some(id) = &body.endpoint_id {
-        if state.store.get_endpoint(&endpoint_id(id)?).await?.is_none() {
-            return Err(not_found(id));
-        }
-    }
-    let filter = ReplayFilter {
-        event_id: None,
-        status: Some(status),
+    let filter = ReplayQuery {
+        status: body.status,
         endpoint_id: body.endpoint_id,
         event_type: body.event_type,
         since: body.since,
         until: body.until,
-    };
+    }
+    .filter(&state)
+    .await?;
     replay(
         &state,
         ReplayRequest {
@@ -205,6 +196,70 @@ pub async fn replay_bulk(
         },
     )
     .await
+}
+
+/// Which deliveries a bulk replay takes: the filter of `POST /v1/replays` and the query of
+/// `GET /v1/replays/preview`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ReplayQuery {
+    /// `dead_letter` (the default) or `sent`.
+    pub status: Option<String>,
+    /// Only this endpoint's deliveries.
+    pub endpoint_id: Option<String>,
+    /// Only events of this type.
+    pub event_type: Option<String>,
+    /// Deliveries created at or after (RFC 3339).
+    pub since: Option<DateTime<Utc>>,
+    /// Deliveries created before (RFC 3339).
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl ReplayQuery {
+    /// The checked filter; an endpoint that does not exist is a 404.
+    pub async fn filter(self, state: &AppState) -> Result<ReplayFilter, ApiError> {
+        let status = parse_status(self.status.as_deref())?.unwrap_or(DeliveryStatus::DeadLetter);
+        check_window(self.since, self.until)?;
+        if let Some(t) = &self.event_type {
+            EventType::parse(t).map_err(|e| ApiError::field("event_type", e.to_string()))?;
+        }
+        if let Some(id) = &self.endpoint_id {
+            if state.store.get_endpoint(&endpoint_id(id)?).await?.is_none() {
+                return Err(not_found(id));
+            }
+        }
+        Ok(ReplayFilter {
+            event_id: None,
+            status: Some(status),
+            endpoint_id: self.endpoint_id,
+            event_type: self.event_type,
+            since: self.since,
+            until: self.until,
+        })
+    }
+}
+
+/// Answer of a replay preview.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplayPreview {
+    /// How many deliveries `POST /v1/replays` with the same filter would replay now.
+    pub matching: i64,
+}
+
+/// Counts what a bulk replay with this filter would replay, without replaying anything.
+#[utoipa::path(get, path = "/v1/replays/preview", tag = "replays", operation_id = "preview_replay",
+    params(ReplayQuery),
+    responses((status = 200, description = "The dry run's count", body = ReplayPreview),
+              (status = 400, description = "A parameter is invalid", body = ErrorBody),
+              (status = 404, description = "No such endpoint", body = ErrorBody)))]
+pub async fn preview(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ReplayQuery>,
+) -> Result<Json<ReplayPreview>, ApiError> {
+    let filter = q.filter(&state).await?;
+    let matching = state.store.count_replayable(&filter).await?;
+    Ok(Json(ReplayPreview { matching }))
 }
 
 /// Query of `GET /v1/replays`.
@@ -219,7 +274,7 @@ pub struct ListReplays {
 }
 
 /// Lists the replay audit, newest first.
-#[utoipa::path(get, path = "/v1/replays", tag = "replays", params(ListReplays),
+#[utoipa::path(get, path = "/v1/replays", operation_id = "list_replays", tag = "replays", params(ListReplays),
     responses((status = 200, description = "A page of the audit", body = Page<ReplayView>),
               (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
 pub async fn list(
@@ -239,4 +294,5 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/events/{event_id}/replay", post(replay_event))
         .route("/replays", post(replay_bulk).get(list))
+        .route("/replays/preview", get(preview))
 }

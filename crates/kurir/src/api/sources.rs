@@ -105,7 +105,7 @@ fn not_found(name: &str) -> ApiError {
 }
 
 /// Creates a source.
-#[utoipa::path(post, path = "/v1/inbox/sources", tag = "inbox sources", request_body = CreateSource,
+#[utoipa::path(post, path = "/v1/inbox/sources", operation_id = "create_source", tag = "inbox sources", request_body = CreateSource,
     responses((status = 201, description = "Created; the answer holds the forward secret and the read token", body = SourceView),
               (status = 400, description = "A field is invalid", body = ErrorBody),
               (status = 409, description = "The name is taken", body = ErrorBody)))]
@@ -139,7 +139,7 @@ pub async fn create(
 }
 
 /// Lists every source, oldest first.
-#[utoipa::path(get, path = "/v1/inbox/sources", tag = "inbox sources",
+#[utoipa::path(get, path = "/v1/inbox/sources", operation_id = "list_sources", tag = "inbox sources",
     responses((status = 200, description = "Every source", body = Vec<SourceView>)))]
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<SourceView>>, ApiError> {
     let sources = state.store.list_sources().await?;
@@ -147,7 +147,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<SourceView>>
 }
 
 /// Reads one source.
-#[utoipa::path(get, path = "/v1/inbox/sources/{name}", tag = "inbox sources",
+#[utoipa::path(get, path = "/v1/inbox/sources/{name}", operation_id = "get_source", tag = "inbox sources",
     params(("name" = String, Path, description = "Source name")),
     responses((status = 200, description = "The source", body = SourceView),
               (status = 404, description = "No such source", body = ErrorBody)))]
@@ -164,7 +164,7 @@ pub async fn show(
 }
 
 /// Changes a source's scheme, secrets, tolerance or forward URL.
-#[utoipa::path(patch, path = "/v1/inbox/sources/{name}", tag = "inbox sources",
+#[utoipa::path(patch, path = "/v1/inbox/sources/{name}", operation_id = "update_source", tag = "inbox sources",
     request_body = UpdateSource,
     params(("name" = String, Path, description = "Source name")),
     responses((status = 200, description = "The source as changed", body = SourceView),
@@ -195,7 +195,7 @@ pub async fn update(
 }
 
 /// Deletes a source. Its received events stay in the inbox; new requests to its path get 404.
-#[utoipa::path(delete, path = "/v1/inbox/sources/{name}", tag = "inbox sources",
+#[utoipa::path(delete, path = "/v1/inbox/sources/{name}", operation_id = "delete_source", tag = "inbox sources",
     params(("name" = String, Path, description = "Source name")),
     responses((status = 204, description = "Deleted"),
               (status = 404, description = "No such source", body = ErrorBody)))]

@@ -162,3 +162,26 @@ pub fn parse_time(s: &str) -> Result<String, String> {
     let ago = chrono::Duration::from_std(ago).map_err(|e| e.to_string())?;
     Ok((chrono::Utc::now() - ago).to_rfc3339())
 }
+
+/// Each endpoint's id with how to show it beside the id: its URL, and its description when it
+/// has one. One request for every endpoint (the list is not paged).
+pub async fn endpoint_names(
+    client: &Client,
+) -> anyhow::Result<std::collections::HashMap<String, String>> {
+    let list = client.get("/v1/endpoints").await?;
+    Ok(list
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|e| {
+            let id = e["id"].as_str()?.to_owned();
+            let url = e["url"].as_str().unwrap_or_default();
+            let name = match e["description"].as_str() {
+                Some(d) if !d.is_empty() => format!("{url} ({d})"),
+                _ => url.to_owned(),
+            };
+            Some((id, name))
+        })
+        .collect())
+}

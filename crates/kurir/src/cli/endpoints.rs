@@ -46,6 +46,11 @@ pub enum EndpointsCommand {
         #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
         grace: std::time::Duration,
     },
+    /// Send a signed kurir.test event to an endpoint now and show what it answered.
+    Test {
+        /// Endpoint id.
+        id: String,
+    },
     /// Delete an endpoint and its deliveries.
     Delete {
         /// Endpoint id.
@@ -153,6 +158,16 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
             let path = format!("/v1/endpoints/{id}/rotate-secret");
             client.call(Method::POST, &path, &body).await?.1
         }
+        EndpointsCommand::Test { id } => {
+            let path = format!("/v1/endpoints/{id}/test");
+            let (_, result) = client.call(Method::POST, &path, &json!({})).await?;
+            if as_json {
+                output::json(&result);
+            } else {
+                show_test(&result);
+            }
+            return Ok(());
+        }
         EndpointsCommand::Delete { id } => {
             client
                 .call(Method::DELETE, &format!("/v1/endpoints/{id}"), &Value::Null)
@@ -210,5 +225,28 @@ fn show(e: &Value) {
     if let Some(secret) = e["secret"].as_str() {
         out!("secret: {secret}");
         out!("(configure your receiver with this secret; kurir shows it only now)");
+    }
+    for warning in e["warnings"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+    {
+        out!("warning: {}", output::cell(warning));
+    }
+}
+
+fn show_test(r: &Value) {
+    let outcome = match (r["delivered"].as_bool(), r["status_code"].as_u64()) {
+        (Some(true), Some(code)) => format!("delivered: HTTP {code}"),
+        (_, Some(code)) => format!("not delivered: HTTP {code}"),
+        _ => format!("not delivered: {}", output::cell(&r["error"])),
+    };
+    out!(
+        "{outcome} in {} ms (test event {})",
+        output::cell(&r["duration_ms"]),
+        output::cell(&r["event_id"])
+    );
+    if let Some(body) = r["response_body"].as_str().filter(|b| !b.is_empty()) {
+        out!("response body: {}", output::preview(body, 200));
     }
 }

@@ -19,7 +19,7 @@ use crate::api::error::ApiError;
 use crate::serve::AppState;
 
 /// Receives one webhook for `source`.
-#[utoipa::path(post, path = "/inbox/{source}", tag = "inbox gateway", security(()),
+#[utoipa::path(post, path = "/inbox/{source}", operation_id = "receive_webhook", tag = "inbox gateway", security(()),
     params(("source" = String, Path, description = "Source name")),
     request_body(content = String, content_type = "application/json",
         description = "The partner's webhook, verified on its raw bytes under the source's scheme"),
@@ -59,7 +59,7 @@ pub async fn receive(
 }
 
 /// Reports where one received event stands.
-#[utoipa::path(get, path = "/inbox/{source}/events/{event_id}", tag = "inbox gateway",
+#[utoipa::path(get, path = "/inbox/{source}/events/{event_id}", operation_id = "get_inbox_event_status", tag = "inbox gateway",
     security(("bearer" = [])),
     params(("source" = String, Path, description = "Source name"),
            ("event_id" = String, Path, description = "The sender's event id")),

@@ -5,9 +5,12 @@
 //! implementation per backend, in [`postgres`] and [`sqlite`], and each documents its locking.
 //! The conformance tests in `tests/it/store.rs` run every operation on both.
 
+pub mod activity;
 pub mod admin;
 pub mod backlog;
+pub mod inbox;
 pub mod postgres;
+pub mod replay_preview;
 pub mod sources;
 pub mod sqlite;
 
@@ -26,6 +29,7 @@ pub use admin::{
     ReplayRecord, ReplayRequest, Stats, StatusCount,
 };
 pub use backlog::Backlog;
+pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 

@@ -174,6 +174,10 @@ async fn the_quickstart_works_through_the_cli() {
         shown.contains(&event_id) && shown.contains("sent") && shown.contains("scheduled"),
         "{shown}"
     );
+    assert!(
+        shown.contains(&format!("attempts to {} [", receiver.url)),
+        "the endpoint's URL beside its id: {shown}"
+    );
     let delivered = receiver.wait_for(1).await.remove(0);
     assert_eq!(delivered.json()["data"]["order_id"], "98765");
     Verifier::new(Scheme::StandardWebhooks, vec![secret])
@@ -233,10 +237,85 @@ async fn the_quickstart_works_through_the_cli() {
     assert_eq!(many["replayed"], 2);
     receiver.wait_for(6).await;
 
+    let dry = cli(dir, &server, &["replay", "--status", "sent", "--dry-run"]).await;
+    assert!(
+        dry.contains("3 deliveries match; nothing replayed"),
+        "{dry}"
+    );
+    let tested = cli(
+        dir,
+        &server,
+        &["endpoints", "test", endpoint["id"].as_str().unwrap()],
+    )
+    .await;
+    assert!(tested.starts_with("delivered: HTTP 200 in "), "{tested}");
+
+    // A failing endpoint: the table views show its URL, the error and the response body.
+    let down = Receiver::start().await;
+    down.respond_with(503);
+    let failing = cli_json(
+        dir,
+        &server,
+        &[
+            "endpoints",
+            "create",
+            &down.url,
+            "--event-type",
+            "invoice.*",
+        ],
+    )
+    .await;
+    let failed_id = cli_json(
+        dir,
+        &server,
+        &["events", "send", "--type", "invoice.paid", "--data", "{}"],
+    )
+    .await["event_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    down.wait_for(1).await;
+    eventually("the failed attempt to be recorded", || async {
+        let shown = cli_json(dir, &server, &["events", "show", &failed_id]).await;
+        (!shown["deliveries"][0]["attempts"].as_array()?.is_empty()).then_some(())
+    })
+    .await;
+    let shown = cli(dir, &server, &["events", "show", &failed_id]).await;
+    assert!(
+        shown.contains("RESPONSE BODY") && shown.contains(&down.url),
+        "{shown}"
+    );
+    let listed = cli(
+        dir,
+        &server,
+        &["deliveries", "list", "--type", "invoice.paid"],
+    )
+    .await;
+    assert!(
+        listed.contains(&down.url) && listed.contains(failing["id"].as_str().unwrap()),
+        "{listed}"
+    );
+    let tested = cli(
+        dir,
+        &server,
+        &["endpoints", "test", failing["id"].as_str().unwrap()],
+    )
+    .await;
+    assert!(tested.starts_with("not delivered: HTTP 503"), "{tested}");
+    cli(
+        dir,
+        &server,
+        &["endpoints", "delete", failing["id"].as_str().unwrap()],
+    )
+    .await;
+
     let stats = cli_json(dir, &server, &["stats"]).await;
-    assert_eq!(stats["events"]["total"], 3);
+    assert_eq!(stats["events"]["total"], 4);
     let human = cli(dir, &server, &["stats"]).await;
-    assert!(human.contains("backlog:"), "{human}");
+    assert!(
+        human.contains("backlog:") && human.contains("inbox: 0 completed"),
+        "{human}"
+    );
 
     let id = endpoint["id"].as_str().unwrap();
     let rotated = cli_json(
@@ -333,6 +412,31 @@ async fn inbox_sources_are_managed_through_the_cli() {
     assert!(
         table.contains("billing") && table.contains("/inbox/billing"),
         "{table}"
+    );
+    eventually("the forward to be recorded", || async {
+        let page = cli_json(
+            dir,
+            &server,
+            &["sources", "events", "billing", "--status", "completed"],
+        )
+        .await;
+        (page["data"][0]["event_id"] == "evt_cli").then_some(())
+    })
+    .await;
+    let events = cli(dir, &server, &["sources", "events", "billing"]).await;
+    assert!(
+        events.contains("evt_cli") && events.contains("completed"),
+        "{events}"
+    );
+    let refused = kurir(dir)
+        .args(["sources", "retry", "billing", "evt_cli"])
+        .env("KURIR_URL", &server.url)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("only a failed event can be retried"),
+        "{refused:?}"
     );
     let changed = cli_json(
         dir,

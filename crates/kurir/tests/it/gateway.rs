@@ -19,15 +19,21 @@ on_both_backends!(
 );
 
 /// The Standard Webhooks secret partners sign with in these tests.
-const PARTNER_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const PARTNER_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// A source's generated credentials, shown once at creation.
-struct Source {
+pub(crate) struct Source {
     forward_secret: String,
     read_token: String,
 }
 
-async fn create_source(app: &TestApp, name: &str, scheme: &str, secret: &str, to: &str) -> Source {
+pub(crate) async fn create_source(
+    app: &TestApp,
+    name: &str,
+    scheme: &str,
+    secret: &str,
+    to: &str,
+) -> Source {
     let body = json!({"name": name, "scheme": scheme, "secrets": [secret], "forward_url": to});
     let (status, created) = app.post("/v1/inbox/sources", body).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
@@ -53,13 +59,13 @@ async fn standard_source(app: &TestApp, name: &str) -> (Receiver, Source) {
 }
 
 /// A webhook as a Standard Webhooks sender makes it, signed now by the reference crate.
-struct Signed {
+pub(crate) struct Signed {
     id: String,
     headers: Vec<(&'static str, String)>,
     body: Vec<u8>,
 }
 
-fn standard_webhook(id: &str, event_type: &str) -> Signed {
+pub(crate) fn standard_webhook(id: &str, event_type: &str) -> Signed {
     let body = json!({"type": event_type, "data": {"invoice": id, "amount": 250_000}})
         .to_string()
         .into_bytes();
@@ -81,7 +87,11 @@ fn standard_webhook(id: &str, event_type: &str) -> Signed {
 }
 
 /// POSTs `signed` to `/inbox/{source}` without any admin token; the status and JSON answer.
-async fn post_inbox(app: &TestApp, source: &str, signed: &Signed) -> (StatusCode, Value) {
+pub(crate) async fn post_inbox(
+    app: &TestApp,
+    source: &str,
+    signed: &Signed,
+) -> (StatusCode, Value) {
     let mut request = reqwest::Client::new()
         .post(format!("{}/inbox/{source}", app.url))
         .body(signed.body.clone());

@@ -11,5 +11,7 @@ mod delivery;
 mod gateway;
 mod logs;
 mod metrics;
+mod operator;
 mod outbox;
 mod store;
+mod store_dashboard;

@@ -1,4 +1,4 @@
-//! Every `/v1` route needs the admin token; health checks do not.
+//! Every `/v1` route needs the admin token but the OpenAPI document; health checks do not.
 
 use reqwest::{Method, StatusCode};
 
@@ -28,8 +28,14 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/deliveries"),
     ("POST", "/v1/replays"),
     ("GET", "/v1/replays"),
+    ("GET", "/v1/replays/preview"),
     ("GET", "/v1/stats"),
-    ("GET", "/v1/openapi.json"),
+    (
+        "POST",
+        "/v1/endpoints/01900000-0000-7000-8000-000000000000/test",
+    ),
+    ("GET", "/v1/inbox/sources/billing/events"),
+    ("POST", "/v1/inbox/sources/billing/events/evt_1/retry"),
     ("GET", "/v1/no-such-route"),
 ];
 
