@@ -49,6 +49,16 @@ impl AdminToken {
         &self.name
     }
 
+    /// A 32-byte key for `purpose`, derived from the token: HMAC-SHA256 keyed by the token's
+    /// digest. Every process configured with the same token derives the same key, so what one
+    /// signs (a dashboard session) the others accept; another token derives another key.
+    pub fn derive_key(&self, purpose: &str) -> [u8; 32] {
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<Sha256>::new_from_slice(&self.digest).expect("any key length");
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
     /// Whether `presented` is this token. Compares digests in constant time, so neither the
     /// content nor the length of the real token leaks through timing.
     pub fn verify(&self, presented: &str) -> bool {

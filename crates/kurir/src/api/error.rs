@@ -88,6 +88,11 @@ impl ApiError {
         }
     }
 
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.status_and_code().0
+    }
+
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             Self::MalformedJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),

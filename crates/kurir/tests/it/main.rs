@@ -5,6 +5,7 @@ mod support;
 
 mod api;
 mod binary;
+mod browser;
 mod cli;
 mod crash;
 mod delivery;

@@ -1,0 +1,252 @@
+//! The overview: events/s, deliveries/s by outcome, success ratio and latency percentiles over
+//! the last hour or day (charts), and the backlog with the age of its oldest delivery, all read
+//! from the database so every process's work counts.
+
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use chrono::{DateTime, Duration, Utc};
+use serde::Deserialize;
+
+use super::chart::{bucket_starts, Chart, Series};
+use super::error::UiError;
+use super::session::Session;
+use super::view::{self, Chrome};
+use crate::api::stats::{stats_view, StatsView};
+use crate::serve::AppState;
+use crate::store::activity::{AttemptBucket, Histogram};
+
+/// A window of the overview: how far back, and how wide each bucket is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Window {
+    Hour,
+    Day,
+}
+
+impl Window {
+    fn parse(s: Option<&str>) -> Self {
+        if s == Some("day") {
+            Self::Day
+        } else {
+            Self::Hour
+        }
+    }
+
+    /// `(span, bucket seconds, buckets)`.
+    fn shape(self) -> (Duration, i64, usize) {
+        match self {
+            Self::Hour => (Duration::hours(1), 60, 60),
+            Self::Day => (Duration::days(1), 1800, 48),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+struct OverviewPage {
+    chrome: Chrome,
+    day: bool,
+    figures: Vec<(&'static str, String, String)>,
+    charts: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct OverviewQuery {
+    window: Option<String>,
+}
+
+/// The totals of a window's attempt buckets.
+fn totals(buckets: &[(DateTime<Utc>, AttemptBucket)]) -> (i64, i64, Histogram) {
+    let mut latency = Histogram::default();
+    let (mut ok, mut failed) = (0, 0);
+    for (_, b) in buckets {
+        ok += b.delivered;
+        failed += b.failed;
+        for (i, n) in b.latency.0.iter().enumerate() {
+            if latency.0.is_empty() {
+                latency.0 = vec![0; b.latency.0.len()];
+            }
+            latency.0[i] += n;
+        }
+    }
+    (ok, failed, latency)
+}
+
+fn figures(
+    stats: &StatsView,
+    span: f64,
+    events: i64,
+    attempts: &[(DateTime<Utc>, AttemptBucket)],
+) -> Vec<(&'static str, String, String)> {
+    let (ok, failed, latency) = totals(attempts);
+    let ms = |q: f64| {
+        latency
+            .quantile(q)
+            .map_or("–".to_owned(), |v| view::seconds(v / 1000.0))
+    };
+    let rate = |n: i64| format!("{:.2} / s", n as f64 / span);
+    let inbox = &stats.inbox.total;
+    vec![
+        ("Events", events.to_string(), rate(events)),
+        ("Delivered", ok.to_string(), rate(ok)),
+        ("Failed attempts", failed.to_string(), rate(failed)),
+        (
+            "Success ratio",
+            view::percent(ok, ok + failed),
+            "of attempts".into(),
+        ),
+        ("Latency p50", ms(0.5), "occurred → delivered".into()),
+        ("Latency p95", ms(0.95), "occurred → delivered".into()),
+        (
+            "Backlog",
+            stats.backlog.total.to_string(),
+            format!("{} retrying", stats.backlog.failed),
+        ),
+        (
+            "Oldest waiting",
+            stats
+                .oldest_pending_age_seconds
+                .map_or("–".to_owned(), view::seconds),
+            "in the backlog".into(),
+        ),
+        (
+            "Dead letters",
+            stats.deliveries.dead_letter.to_string(),
+            "waiting for a replay".into(),
+        ),
+        (
+            "Inbox to forward",
+            (inbox.pending + inbox.processing + inbox.failed).to_string(),
+            format!("{} failed", inbox.failed),
+        ),
+    ]
+}
+
+fn charts(
+    starts: &[DateTime<Utc>],
+    step: i64,
+    events: &[(DateTime<Utc>, i64)],
+    attempts: &[(DateTime<Utc>, AttemptBucket)],
+) -> Vec<Chart> {
+    let per_s = |n: i64| n as f64 / step as f64;
+    let rate = |v: f64| format!("{v:.2}/s");
+    let at = |t: &DateTime<Utc>| attempts.iter().find(|(s, _)| s == t).map(|(_, b)| b);
+    let event_rows: Vec<Vec<f64>> = starts
+        .iter()
+        .map(|t| {
+            vec![per_s(
+                events.iter().find(|(s, _)| s == t).map_or(0, |(_, n)| *n),
+            )]
+        })
+        .collect();
+    let outcome_rows: Vec<Vec<f64>> = starts
+        .iter()
+        .map(|t| {
+            at(t).map_or(vec![0.0, 0.0], |b| {
+                vec![per_s(b.delivered), per_s(b.failed)]
+            })
+        })
+        .collect();
+    let ratio_rows: Vec<Vec<Option<f64>>> = starts
+        .iter()
+        .map(|t| {
+            vec![at(t)
+                .filter(|b| b.delivered + b.failed > 0)
+                .map(|b| b.delivered as f64 * 100.0 / (b.delivered + b.failed) as f64)]
+        })
+        .collect();
+    let latency_rows: Vec<Vec<Option<f64>>> = starts
+        .iter()
+        .map(|t| {
+            at(t).map_or(vec![None, None], |b| {
+                vec![b.latency.quantile(0.5), b.latency.quantile(0.95)]
+            })
+        })
+        .collect();
+    vec![
+        Chart::bars(
+            "Events per second",
+            vec![Series {
+                label: "events",
+                color: "#1f4f99",
+            }],
+            starts,
+            &event_rows,
+            &rate,
+        ),
+        Chart::bars(
+            "Delivery attempts per second",
+            vec![
+                Series {
+                    label: "delivered",
+                    color: "#2f8a4c",
+                },
+                Series {
+                    label: "failed",
+                    color: "#c0392b",
+                },
+            ],
+            starts,
+            &outcome_rows,
+            &rate,
+        ),
+        Chart::lines(
+            "Success ratio",
+            vec![Series {
+                label: "delivered / attempted",
+                color: "#2f8a4c",
+            }],
+            starts,
+            &ratio_rows,
+            &|v| format!("{v:.0} %"),
+        ),
+        Chart::lines(
+            "Latency, occurred to delivered",
+            vec![
+                Series {
+                    label: "p50",
+                    color: "#1f4f99",
+                },
+                Series {
+                    label: "p95",
+                    color: "#b7791f",
+                },
+            ],
+            starts,
+            &latency_rows,
+            &|v| view::seconds(v / 1000.0),
+        ),
+    ]
+}
+
+async fn overview(
+    session: Session,
+    State(state): State<AppState>,
+    Query(q): Query<OverviewQuery>,
+) -> Result<Response, UiError> {
+    let window = Window::parse(q.window.as_deref());
+    let (span, step, count) = window.shape();
+    let since = Utc::now() - span;
+    let stats = stats_view(&state).await?;
+    let events = state.store.event_counts(since, step).await?;
+    let attempts = state.store.attempt_counts(since, step).await?;
+    let starts = bucket_starts(since, step, count);
+    let total_events = events.iter().map(|(_, n)| n).sum();
+    super::render(&OverviewPage {
+        chrome: Chrome::new(&session, "overview", "Overview"),
+        day: window == Window::Day,
+        figures: figures(&stats, span.num_seconds() as f64, total_events, &attempts),
+        charts: charts(&starts, step, &events, &attempts)
+            .iter()
+            .map(Template::render)
+            .collect::<Result<_, _>>()
+            .map_err(|e| UiError::Api(crate::api::error::ApiError::Internal(Box::new(e))))?,
+    })
+}
+
+/// The overview's route.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/ui/", get(overview))
+}
