@@ -158,16 +158,7 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
             let path = format!("/v1/endpoints/{id}/rotate-secret");
             client.call(Method::POST, &path, &body).await?.1
         }
-        EndpointsCommand::Test { id } => {
-            let path = format!("/v1/endpoints/{id}/test");
-            let (_, result) = client.call(Method::POST, &path, &json!({})).await?;
-            if as_json {
-                output::json(&result);
-            } else {
-                show_test(&result);
-            }
-            return Ok(());
-        }
+        EndpointsCommand::Test { id } => return test(&client, &id, as_json).await,
         EndpointsCommand::Delete { id } => {
             client
                 .call(Method::DELETE, &format!("/v1/endpoints/{id}"), &Value::Null)
@@ -233,6 +224,18 @@ fn show(e: &Value) {
     {
         out!("warning: {}", output::cell(warning));
     }
+}
+
+/// `endpoints test`: sends the test event and shows its answer.
+async fn test(client: &Client, id: &str, as_json: bool) -> anyhow::Result<()> {
+    let path = format!("/v1/endpoints/{id}/test");
+    let (_, result) = client.call(Method::POST, &path, &json!({})).await?;
+    if as_json {
+        output::json(&result);
+    } else {
+        show_test(&result);
+    }
+    Ok(())
 }
 
 fn show_test(r: &Value) {

@@ -318,38 +318,43 @@ fn show(event: &Value, names: &HashMap<String, String>) {
     );
     for d in deliveries {
         out!("\nattempts to {}:", endpoint(d));
-        let rows: Vec<Vec<String>> = d["attempts"]
-            .as_array()
-            .map(|a| a.as_slice())
-            .unwrap_or_default()
-            .iter()
-            .map(|a| {
-                let mut row: Vec<String> = [
-                    "attempt",
-                    "trigger",
-                    "started_at",
-                    "duration_ms",
-                    "status_code",
-                ]
-                .iter()
-                .map(|k| output::cell(&a[*k]))
-                .collect();
-                row.push(output::short(&a["error"], PREVIEW));
-                row.push(output::short(&a["response_body"], PREVIEW));
-                row
-            })
-            .collect();
-        output::table(
-            &[
-                "#",
-                "TRIGGER",
-                "STARTED",
-                "MS",
-                "CODE",
-                "ERROR",
-                "RESPONSE BODY",
-            ],
-            &rows,
-        );
+        attempts_table(d);
     }
+}
+
+/// A delivery's attempts, with the error and the first bytes of each response body.
+fn attempts_table(d: &Value) {
+    let rows: Vec<Vec<String>> = d["attempts"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|a| {
+            let mut row: Vec<String> = [
+                "attempt",
+                "trigger",
+                "started_at",
+                "duration_ms",
+                "status_code",
+            ]
+            .iter()
+            .map(|k| output::cell(&a[*k]))
+            .collect();
+            row.push(output::short(&a["error"], PREVIEW));
+            row.push(output::short(&a["response_body"], PREVIEW));
+            row
+        })
+        .collect();
+    output::table(
+        &[
+            "#",
+            "TRIGGER",
+            "STARTED",
+            "MS",
+            "CODE",
+            "ERROR",
+            "RESPONSE BODY",
+        ],
+        &rows,
+    );
 }

@@ -169,14 +169,7 @@ pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
         }
         SourcesCommand::Events(e) => return list_events(&client, e, as_json).await,
         SourcesCommand::Retry { name, event_id } => {
-            let path = format!("/v1/inbox/sources/{name}/events/{event_id}/retry");
-            let (_, answer) = client.call(Method::POST, &path, &json!({})).await?;
-            if as_json {
-                output::json(&answer);
-            } else {
-                out!("event {event_id} of {name} is due now, with a fresh set of attempts");
-            }
-            return Ok(());
+            return retry(&client, &name, &event_id, as_json).await
         }
         SourcesCommand::Delete { name } => {
             let path = format!("/v1/inbox/sources/{name}");
@@ -228,6 +221,18 @@ fn show(s: &Value) {
         out!("read_token: {token}");
         out!("(verify forwards in your app with the forward secret, kurir scheme; poll statuses with the read token; kurir shows both only now)");
     }
+}
+
+/// `sources retry`.
+async fn retry(client: &Client, name: &str, event_id: &str, as_json: bool) -> anyhow::Result<()> {
+    let path = format!("/v1/inbox/sources/{name}/events/{event_id}/retry");
+    let (_, answer) = client.call(Method::POST, &path, &json!({})).await?;
+    if as_json {
+        output::json(&answer);
+    } else {
+        out!("event {event_id} of {name} is due now, with a fresh set of attempts");
+    }
+    Ok(())
 }
 
 async fn list_events(client: &Client, e: EventsArgs, as_json: bool) -> anyhow::Result<()> {

@@ -124,16 +124,23 @@ fn figures(
     ]
 }
 
-fn charts(
+/// Each bucket's attempts, or none.
+fn bucket_at<'a>(
+    attempts: &'a [(DateTime<Utc>, AttemptBucket)],
+    t: &DateTime<Utc>,
+) -> Option<&'a AttemptBucket> {
+    attempts.iter().find(|(s, _)| s == t).map(|(_, b)| b)
+}
+
+/// Events and attempts per second per bucket, as bar rows.
+fn rate_rows(
     starts: &[DateTime<Utc>],
     step: i64,
     events: &[(DateTime<Utc>, i64)],
     attempts: &[(DateTime<Utc>, AttemptBucket)],
-) -> Vec<Chart> {
+) -> (Vec<Vec<f64>>, Vec<Vec<f64>>) {
     let per_s = |n: i64| n as f64 / step as f64;
-    let rate = |v: f64| format!("{v:.2}/s");
-    let at = |t: &DateTime<Utc>| attempts.iter().find(|(s, _)| s == t).map(|(_, b)| b);
-    let event_rows: Vec<Vec<f64>> = starts
+    let events = starts
         .iter()
         .map(|t| {
             vec![per_s(
@@ -141,79 +148,79 @@ fn charts(
             )]
         })
         .collect();
-    let outcome_rows: Vec<Vec<f64>> = starts
+    let outcomes = starts
         .iter()
         .map(|t| {
-            at(t).map_or(vec![0.0, 0.0], |b| {
+            bucket_at(attempts, t).map_or(vec![0.0, 0.0], |b| {
                 vec![per_s(b.delivered), per_s(b.failed)]
             })
         })
         .collect();
-    let ratio_rows: Vec<Vec<Option<f64>>> = starts
+    (events, outcomes)
+}
+
+/// Per bucket, one value per series (`None`: no value).
+type LineRows = Vec<Vec<Option<f64>>>;
+
+/// Success ratio and latency percentiles per bucket, as line rows.
+fn quality_rows(
+    starts: &[DateTime<Utc>],
+    attempts: &[(DateTime<Utc>, AttemptBucket)],
+) -> (LineRows, LineRows) {
+    let ratio = starts
         .iter()
         .map(|t| {
-            vec![at(t)
+            vec![bucket_at(attempts, t)
                 .filter(|b| b.delivered + b.failed > 0)
                 .map(|b| b.delivered as f64 * 100.0 / (b.delivered + b.failed) as f64)]
         })
         .collect();
-    let latency_rows: Vec<Vec<Option<f64>>> = starts
+    let latency = starts
         .iter()
         .map(|t| {
-            at(t).map_or(vec![None, None], |b| {
+            bucket_at(attempts, t).map_or(vec![None, None], |b| {
                 vec![b.latency.quantile(0.5), b.latency.quantile(0.95)]
             })
         })
         .collect();
+    (ratio, latency)
+}
+
+fn charts(
+    starts: &[DateTime<Utc>],
+    step: i64,
+    events: &[(DateTime<Utc>, i64)],
+    attempts: &[(DateTime<Utc>, AttemptBucket)],
+) -> Vec<Chart> {
+    let (event_rows, outcome_rows) = rate_rows(starts, step, events, attempts);
+    let (ratio_rows, latency_rows) = quality_rows(starts, attempts);
+    let rate = |v: f64| format!("{v:.2}/s");
+    let series = |label, color| Series { label, color };
     vec![
         Chart::bars(
             "Events per second",
-            vec![Series {
-                label: "events",
-                color: "#1f4f99",
-            }],
+            vec![series("events", "#1f4f99")],
             starts,
             &event_rows,
             &rate,
         ),
         Chart::bars(
             "Delivery attempts per second",
-            vec![
-                Series {
-                    label: "delivered",
-                    color: "#2f8a4c",
-                },
-                Series {
-                    label: "failed",
-                    color: "#c0392b",
-                },
-            ],
+            vec![series("delivered", "#2f8a4c"), series("failed", "#c0392b")],
             starts,
             &outcome_rows,
             &rate,
         ),
         Chart::lines(
             "Success ratio",
-            vec![Series {
-                label: "delivered / attempted",
-                color: "#2f8a4c",
-            }],
+            vec![series("delivered / attempted", "#2f8a4c")],
             starts,
             &ratio_rows,
             &|v| format!("{v:.0} %"),
         ),
         Chart::lines(
             "Latency, occurred to delivered",
-            vec![
-                Series {
-                    label: "p50",
-                    color: "#1f4f99",
-                },
-                Series {
-                    label: "p95",
-                    color: "#b7791f",
-                },
-            ],
+            vec![series("p50", "#1f4f99"), series("p95", "#b7791f")],
             starts,
             &latency_rows,
             &|v| view::seconds(v / 1000.0),

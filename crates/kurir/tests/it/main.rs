@@ -16,3 +16,4 @@ mod operator;
 mod outbox;
 mod store;
 mod store_dashboard;
+mod ui;
