@@ -4,7 +4,9 @@
 //!
 //! Latencies are counted into fixed buckets ([`LATENCY_EDGES_MS`]) by the database and turned
 //! into percentiles here ([`Histogram::quantile`]), as Prometheus does: one grouped read per
-//! chart instead of every row, the same SQL shape on both dialects. Reads only; no locks. The
+//! chart instead of every row, the same SQL shape on both dialects. Attempts are counted from
+//! their own table; latencies need each attempt's delivery and event, so a busy window reads
+//! them for an evenly spread sample ([`Store::latency_counts`]). Reads only; no locks. The
 //! windows are found through `kurir_outbox_created` and `kurir_attempts_started` (migration 0007),
 //! so their cost follows the window, not the history.
 
@@ -25,7 +27,8 @@ pub const LATENCY_EDGES_MS: [i64; 14] = [
 pub struct Histogram(pub Vec<i64>);
 
 impl Histogram {
-    fn add(&mut self, class: i64, n: i64) {
+    /// Counts `n` values in bucket `class`.
+    pub fn add(&mut self, class: i64, n: i64) {
         if self.0.is_empty() {
             self.0 = vec![0; LATENCY_EDGES_MS.len() + 1];
         }
@@ -72,7 +75,7 @@ pub struct AttemptBucket {
     pub delivered: i64,
     /// Attempts that failed (another status, or no answer).
     pub failed: i64,
-    /// From the event's `occurred_at` to the 2xx, for the delivered ones.
+    /// From the event's `occurred_at` to the 2xx, for the delivered ones (or a sample of them).
     pub latency: Histogram,
 }
 
@@ -105,14 +108,22 @@ fn class_of(value: &str) -> String {
 
 const OK: &str = "a.status_code BETWEEN 200 AND 299";
 
-fn attempts_sql(bucket: &str, latency_ms: &str, since: &str, step: &str) -> String {
+fn counts_sql(bucket: &str, since: &str) -> String {
     format!(
-        "SELECT {bucket} AS bucket, CAST(CASE WHEN {OK} THEN {class} ELSE -1 END AS BIGINT) AS class, \
-             count(*) AS n \
+        "SELECT {bucket} AS bucket, sum(CASE WHEN {OK} THEN 1 ELSE 0 END) AS delivered, \
+             sum(CASE WHEN {OK} THEN 0 ELSE 1 END) AS failed \
+         FROM kurir_attempts a WHERE a.started_at >= {since} GROUP BY 1 ORDER BY 1"
+    )
+}
+
+/// Delivering attempts by bucket and latency class, every `every`-th by id (`every` = 1: all).
+fn latency_sql(bucket: &str, latency_ms: &str, since: &str, every: &str) -> String {
+    format!(
+        "SELECT {bucket} AS bucket, {class} AS class, count(*) AS n \
          FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id \
              JOIN kurir_outbox o ON o.id = d.outbox_id \
-         WHERE a.started_at >= {since} GROUP BY 1, 2 ORDER BY 1, 2",
-        bucket = bucket.replace("STEP", step),
+         WHERE a.started_at >= {since} AND {OK} AND a.id % {every} = 0 \
+         GROUP BY 1, 2 ORDER BY 1, 2",
         class = class_of(latency_ms),
     )
 }
@@ -134,20 +145,25 @@ fn health_sql(since: &str) -> String {
     )
 }
 
-static ATTEMPTS_PG: LazyLock<String> = LazyLock::new(|| {
-    attempts_sql(
-        "floor(extract(epoch FROM a.started_at) / STEP)::int8",
+const BUCKET_PG: &str = "floor(extract(epoch FROM a.started_at) / $2)::int8";
+const BUCKET_SQLITE: &str = "CAST(strftime('%s', a.started_at) AS INTEGER) / ?2";
+
+static COUNTS_PG: LazyLock<String> = LazyLock::new(|| counts_sql(BUCKET_PG, "$1"));
+static COUNTS_SQLITE: LazyLock<String> = LazyLock::new(|| counts_sql(BUCKET_SQLITE, "?1"));
+static LATENCY_PG: LazyLock<String> = LazyLock::new(|| {
+    latency_sql(
+        BUCKET_PG,
         "(extract(epoch FROM a.started_at - o.occurred_at) * 1000 + a.duration_ms)",
         "$1",
-        "$2",
+        "$3",
     )
 });
-static ATTEMPTS_SQLITE: LazyLock<String> = LazyLock::new(|| {
-    attempts_sql(
-        "CAST(strftime('%s', a.started_at) AS INTEGER) / STEP",
+static LATENCY_SQLITE: LazyLock<String> = LazyLock::new(|| {
+    latency_sql(
+        BUCKET_SQLITE,
         "((julianday(a.started_at) - julianday(o.occurred_at)) * 86400000.0 + a.duration_ms)",
         "?1",
-        "?2",
+        "?3",
     )
 });
 static HEALTH_PG: LazyLock<String> = LazyLock::new(|| health_sql("$1"));
@@ -193,7 +209,9 @@ impl Store {
             .collect())
     }
 
-    /// Delivery attempts started since `since`, per bucket of `step_seconds`, oldest first.
+    /// Delivery attempts started since `since`, per bucket of `step_seconds`, oldest first:
+    /// how many delivered and how many failed (`latency` is left empty: see
+    /// [`Store::latency_counts`]). Reads the attempts of the window only.
     pub async fn attempt_counts(
         &self,
         since: DateTime<Utc>,
@@ -201,35 +219,71 @@ impl Store {
     ) -> Result<Vec<(DateTime<Utc>, AttemptBucket)>> {
         let rows: Vec<(i64, i64, i64)> = match self {
             Store::Postgres(s) => {
-                sqlx::query_as(&ATTEMPTS_PG)
+                sqlx::query_as(&COUNTS_PG)
                     .bind(since)
                     .bind(step_seconds as f64)
                     .fetch_all(s.pool())
                     .await?
             }
             Store::Sqlite(s) => {
-                sqlx::query_as(&ATTEMPTS_SQLITE)
+                sqlx::query_as(&COUNTS_SQLITE)
                     .bind(sqlite_ts(since))
                     .bind(step_seconds)
                     .fetch_all(s.pool())
                     .await?
             }
         };
-        let mut buckets: Vec<(DateTime<Utc>, AttemptBucket)> = Vec::new();
+        Ok(rows
+            .into_iter()
+            .filter_map(|(b, delivered, failed)| {
+                let bucket = AttemptBucket {
+                    delivered,
+                    failed,
+                    latency: Histogram::default(),
+                };
+                Some((bucket_start(b, step_seconds)?, bucket))
+            })
+            .collect())
+    }
+
+    /// The latency from `occurred_at` to the delivering answer of the attempts answered 2xx
+    /// since `since`, per bucket of `step_seconds`, oldest first; only every `every`-th attempt
+    /// by id when `every` > 1, so a busy window costs a bounded number of lookups of its
+    /// deliveries and events (ids are spread evenly over time, so the sample is too).
+    pub async fn latency_counts(
+        &self,
+        since: DateTime<Utc>,
+        step_seconds: i64,
+        every: i64,
+    ) -> Result<Vec<(DateTime<Utc>, Histogram)>> {
+        let every = every.max(1);
+        let rows: Vec<(i64, i64, i64)> = match self {
+            Store::Postgres(s) => {
+                sqlx::query_as(&LATENCY_PG)
+                    .bind(since)
+                    .bind(step_seconds as f64)
+                    .bind(every)
+                    .fetch_all(s.pool())
+                    .await?
+            }
+            Store::Sqlite(s) => {
+                sqlx::query_as(&LATENCY_SQLITE)
+                    .bind(sqlite_ts(since))
+                    .bind(step_seconds)
+                    .bind(every)
+                    .fetch_all(s.pool())
+                    .await?
+            }
+        };
+        let mut buckets: Vec<(DateTime<Utc>, Histogram)> = Vec::new();
         for (b, class, n) in rows {
             let Some(start) = bucket_start(b, step_seconds) else {
                 continue;
             };
             if buckets.last().is_none_or(|(s, _)| *s != start) {
-                buckets.push((start, AttemptBucket::default()));
+                buckets.push((start, Histogram::default()));
             }
-            let (_, bucket) = buckets.last_mut().expect("just pushed");
-            if class < 0 {
-                bucket.failed += n;
-            } else {
-                bucket.delivered += n;
-                bucket.latency.add(class, n);
-            }
+            buckets.last_mut().expect("just pushed").1.add(class, n);
         }
         Ok(buckets)
     }

@@ -13,6 +13,7 @@ pub mod postgres;
 pub mod replay_preview;
 pub mod sources;
 pub mod sqlite;
+pub mod waiting;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -1,6 +1,8 @@
 //! The overview: events/s, deliveries/s by outcome, success ratio and latency percentiles over
 //! the last hour or day (charts), and the backlog with the age of its oldest delivery, all read
-//! from the database so every process's work counts.
+//! from the database so every process's work counts. Every read follows the window or what
+//! waits, never the whole history; latencies of a busy window come from an evenly spread sample
+//! of at most about [`LATENCY_SAMPLE`] deliveries.
 
 use askama::Template;
 use axum::extract::{Query, State};
@@ -14,9 +16,10 @@ use super::chart::{bucket_starts, Chart, Series};
 use super::error::UiError;
 use super::session::Session;
 use super::view::{self, Chrome};
-use crate::api::stats::{stats_view, StatsView};
 use crate::serve::AppState;
 use crate::store::activity::{AttemptBucket, Histogram};
+use crate::store::waiting::Waiting;
+use crate::store::Backlog;
 
 /// A window of the overview: how far back, and how wide each bucket is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,8 +77,14 @@ fn totals(buckets: &[(DateTime<Utc>, AttemptBucket)]) -> (i64, i64, Histogram) {
     (ok, failed, latency)
 }
 
+/// What is waiting now: the backlog and its oldest delivery, dead letters, the inbox.
+struct Now {
+    backlog: Backlog,
+    waiting: Waiting,
+}
+
 fn figures(
-    stats: &StatsView,
+    now: &Now,
     span: f64,
     events: i64,
     attempts: &[(DateTime<Utc>, AttemptBucket)],
@@ -87,7 +96,8 @@ fn figures(
             .map_or("–".to_owned(), |v| view::seconds(v / 1000.0))
     };
     let rate = |n: i64| format!("{:.2} / s", n as f64 / span);
-    let inbox = &stats.inbox.total;
+    let backlog: i64 = now.backlog.deliveries.iter().sum();
+    let oldest = now.backlog.oldest_pending_age_seconds;
     vec![
         ("Events", events.to_string(), rate(events)),
         ("Delivered", ok.to_string(), rate(ok)),
@@ -101,25 +111,27 @@ fn figures(
         ("Latency p95", ms(0.95), "occurred → delivered".into()),
         (
             "Backlog",
-            stats.backlog.total.to_string(),
-            format!("{} retrying", stats.backlog.failed),
+            backlog.to_string(),
+            format!("{} retrying", now.backlog.deliveries[2]),
         ),
         (
             "Oldest waiting",
-            stats
-                .oldest_pending_age_seconds
-                .map_or("–".to_owned(), view::seconds),
+            if backlog > 0 {
+                view::seconds(oldest)
+            } else {
+                "–".to_owned()
+            },
             "in the backlog".into(),
         ),
         (
             "Dead letters",
-            stats.deliveries.dead_letter.to_string(),
+            now.waiting.dead_letters.to_string(),
             "waiting for a replay".into(),
         ),
         (
             "Inbox to forward",
-            (inbox.pending + inbox.processing + inbox.failed).to_string(),
-            format!("{} failed", inbox.failed),
+            now.waiting.inbox_unforwarded.to_string(),
+            "pending or failed".into(),
         ),
     ]
 }
@@ -228,6 +240,26 @@ fn charts(
     ]
 }
 
+/// Latencies are read for at most about this many delivering attempts per window.
+const LATENCY_SAMPLE: i64 = 10_000;
+
+/// The window's attempts with their latencies merged in.
+async fn activity(
+    state: &AppState,
+    since: DateTime<Utc>,
+    step: i64,
+) -> Result<Vec<(DateTime<Utc>, AttemptBucket)>, UiError> {
+    let mut attempts = state.store.attempt_counts(since, step).await?;
+    let delivered: i64 = attempts.iter().map(|(_, b)| b.delivered).sum();
+    let every = (delivered + LATENCY_SAMPLE - 1) / LATENCY_SAMPLE;
+    for (start, histogram) in state.store.latency_counts(since, step, every).await? {
+        if let Some((_, b)) = attempts.iter_mut().find(|(s, _)| *s == start) {
+            b.latency = histogram;
+        }
+    }
+    Ok(attempts)
+}
+
 async fn overview(
     session: Session,
     State(state): State<AppState>,
@@ -236,20 +268,24 @@ async fn overview(
     let window = Window::parse(q.window.as_deref());
     let (span, step, count) = window.shape();
     let since = Utc::now() - span;
-    let stats = stats_view(&state).await?;
+    let now = Now {
+        backlog: state.store.backlog().await?,
+        waiting: state.store.waiting().await?,
+    };
     let events = state.store.event_counts(since, step).await?;
-    let attempts = state.store.attempt_counts(since, step).await?;
+    let attempts = activity(&state, since, step).await?;
     let starts = bucket_starts(since, step, count);
     let total_events = events.iter().map(|(_, n)| n).sum();
+    let charts = charts(&starts, step, &events, &attempts)
+        .iter()
+        .map(Template::render)
+        .collect::<Result<_, _>>()
+        .map_err(super::events::internal)?;
     super::render(&OverviewPage {
         chrome: Chrome::new(&session, "overview", "Overview"),
         day: window == Window::Day,
-        figures: figures(&stats, span.num_seconds() as f64, total_events, &attempts),
-        charts: charts(&starts, step, &events, &attempts)
-            .iter()
-            .map(Template::render)
-            .collect::<Result<_, _>>()
-            .map_err(|e| UiError::Api(crate::api::error::ApiError::Internal(Box::new(e))))?,
+        figures: figures(&now, span.num_seconds() as f64, total_events, &attempts),
+        charts,
     })
 }
 

@@ -208,12 +208,18 @@ async fn activity_and_endpoint_health_count_attempts_latencies_and_the_last_erro
     let delivered: i64 = buckets.iter().map(|(_, b)| b.delivered).sum();
     let failed: i64 = buckets.iter().map(|(_, b)| b.failed).sum();
     assert_eq!((delivered, failed), (4, 8));
-    let latencies: i64 = buckets.iter().map(|(_, b)| b.latency.total()).sum();
+    let latency = s.latency_counts(since, 60, 1).await.unwrap();
+    let latencies: i64 = latency.iter().map(|(_, h)| h.total()).sum();
     assert_eq!(latencies, 4, "one latency per delivering attempt");
-    let p95 = buckets
+    let sampled: i64 = s
+        .latency_counts(since, 60, 1000)
+        .await
+        .unwrap()
         .iter()
-        .find_map(|(_, b)| b.latency.quantile(0.95))
-        .unwrap();
+        .map(|(_, h)| h.total())
+        .sum();
+    assert!(sampled <= 1, "every 1000th attempt by id: {sampled}");
+    let p95 = latency.iter().find_map(|(_, h)| h.quantile(0.95)).unwrap();
     assert!(p95 > 0.0 && p95 < 60_000.0, "occurred moments ago: {p95}");
     assert!(buckets.windows(2).all(|w| w[0].0 < w[1].0), "oldest first");
     assert!(s
