@@ -107,6 +107,8 @@ async fn inbox_events_are_listed_newest_first_by_source_and_status_and_counted(d
         ]
     );
     assert!(counts.iter().all(|c| c.oldest_created_at.is_some()));
+    let waiting = s.waiting().await.unwrap();
+    assert_eq!((waiting.dead_letters, waiting.inbox_unforwarded), (0, 3));
 }
 
 /// Claims every due delivery and completes each with `answer` (a status code, or `None` for a
