@@ -4,6 +4,11 @@
 //! which runs on the application's own transaction in [`crate::outbox`]). Each operation has one
 //! implementation per backend, in [`postgres`] and [`sqlite`], and each documents its locking.
 //! The conformance tests in `tests/it/store.rs` run every operation on both.
+//!
+//! The dashboard's reads ([`activity`], [`inbox`], [`replay_preview`], [`waiting`]) already have
+//! the shape the rest is moving to: one file per concern, both dialects' SQL side by side, one
+//! statement per operation, shared row types; their conformance tests are in
+//! `tests/it/store_dashboard.rs`.
 
 pub mod activity;
 pub mod admin;
