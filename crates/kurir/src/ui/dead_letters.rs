@@ -120,6 +120,7 @@ async fn list(
 struct ConfirmPage {
     chrome: Chrome,
     q: Filters,
+    endpoint: String,
     matching: i64,
     filter_query: String,
 }
@@ -132,10 +133,18 @@ async fn confirm(
 ) -> Result<Response, UiError> {
     let filter = q.replay_query()?.filter(&state).await?;
     let matching = state.store.count_replayable(&filter).await?;
+    let endpoint = match &filter.endpoint_id {
+        Some(id) => endpoint_urls(&state)
+            .await?
+            .remove(id)
+            .unwrap_or_else(|| id.clone()),
+        None => "every endpoint".to_owned(),
+    };
     let filter_query = q.query();
     super::render(&ConfirmPage {
         chrome: Chrome::new(&session, "dead-letters", "Replay dead letters"),
         q,
+        endpoint,
         matching,
         filter_query,
     })

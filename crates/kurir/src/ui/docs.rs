@@ -45,6 +45,37 @@ fn text(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_owned()
 }
 
+/// The order of the sections: the resources an operator reaches for first, first.
+const TAG_ORDER: [&str; 9] = [
+    "endpoints",
+    "events",
+    "deliveries",
+    "replays",
+    "stats",
+    "inbox sources",
+    "inbox gateway",
+    "meta",
+    "health",
+];
+
+/// `text` as HTML, escaped, with its `code spans` as `<code>` (the document's descriptions are
+/// Markdown-ish; nothing else of Markdown is used in them).
+pub fn rich(text: &str) -> String {
+    let escaped = text
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;");
+    escaped
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| match i % 2 {
+            1 => format!("<code>{part}</code>"),
+            _ => part.to_owned(),
+        })
+        .collect()
+}
+
 /// `#/components/schemas/X` → `X`; an inline type → its type name.
 fn type_of(schema: &Value) -> String {
     if let Some(r) = schema["$ref"].as_str() {
@@ -149,6 +180,12 @@ fn page() -> DocsPage {
             tags[i].1.push(operation(path, method, op));
         }
     }
+    tags.sort_by_key(|(tag, _)| {
+        TAG_ORDER
+            .iter()
+            .position(|t| t == tag)
+            .unwrap_or(TAG_ORDER.len())
+    });
     DocsPage {
         title: text(&doc["info"]["title"]),
         intro: text(&doc["info"]["description"]),
@@ -179,5 +216,7 @@ mod tests {
             .any(|s| s.name == "EndpointView" && !s.fields.is_empty()));
         let html = askama::Template::render(&page).unwrap();
         assert!(html.contains("test_endpoint") && html.contains("/v1/replays/preview"));
+        assert_eq!(page.tags[0].0, "endpoints");
+        assert_eq!(super::rich("`a<b>` & c"), "<code>a&lt;b&gt;</code> &amp; c");
     }
 }

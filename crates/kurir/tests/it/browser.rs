@@ -258,6 +258,7 @@ async fn create_endpoint_and_test_it(c: &Client, receiver: &Receiver) -> String 
         !text(c).await.contains("whsec_"),
         "the secret is shown only once"
     );
+    check_labels(c, "endpoint").await;
     check_widths(c, "endpoint").await;
     endpoint_page
 }
@@ -290,6 +291,7 @@ async fn replay_a_dead_letter(c: &Client, app: &TestApp) {
         (rows.contains(&event_id) && rows.contains(&down.url)).then_some(())
     })
     .await;
+    check_labels(c, "dead letters").await;
     check_widths(c, "dead-letters").await;
     // The bulk replay shows its dry-run count and asks why before doing anything.
     c.goto(&format!("{base}/ui/dead-letters/replay?endpoint_id={id}"))
@@ -308,6 +310,7 @@ async fn replay_a_dead_letter(c: &Client, app: &TestApp) {
     );
     let (_, audit) = app.get("/v1/replays").await;
     assert_eq!(audit["data"], json!([]), "nothing replayed yet");
+    check_labels(c, "replay").await;
     check_widths(c, "replay").await;
     down.respond_with(200);
     fill(c, "reason", "partner fixed their TLS certificate").await;
