@@ -8,7 +8,8 @@
 //! reloaded.
 //!
 //! Sign-in takes the admin token and gives a signed, stateless session cookie; every form that
-//! changes state carries a CSRF token ([`session`]). Handlers call the admin API's own handlers
+//! changes state carries a CSRF token ([`session`]); every answer carries a content security
+//! policy that forbids framing ([`headers`]). Handlers call the admin API's own handlers
 //! and store operations, so a page shows exactly what the API answers and validates input the
 //! same way. Error pages are [`error`]'s.
 
@@ -16,6 +17,7 @@ pub mod assets;
 pub mod chart;
 pub mod docs;
 pub mod error;
+pub mod headers;
 pub mod session;
 pub mod view;
 
@@ -49,6 +51,7 @@ pub fn router(state: AppState) -> Router {
         .merge(audit::router())
         .merge(inbox::router())
         .merge(docs::router())
+        .layer(axum::middleware::map_response(headers::secure))
         .with_state(state)
 }
 

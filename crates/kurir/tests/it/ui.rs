@@ -63,6 +63,14 @@ async fn sign_in(app: &TestApp, forwarded_proto: Option<&str>) -> (String, Strin
 async fn pages_need_a_session_and_forms_need_its_csrf_token(app: TestApp) {
     let root = client().get(format!("{}/", app.url)).send().await.unwrap();
     assert_eq!(root.headers()[LOCATION], "/ui/");
+    let login = client()
+        .get(format!("{}/ui/login", app.url))
+        .send()
+        .await
+        .unwrap();
+    let policy = login.headers()["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert_eq!(login.headers()["x-frame-options"], "DENY");
     for path in [
         "/ui/",
         "/ui/endpoints",
