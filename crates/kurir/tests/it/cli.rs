@@ -237,6 +237,11 @@ async fn the_quickstart_works_through_the_cli() {
     assert_eq!(many["replayed"], 2);
     receiver.wait_for(6).await;
 
+    eventually("the replayed deliveries to be sent again", || async {
+        let page = cli_json(dir, &server, &["deliveries", "list", "--status", "sent"]).await;
+        (page["data"].as_array()?.len() == 3).then_some(())
+    })
+    .await;
     let dry = cli(dir, &server, &["replay", "--status", "sent", "--dry-run"]).await;
     assert!(
         dry.contains("3 deliveries match; nothing replayed"),
