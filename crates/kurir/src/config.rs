@@ -31,7 +31,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "database_url", env: "KURIR_DATABASE_URL", default: None, help: "PostgreSQL or SQLite URL [default: sqlite://<data_dir>/kurir.db]" },
     Setting { key: "data_dir", env: "KURIR_DATA_DIR", default: Some("./kurir-data"), help: "directory for the SQLite database and the generated admin token" },
     Setting { key: "listen", env: "KURIR_LISTEN", default: Some("127.0.0.1:8080"), help: "address of the HTTP server (admin API, health, metrics)" },
-    Setting { key: "admin_token", env: "KURIR_ADMIN_TOKEN", default: None, help: "bearer token of the admin API [default: generated into <data_dir>/admin-token]" },
+    Setting { key: "admin_token", env: "KURIR_ADMIN_TOKEN", default: None, help: "bearer token of the admin API; at least 32 characters unless listening on loopback (openssl rand -hex 32) [default: generated into <data_dir>/admin-token]" },
     Setting { key: "connect_timeout", env: "KURIR_CONNECT_TIMEOUT", default: Some("2s"), help: "time allowed to connect to an endpoint" },
     Setting { key: "request_timeout", env: "KURIR_REQUEST_TIMEOUT", default: Some("5s"), help: "time allowed for an endpoint's response" },
     Setting { key: "retry_initial_delay", env: "KURIR_RETRY_INITIAL_DELAY", default: Some("2s"), help: "delay before the first retry; doubles each attempt" },

@@ -365,6 +365,38 @@ async fn inbox_sources_are_managed_through_the_cli() {
 }
 
 #[tokio::test]
+async fn serve_refuses_a_weak_token_on_a_public_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let weak = "weak-token-7f3a";
+    let child = kurir(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .env("KURIR_ADMIN_TOKEN", weak)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Dropping the child on a timeout kills it (kill_on_drop).
+    let out = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("kurir serve refuses to start, rather than serving with a weak token")
+        .unwrap();
+    assert!(!out.status.success(), "a 15-character token is refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("at least 32") && stderr.contains("openssl rand -hex 32"),
+        "the message says how to make a good token: {stderr}"
+    );
+    assert!(
+        !stderr.contains(weak),
+        "the token is never printed: {stderr}"
+    );
+    assert!(
+        !dir.path().join("kurir-data").exists(),
+        "nothing was created"
+    );
+}
+
+#[tokio::test]
 async fn serve_refuses_a_public_address_without_a_token() {
     let dir = tempfile::tempdir().unwrap();
     let out = kurir(dir.path())
