@@ -13,6 +13,8 @@ use std::time::Duration;
 use ipnet::IpNet;
 use kurir_core::retry::RetryPolicy;
 
+use crate::redact::url_without_password;
+
 /// One setting: its key in `kurir.toml`, its environment variable, its default.
 #[derive(Debug)]
 pub struct Setting {
@@ -95,10 +97,30 @@ pub enum ConfigError {
     },
 }
 
-/// Raw settings: strings, by key, with their origin.
-#[derive(Clone, Debug, Default)]
+/// Raw settings: strings, by key, with their origin. `Debug` hides the admin token and the
+/// database URL's password (see [`shown_value`]).
+#[derive(Clone, Default)]
 pub struct RawConfig {
     values: HashMap<&'static str, (String, Origin)>,
+}
+
+impl std::fmt::Debug for RawConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut map = f.debug_map();
+        for (key, (value, origin)) in &self.values {
+            map.entry(key, &(shown_value(key, value), origin));
+        }
+        map.finish()
+    }
+}
+
+/// A setting's value as it may be shown (in `Debug` output and error messages): the admin token
+/// as `***`, a URL without its password, anything else as given.
+pub fn shown_value(key: &str, value: &str) -> String {
+    match key {
+        "admin_token" => "***".to_owned(),
+        _ => url_without_password(value),
+    }
 }
 
 impl RawConfig {
@@ -184,7 +206,7 @@ impl RawConfig {
             .map(Some)
             .ok_or_else(|| ConfigError::Invalid {
                 origin: origin.clone(),
-                value: redact_userinfo(value),
+                value: shown_value(key, value),
                 expected: expected.to_owned(),
             })
     }
@@ -244,8 +266,9 @@ impl Default for DeliveryConfig {
     }
 }
 
-/// Validated settings of a kurir process.
-#[derive(Clone, Debug)]
+/// Validated settings of a kurir process. `Debug` hides the admin token and the database URL's
+/// password.
+#[derive(Clone)]
 pub struct Config {
     /// Database URL.
     pub database_url: String,
@@ -261,6 +284,20 @@ pub struct Config {
     pub metrics_require_token: bool,
     /// Delivery settings.
     pub delivery: DeliveryConfig,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("database_url", &url_without_password(&self.database_url))
+            .field("data_dir", &self.data_dir)
+            .field("listen", &self.listen)
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("metrics_require_token", &self.metrics_require_token)
+            .field("delivery", &self.delivery)
+            .finish()
+    }
 }
 
 const DURATION_HINT: &str = "a duration such as 150ms, 2s or 5m";
@@ -356,17 +393,6 @@ impl Config {
             data_dir,
             delivery,
         })
-    }
-}
-
-/// `scheme://user:password@host/…` → `scheme://***@host/…`: values are echoed in errors, and a
-/// URL's credentials must never be.
-fn redact_userinfo(value: &str) -> String {
-    match (value.find("://"), value.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}://***{}", &value[..scheme_end], &value[at..])
-        }
-        _ => value.to_owned(),
     }
 }
 

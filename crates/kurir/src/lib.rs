@@ -19,6 +19,7 @@
 //! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
 //! - [`wake`]: the PostgreSQL `LISTEN` that wakes the relay when kurir itself publishes.
 //! - [`config`]: settings from `kurir.toml`, the environment and flags, validated.
+//! - [`redact`]: secrets that show themselves as `***` in `Debug` output.
 //! - [`serve`]: runs the HTTP server, relay, dispatcher, lease sweep and inbox gateway together
 //!   until shutdown.
 //! - [`cli`]: the `kurir` command line (`main.rs` only calls it), including the admin API client.
@@ -33,6 +34,7 @@ pub mod endpoint;
 pub mod gateway;
 pub mod metrics;
 pub mod outbox;
+pub mod redact;
 pub mod relay;
 pub mod serve;
 pub mod store;

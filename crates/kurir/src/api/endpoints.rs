@@ -20,6 +20,7 @@ use crate::endpoint::{
     validate_url, Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint,
     Overrides,
 };
+use crate::redact::Sensitive;
 use crate::serve::AppState;
 
 /// Default time a rotated-out secret keeps signing.
@@ -56,7 +57,8 @@ pub struct EndpointView {
     pub retry_max_attempts: Option<u32>,
     /// The signing secret: only in the answers of create and rotate-secret.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<Sensitive>,
     /// When each rotated-out secret that still signs stops signing.
     pub previous_secrets_expire_at: Vec<DateTime<Utc>>,
     /// When it was created.
@@ -81,7 +83,7 @@ impl EndpointView {
             retry_initial_delay_ms: e.overrides.retry_initial_delay_ms,
             retry_max_delay_ms: e.overrides.retry_max_delay_ms,
             retry_max_attempts: e.overrides.retry_max_attempts,
-            secret: with_secret.then(|| e.secret.expose().to_owned()),
+            secret: with_secret.then(|| e.secret.expose().into()),
             previous_secrets_expire_at: e
                 .previous_secrets
                 .iter()
@@ -108,7 +110,8 @@ pub struct CreateEndpoint {
     pub event_types: Vec<String>,
     /// The signing secret (8 to 512 characters; `whsec_` + base64 for Standard Webhooks);
     /// generated when absent.
-    pub secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<Sensitive>,
     /// Concurrent requests per kurir process (default 16).
     pub max_in_flight: Option<u32>,
     /// Connect timeout, overriding the global one.
@@ -184,7 +187,8 @@ pub struct RotateSecret {
     /// 2592000; 0 drops it at once).
     pub grace_period_seconds: Option<u64>,
     /// The new secret; generated when absent.
-    pub secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<Sensitive>,
 }
 
 impl From<InvalidEndpoint> for ApiError {
@@ -193,8 +197,8 @@ impl From<InvalidEndpoint> for ApiError {
     }
 }
 
-fn parse_secret(s: Option<&str>) -> Result<Option<Secret>, ApiError> {
-    s.map(|s| Secret::parse(s).map_err(|e| ApiError::field("secret", e.to_string())))
+fn parse_secret(s: Option<&Sensitive>) -> Result<Option<Secret>, ApiError> {
+    s.map(|s| Secret::parse(s.expose()).map_err(|e| ApiError::field("secret", e.to_string())))
         .transpose()
 }
 
@@ -252,7 +256,7 @@ pub async fn create(
         url: body.url,
         description: body.description,
         event_types: EventFilter::parse(body.event_types)?,
-        secret: parse_secret(body.secret.as_deref())?,
+        secret: parse_secret(body.secret.as_ref())?,
         overrides,
         max_in_flight: body.max_in_flight,
     };
@@ -388,7 +392,7 @@ pub async fn rotate_secret(
             format!("at most {MAX_GRACE_PERIOD_SECONDS} (30 days)"),
         ));
     }
-    let secret = parse_secret(body.secret.as_deref())?.unwrap_or_else(Secret::generate);
+    let secret = parse_secret(body.secret.as_ref())?.unwrap_or_else(Secret::generate);
     let endpoint = state
         .store
         .rotate_secret(&eid, secret, Duration::from_secs(grace))

@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 use super::error::{ApiError, ErrorBody};
 use super::extract::ApiJson;
 use crate::gateway::source::{InboxSource, InvalidSource, NewSource, SourceUpdate};
+use crate::redact::Sensitive;
 use crate::serve::AppState;
 use crate::store::now_millis;
 
@@ -35,10 +36,12 @@ pub struct SourceView {
     pub inbox_path: String,
     /// The secret forwards are signed with (`kurir` scheme): only in the answer of create.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub forward_secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub forward_secret: Option<Sensitive>,
     /// The bearer token of this source's status route: only in the answer of create.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_token: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub read_token: Option<Sensitive>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
@@ -72,7 +75,8 @@ pub struct CreateSource {
     pub scheme: String,
     /// The secrets the sender signs with (several during a rotation); `whsec_` + base64 for
     /// `standard-webhooks`.
-    pub secrets: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub secrets: Vec<Sensitive>,
     /// Timestamp tolerance, 1 to 86400 (default 300).
     pub tolerance_seconds: Option<u32>,
     /// Absolute http(s) URL each accepted event is forwarded to.
@@ -87,7 +91,8 @@ pub struct UpdateSource {
     /// New scheme; the secrets (given or kept) must suit it.
     pub scheme: Option<String>,
     /// New secrets (replaces the list).
-    pub secrets: Option<Vec<String>>,
+    #[schema(value_type = Option<Vec<String>>)]
+    pub secrets: Option<Vec<Sensitive>>,
     /// New tolerance.
     pub tolerance_seconds: Option<u32>,
     /// New forward URL.
@@ -129,7 +134,7 @@ pub async fn create(
     }
     state.gateway.sources().insert(&created.source.name);
     tracing::info!(source = %created.source.name, scheme = %created.source.scheme, "inbox source created");
-    let forward_secret = created.source.forward_secret.expose().to_owned();
+    let forward_secret = created.source.forward_secret.expose().into();
     let view = SourceView {
         forward_secret: Some(forward_secret),
         read_token: Some(created.read_token),

@@ -20,7 +20,8 @@ use anyhow::Context;
 use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, RawConfig, SETTINGS};
+use crate::config::{shown_value, Config, RawConfig, SETTINGS};
+use crate::redact::url_without_password;
 use crate::store::Store;
 
 /// kurir: webhook delivery that never loses an event.
@@ -69,8 +70,8 @@ pub struct ServeArgs {
     pub settings: SettingFlags,
 }
 
-/// Arguments of `kurir migrate`.
-#[derive(Debug, Args)]
+/// Arguments of `kurir migrate`. `Debug` hides the database URL's password.
+#[derive(Args)]
 pub struct MigrateArgs {
     /// Configuration file [default: ./kurir.toml when it exists].
     #[arg(long, value_name = "FILE")]
@@ -83,12 +84,33 @@ pub struct MigrateArgs {
     pub data_dir: Option<String>,
 }
 
+impl std::fmt::Debug for MigrateArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MigrateArgs")
+            .field("config", &self.config)
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(url_without_password),
+            )
+            .field("data_dir", &self.data_dir)
+            .finish()
+    }
+}
+
 /// One flag per entry of [`SETTINGS`], built from that table so `--help` can never drift from
-/// what the loader reads.
-#[derive(Debug, Default)]
+/// what the loader reads. `Debug` hides the admin token and the database URL's password.
+#[derive(Default)]
 pub struct SettingFlags {
     /// `(key, value)` for each flag given.
     pub values: Vec<(&'static str, String)>,
+}
+
+impl std::fmt::Debug for SettingFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.values.iter().map(|(k, v)| (k, shown_value(k, v))))
+            .finish()
+    }
 }
 
 impl FromArgMatches for SettingFlags {

@@ -7,6 +7,7 @@ mod api;
 mod binary;
 mod cli;
 mod crash;
+mod debug_output;
 mod delivery;
 mod gateway;
 mod logs;
