@@ -89,5 +89,7 @@ pub use source_set::SourceSet;
 pub use store::migrate_postgres;
 #[cfg(feature = "sqlite")]
 pub use store::migrate_sqlite;
-pub use store::{ClaimedEvent, Completion, Fence, Inbox, Receipt, RetryNow, StoreError};
+pub use store::{
+    database_unavailable, ClaimedEvent, Completion, Fence, Inbox, Receipt, RetryNow, StoreError,
+};
 pub use tokio_util::sync::CancellationToken;

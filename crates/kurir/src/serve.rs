@@ -75,11 +75,22 @@ pub fn app(state: AppState) -> Router {
         .merge(crate::api::router(state))
 }
 
+/// How long `/readyz` waits for the database: it answers within a second whatever the database
+/// does (connecting to one that is away would otherwise take the pool's whole acquire timeout).
+const READINESS_TIMEOUT: Duration = Duration::from_millis(900);
+
 async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    match state.store.ping().await {
-        Ok(()) => (StatusCode::OK, "ready"),
-        Err(e) => {
+    match tokio::time::timeout(READINESS_TIMEOUT, state.store.ping()).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready"),
+        Ok(Err(e)) => {
             tracing::warn!(error = %e, "readiness check failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
+        }
+        Err(_) => {
+            tracing::warn!(
+                timeout_ms = READINESS_TIMEOUT.as_millis() as u64,
+                "readiness check failed: the database did not answer in time"
+            );
             (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
         }
     }

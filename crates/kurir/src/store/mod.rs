@@ -62,6 +62,19 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
 }
 
+impl StoreError {
+    /// Whether the database is away or refusing work for now (see
+    /// [`kurir_receiver::database_unavailable`]): worth retrying later, no fault of the caller.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Connect { .. } => true,
+            Self::Database(e) => kurir_receiver::database_unavailable(e),
+            Self::Inbox(e) => e.is_unavailable(),
+            _ => false,
+        }
+    }
+}
+
 /// The result type of store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

@@ -1,6 +1,7 @@
 //! Test support: fresh databases on both backends, a recording HTTP receiver on loopback, a
 //! kurir server in-process or as the real binary, and condition waits with deadlines.
 
+pub mod proxy;
 pub mod receiver;
 
 use std::future::Future;
