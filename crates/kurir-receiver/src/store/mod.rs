@@ -387,6 +387,8 @@ mod tests {
         let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         assert!(database_unavailable(&sqlx::Error::Io(refused)));
         assert!(!database_unavailable(&sqlx::Error::RowNotFound));
-        assert!(!database_unavailable(&sqlx::Error::ColumnNotFound("x".into())));
+        assert!(!database_unavailable(&sqlx::Error::ColumnNotFound(
+            "x".into()
+        )));
     }
 }

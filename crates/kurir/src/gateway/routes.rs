@@ -26,7 +26,7 @@ use crate::serve::AppState;
     responses(
         (status = 202, description = "First receipt, stored: `{\"status\":\"pending\",\"event_id\"}`; or a duplicate still pending, processing or failed"),
         (status = 200, description = "Duplicate of a forwarded event: `{\"status\":\"already_processed\",\"event_id\"}`"),
-        (status = 400, description = "No event id where the scheme keeps it (`missing_event_id`)"),
+        (status = 400, description = "No event id where the scheme keeps it (`missing_event_id`), or an id header that disagrees with the signed id (`event_id_mismatch`)"),
         (status = 401, description = "Bad or missing signature, or a timestamp outside the tolerance; the code names the check"),
         (status = 404, description = "No such source"),
         (status = 413, description = "Body over 1 MiB")))]

@@ -308,7 +308,7 @@ async fn inbox_sources_are_managed_through_the_cli() {
     let forward_secret = created["forward_secret"].as_str().unwrap().to_owned();
     let read_token = created["read_token"].as_str().unwrap().to_owned();
 
-    let body = br#"{"invoice":"inv_1"}"#;
+    let body = br#"{"event_id":"evt_cli","invoice":"inv_1"}"#;
     let secret = Secret::parse(partner_secret).unwrap();
     let signed = kurir_core::signature_headers(
         "evt_cli",
