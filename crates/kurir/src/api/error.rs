@@ -53,6 +53,12 @@ pub enum ApiError {
     /// The body is over the configured limit.
     #[error("the request body is larger than the limit of {0} bytes")]
     TooLarge(usize),
+    /// An event's data is over the outbox's payload limit.
+    #[error(
+        "data is larger than the limit of {} bytes",
+        crate::outbox::MAX_PAYLOAD_BYTES
+    )]
+    DataTooLarge,
     /// The database cannot be had for now (unreachable, shutting down, busy): `503` with
     /// `Retry-After`; details are logged, not answered.
     #[error("the database is unavailable; retry later")]
@@ -103,7 +109,9 @@ impl ApiError {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
-            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            Self::TooLarge(_) | Self::DataTooLarge => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+            }
             Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
         }
@@ -173,6 +181,14 @@ impl From<EnqueueError> for ApiError {
         match e {
             EnqueueError::InvalidEventType(m) => Self::field("event_type", m),
             EnqueueError::InvalidPayload(m) => Self::field("data", m),
+            EnqueueError::PayloadTooLarge(_) => Self::DataTooLarge,
+            EnqueueError::InvalidAggregate { field } => Self::field(
+                field,
+                format!(
+                    "must be 1 to {} bytes without NUL",
+                    crate::outbox::MAX_AGGREGATE_BYTES
+                ),
+            ),
             EnqueueError::InvalidVersion(v) => Self::field("version", format!("{v} is below 1")),
             EnqueueError::DuplicateEventId(id) => Self::Conflict {
                 code: "event_id_conflict",

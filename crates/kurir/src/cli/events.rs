@@ -267,6 +267,11 @@ fn show(event: &Value) {
         ],
     );
     out!("data: {}", event["data"]);
+    if let Some(reason) = event["refused_reason"].as_str() {
+        out!("\nrefused, never delivered: {reason}");
+        out!("(written before the database enforced the outbox's rules; see the README's SQL contract)");
+        return;
+    }
     let deliveries = event["deliveries"]
         .as_array()
         .map(|a| a.as_slice())

@@ -101,6 +101,9 @@ pub struct StoredEvent {
     pub created_at: DateTime<Utc>,
     /// When the relay fanned it out (`None`: not yet).
     pub dispatched_at: Option<DateTime<Utc>>,
+    /// Why it was refused and never fanned out: a row written before the database enforced the
+    /// SQL contract that breaks it (migration 0005 names the rule). `None` for every other row.
+    pub refused_reason: Option<String>,
 }
 
 /// What one relay batch did.

@@ -13,4 +13,5 @@ mod gateway;
 mod logs;
 mod metrics;
 mod outbox;
+mod sql_contract;
 mod store;
