@@ -7,12 +7,14 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ipnet::IpNet;
 use kurir_core::retry::RetryPolicy;
 
+use crate::limits;
 use crate::redact::url_without_password;
 
 /// One setting: its key in `kurir.toml`, its environment variable, its default.
@@ -211,6 +213,33 @@ impl RawConfig {
             })
     }
 
+    /// A duration within `range`.
+    fn duration_in(
+        &self,
+        key: &'static str,
+        range: &RangeInclusive<Duration>,
+    ) -> Result<Duration, ConfigError> {
+        let expected = format!(
+            "a duration {}, such as 150ms, 2s or 5m",
+            limits::describe_durations(range)
+        );
+        self.required(key, &expected, |s| {
+            duration(s).filter(|d| range.contains(d))
+        })
+    }
+
+    /// A whole number within `range`.
+    fn number_in(
+        &self,
+        key: &'static str,
+        range: &RangeInclusive<u32>,
+    ) -> Result<u32, ConfigError> {
+        let expected = format!("a whole number {}", limits::describe(range));
+        self.required(key, &expected, |s| {
+            s.parse::<u32>().ok().filter(|n| range.contains(n))
+        })
+    }
+
     fn required<T>(
         &self,
         key: &'static str,
@@ -300,8 +329,6 @@ impl std::fmt::Debug for Config {
     }
 }
 
-const DURATION_HINT: &str = "a duration such as 150ms, 2s or 5m";
-
 fn duration(s: &str) -> Option<Duration> {
     humantime::parse_duration(s).ok()
 }
@@ -323,20 +350,47 @@ impl Config {
                 },
             )?
             .unwrap_or_else(|| default_database_url(&data_dir));
+        let delivery = DeliveryConfig::from_raw(raw)?;
+        Ok(Self {
+            database_url,
+            listen: raw.required("listen", "an address such as 127.0.0.1:8080", |s| {
+                s.parse().ok()
+            })?,
+            admin_token: raw.parse("admin_token", "a non-empty token", |s| {
+                (!s.is_empty()).then(|| s.to_owned())
+            })?,
+            max_body_bytes: raw.required(
+                "max_body_size",
+                &format!(
+                    "a size {} bytes, such as 262144, 256KiB or 1MiB",
+                    limits::describe(&limits::MAX_BODY_BYTES)
+                ),
+                |s| byte_size(s).filter(|n| limits::MAX_BODY_BYTES.contains(n)),
+            )?,
+            metrics_require_token: raw.required(
+                "metrics_require_token",
+                "true or false",
+                boolean,
+            )?,
+            data_dir,
+            delivery,
+        })
+    }
+}
+
+impl DeliveryConfig {
+    /// The delivery settings of `raw`, each within its bound ([`crate::limits`]).
+    pub fn from_raw(raw: &RawConfig) -> Result<Self, ConfigError> {
         let jitter = raw.required("retry_jitter", "a fraction between 0 and 1", |s| {
             s.parse::<f64>().ok().filter(|j| (0.0..=1.0).contains(j))
         })?;
         let delivery = DeliveryConfig {
-            connect_timeout: raw.required("connect_timeout", DURATION_HINT, positive_duration)?,
-            request_timeout: raw.required("request_timeout", DURATION_HINT, positive_duration)?,
+            connect_timeout: raw.duration_in("connect_timeout", &limits::TIMEOUT)?,
+            request_timeout: raw.duration_in("request_timeout", &limits::TIMEOUT)?,
             retry: RetryPolicy {
-                initial_delay: raw.required("retry_initial_delay", DURATION_HINT, duration)?,
-                max_delay: raw.required("retry_max_delay", DURATION_HINT, duration)?,
-                max_attempts: raw.required(
-                    "retry_max_attempts",
-                    "a whole number of at least 1",
-                    |s| s.parse::<u32>().ok().filter(|n| *n >= 1),
-                )?,
+                initial_delay: raw.duration_in("retry_initial_delay", &limits::RETRY_DELAY)?,
+                max_delay: raw.duration_in("retry_max_delay", &limits::RETRY_DELAY)?,
+                max_attempts: raw.number_in("retry_max_attempts", &limits::RETRY_ATTEMPTS)?,
                 jitter,
             },
             allowed_networks: raw.required(
@@ -344,19 +398,11 @@ impl Config {
                 "comma-separated CIDRs such as 127.0.0.0/8,::1/128",
                 parse_networks,
             )?,
-            max_concurrency: raw.required(
-                "max_concurrency",
-                "a whole number of at least 1",
-                at_least_one,
-            )?,
-            batch_size: raw.required("batch_size", "a whole number of at least 1", at_least_one)?,
-            poll_interval: raw.required("poll_interval", DURATION_HINT, positive_duration)?,
-            relay_poll_interval: raw.required(
-                "relay_poll_interval",
-                DURATION_HINT,
-                positive_duration,
-            )?,
-            lease_margin: raw.required("lease_margin", DURATION_HINT, positive_duration)?,
+            max_concurrency: raw.number_in("max_concurrency", &limits::MAX_CONCURRENCY)?,
+            batch_size: raw.number_in("batch_size", &limits::BATCH_SIZE)?,
+            poll_interval: raw.duration_in("poll_interval", &limits::POLL_INTERVAL)?,
+            relay_poll_interval: raw.duration_in("relay_poll_interval", &limits::POLL_INTERVAL)?,
+            lease_margin: raw.duration_in("lease_margin", &limits::LEASE_MARGIN)?,
         };
         if delivery.retry.initial_delay > delivery.retry.max_delay {
             let (value, origin) = raw
@@ -372,32 +418,8 @@ impl Config {
                 ),
             });
         }
-        Ok(Self {
-            database_url,
-            listen: raw.required("listen", "an address such as 127.0.0.1:8080", |s| {
-                s.parse().ok()
-            })?,
-            admin_token: raw.parse("admin_token", "a non-empty token", |s| {
-                (!s.is_empty()).then(|| s.to_owned())
-            })?,
-            max_body_bytes: raw.required(
-                "max_body_size",
-                "a size such as 262144, 256KiB or 1MiB",
-                byte_size,
-            )?,
-            metrics_require_token: raw.required(
-                "metrics_require_token",
-                "true or false",
-                boolean,
-            )?,
-            data_dir,
-            delivery,
-        })
+        Ok(delivery)
     }
-}
-
-fn positive_duration(s: &str) -> Option<Duration> {
-    duration(s).filter(|d| !d.is_zero())
 }
 
 /// Bytes, or a whole number of `KiB` or `MiB`; at least 1 KiB.
@@ -425,10 +447,6 @@ fn boolean(s: &str) -> Option<bool> {
         "false" | "0" | "no" | "off" => Some(false),
         _ => None,
     }
-}
-
-fn at_least_one(s: &str) -> Option<u32> {
-    s.parse::<u32>().ok().filter(|n| *n >= 1)
 }
 
 /// Parses a comma-separated CIDR list; a bare address counts as a single-host network.
@@ -561,5 +579,45 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("KURIR_ALLOWED_NETWORKS:"), "{err}");
+    }
+
+    #[test]
+    fn every_number_is_refused_outside_its_documented_bound() {
+        let cases = [
+            ("KURIR_CONNECT_TIMEOUT", "99ms"),
+            ("KURIR_CONNECT_TIMEOUT", "2m"),
+            ("KURIR_REQUEST_TIMEOUT", "0s"),
+            ("KURIR_REQUEST_TIMEOUT", "1h"),
+            ("KURIR_RETRY_INITIAL_DELAY", "0s"),
+            ("KURIR_RETRY_MAX_DELAY", "8days"),
+            ("KURIR_RETRY_MAX_ATTEMPTS", "0"),
+            ("KURIR_RETRY_MAX_ATTEMPTS", "51"),
+            ("KURIR_RETRY_MAX_ATTEMPTS", "2147483647"),
+            ("KURIR_MAX_CONCURRENCY", "10001"),
+            ("KURIR_BATCH_SIZE", "0"),
+            ("KURIR_BATCH_SIZE", "1000000"),
+            ("KURIR_POLL_INTERVAL", "2h"),
+            ("KURIR_LEASE_MARGIN", "0s"),
+            ("KURIR_MAX_BODY_SIZE", "64MiB"),
+        ];
+        for (name, value) in cases {
+            let err = load(&[(name, value)], &[])
+                .map(|_| ())
+                .expect_err(&format!("{name}={value} is out of bounds"))
+                .to_string();
+            assert!(err.starts_with(&format!("{name}: invalid value")), "{err}");
+            assert!(err.contains("between"), "the bound is stated: {err}");
+        }
+        for (name, value) in [
+            ("KURIR_CONNECT_TIMEOUT", "100ms"),
+            ("KURIR_REQUEST_TIMEOUT", "60s"),
+            ("KURIR_RETRY_MAX_DELAY", "7days"),
+            ("KURIR_RETRY_MAX_ATTEMPTS", "50"),
+        ] {
+            assert!(
+                load(&[(name, value)], &[]).is_ok(),
+                "{name}={value} is at the bound"
+            );
+        }
     }
 }

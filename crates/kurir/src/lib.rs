@@ -19,6 +19,7 @@
 //! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
 //! - [`wake`]: the PostgreSQL `LISTEN` that wakes the relay when kurir itself publishes.
 //! - [`config`]: settings from `kurir.toml`, the environment and flags, validated.
+//! - [`limits`]: the documented bounds of every number, shared by the configuration and the API.
 //! - [`redact`]: secrets that show themselves as `***` in `Debug` output.
 //! - [`serve`]: runs the HTTP server, relay, dispatcher, lease sweep and inbox gateway together
 //!   until shutdown.
@@ -32,6 +33,7 @@ pub mod delivery;
 pub mod dispatch;
 pub mod endpoint;
 pub mod gateway;
+pub mod limits;
 pub mod metrics;
 pub mod outbox;
 pub mod redact;

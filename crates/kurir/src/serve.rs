@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin_token::{self, AdminToken, TokenSource, ADMIN_ACTOR};
+use crate::api::error::ApiError;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::gateway::Gateway;
@@ -73,6 +74,8 @@ pub fn app(state: AppState) -> Router {
         .with_state(state.clone())
         .merge(crate::metrics::scrape::router(state.clone(), require_token))
         .merge(crate::api::router(state))
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
 }
 
 /// How long `/readyz` waits for the database: it answers within a second whatever the database

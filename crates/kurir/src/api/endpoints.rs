@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -15,10 +15,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiPath};
 use crate::endpoint::{
-    validate_url, Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint,
-    Overrides,
+    Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint, Overrides,
 };
 use crate::redact::Sensitive;
 use crate::serve::AppState;
@@ -202,31 +201,6 @@ fn parse_secret(s: Option<&Sensitive>) -> Result<Option<Secret>, ApiError> {
         .transpose()
 }
 
-fn positive<T: PartialEq + Default>(
-    field: &'static str,
-    v: Option<T>,
-) -> Result<Option<T>, ApiError> {
-    match v {
-        Some(v) if v == T::default() => Err(ApiError::field(field, "must be at least 1")),
-        v => Ok(v),
-    }
-}
-
-fn check_overrides(o: &Overrides) -> Result<(), ApiError> {
-    positive("connect_timeout_ms", o.connect_timeout_ms)?;
-    positive("request_timeout_ms", o.request_timeout_ms)?;
-    positive("retry_max_attempts", o.retry_max_attempts)?;
-    if let (Some(initial), Some(max)) = (o.retry_initial_delay_ms, o.retry_max_delay_ms) {
-        if initial > max {
-            return Err(ApiError::field(
-                "retry_initial_delay_ms",
-                "must not be larger than retry_max_delay_ms",
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Parses an endpoint id from a path; one that is not a UUID cannot exist.
 pub(super) fn endpoint_id(id: &str) -> Result<EndpointId, ApiError> {
     EndpointId::parse(id).map_err(|_| not_found(id))
@@ -251,7 +225,6 @@ pub async fn create(
         retry_max_delay_ms: body.retry_max_delay_ms,
         retry_max_attempts: body.retry_max_attempts,
     };
-    check_overrides(&overrides)?;
     let new = NewEndpoint {
         url: body.url,
         description: body.description,
@@ -286,7 +259,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<EndpointView
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn show(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<EndpointView>, ApiError> {
     let endpoint = state
         .store
@@ -304,23 +277,26 @@ pub async fn show(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateEndpoint>,
 ) -> Result<Json<EndpointView>, ApiError> {
     let eid = endpoint_id(&id)?;
-    if let Some(url) = &body.url {
-        validate_url(url)?;
-    }
-    if body.max_in_flight == Some(0) {
-        return Err(ApiError::field("max_in_flight", "must be at least 1"));
-    }
     if body.disabled_reason.is_some() && body.enabled != Some(false) {
         return Err(ApiError::field(
             "disabled_reason",
             "only allowed together with \"enabled\": false",
         ));
     }
-    let event_types = body.event_types.map(EventFilter::parse).transpose()?;
+    let mut update = EndpointUpdate {
+        url: body.url,
+        description: body.description,
+        event_types: body.event_types.map(EventFilter::parse).transpose()?,
+        enabled: body.enabled,
+        disabled_reason: body.disabled_reason,
+        overrides: None,
+        max_in_flight: body.max_in_flight,
+    };
+    update.validate()?;
     let current = state
         .store
         .get_endpoint(&eid)
@@ -335,16 +311,8 @@ pub async fn update(
     );
     patch(&mut overrides.retry_max_delay_ms, body.retry_max_delay_ms);
     patch(&mut overrides.retry_max_attempts, body.retry_max_attempts);
-    check_overrides(&overrides)?;
-    let update = EndpointUpdate {
-        url: body.url,
-        description: body.description,
-        event_types,
-        enabled: body.enabled,
-        disabled_reason: body.disabled_reason,
-        overrides: (overrides != current.overrides).then_some(overrides),
-        max_in_flight: body.max_in_flight,
-    };
+    overrides.validate()?;
+    update.overrides = (overrides != current.overrides).then_some(overrides);
     let endpoint = state
         .store
         .update_endpoint(&eid, update)
@@ -361,7 +329,7 @@ pub async fn update(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     if !state.store.delete_endpoint(&endpoint_id(&id)?).await? {
         return Err(not_found(&id));
@@ -379,7 +347,7 @@ pub async fn delete(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn rotate_secret(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<RotateSecret>,
 ) -> Result<Json<EndpointView>, ApiError> {
     let eid = endpoint_id(&id)?;

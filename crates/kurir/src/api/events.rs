@@ -5,7 +5,7 @@
 //! Either returns the original event (200) and creates nothing when the content is the same, and
 //! is refused with 409 when it differs.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -17,11 +17,11 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
-use super::deliveries::{check_window, AttemptView, DeliveryView};
+use super::deliveries::{check_event_type, check_window, AttemptView, DeliveryView};
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiJson, ApiQuery};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
-use crate::outbox::NewEvent;
+use crate::outbox::{valid_aggregate, NewEvent, MAX_AGGREGATE_BYTES};
 use crate::serve::AppState;
 use crate::store::{EventQuery, IdempotencyKey, Published, StoredEvent};
 
@@ -187,12 +187,14 @@ fn same_content(stored: &StoredEvent, b: &PublishEvent) -> bool {
         && json(&stored.payload) == json(b.data.get())
 }
 
-async fn stored(state: &AppState, event_id: &str) -> Result<StoredEvent, ApiError> {
-    state
-        .store
-        .get_event(event_id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no event with event_id '{event_id}'")))
+/// The event `event_id` names, or `404`. An id no event could have (not visible ASCII, too long)
+/// is not looked up.
+pub(super) async fn stored(state: &AppState, event_id: &str) -> Result<StoredEvent, ApiError> {
+    let not_found = || ApiError::NotFound(format!("no event with event_id '{event_id}'"));
+    if EventId::parse(event_id).is_err() {
+        return Err(not_found());
+    }
+    state.store.get_event(event_id).await?.ok_or_else(not_found)
 }
 
 /// Records an event in the outbox; the relay fans it out to every subscribed endpoint.
@@ -256,7 +258,7 @@ pub async fn publish(
               (status = 404, description = "No such event", body = ErrorBody)))]
 pub async fn show(
     State(state): State<AppState>,
-    Path(event_id): Path<String>,
+    ApiPath(event_id): ApiPath<String>,
 ) -> Result<Json<EventDetail>, ApiError> {
     let event = EventView::try_from(stored(&state, &event_id).await?)?;
     let mut deliveries = Vec::new();
@@ -299,6 +301,16 @@ pub async fn list(
 ) -> Result<Json<Page<EventView>>, ApiError> {
     let page = PageRequest::new("events", q.cursor.as_deref(), q.limit)?;
     check_window(q.since, q.until)?;
+    check_event_type(q.event_type.as_deref())?;
+    if q.aggregate_id
+        .as_deref()
+        .is_some_and(|a| !valid_aggregate(a))
+    {
+        return Err(ApiError::field(
+            "aggregate_id",
+            format!("must be 1 to {MAX_AGGREGATE_BYTES} bytes without NUL"),
+        ));
+    }
     let query = EventQuery {
         event_type: q.event_type,
         aggregate_id: q.aggregate_id,

@@ -3,7 +3,7 @@
 //! The generated forward secret and read token are answered only by create. Reads never show a
 //! secret: only how many verification secrets a source has.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiPath};
+use kurir_receiver::WebhookSource;
+
 use crate::gateway::source::{InboxSource, InvalidSource, NewSource, SourceUpdate};
 use crate::redact::Sensitive;
 use crate::serve::AppState;
@@ -109,6 +111,15 @@ fn not_found(name: &str) -> ApiError {
     ApiError::NotFound(format!("no inbox source named '{name}'"))
 }
 
+/// `name` when it could be a source's; otherwise `404` without asking the database.
+fn source_name(name: &str) -> Result<&str, ApiError> {
+    if WebhookSource::is_valid_name(name) {
+        Ok(name)
+    } else {
+        Err(not_found(name))
+    }
+}
+
 /// Creates a source.
 #[utoipa::path(post, path = "/v1/inbox/sources", tag = "inbox sources", request_body = CreateSource,
     responses((status = 201, description = "Created; the answer holds the forward secret and the read token", body = SourceView),
@@ -158,11 +169,11 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<SourceView>>
               (status = 404, description = "No such source", body = ErrorBody)))]
 pub async fn show(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Json<SourceView>, ApiError> {
     let source = state
         .store
-        .get_source(&name)
+        .get_source(source_name(&name)?)
         .await?
         .ok_or_else(|| not_found(&name))?;
     Ok(Json(SourceView::new(source)))
@@ -177,12 +188,12 @@ pub async fn show(
               (status = 404, description = "No such source", body = ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateSource>,
 ) -> Result<Json<SourceView>, ApiError> {
     let mut source = state
         .store
-        .get_source(&name)
+        .get_source(source_name(&name)?)
         .await?
         .ok_or_else(|| not_found(&name))?;
     let update = SourceUpdate {
@@ -206,9 +217,9 @@ pub async fn update(
               (status = 404, description = "No such source", body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    if !state.store.delete_source(&name).await? {
+    if !state.store.delete_source(source_name(&name)?).await? {
         return Err(not_found(&name));
     }
     state.gateway.sources().remove(&name);

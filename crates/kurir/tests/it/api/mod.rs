@@ -8,6 +8,7 @@ mod database_away;
 mod endpoints;
 mod events;
 mod openapi;
+mod property;
 mod replays;
 mod rotation;
 mod sources;
