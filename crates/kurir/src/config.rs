@@ -49,6 +49,10 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "max_body_size", env: "KURIR_MAX_BODY_SIZE", default: Some("256KiB"), help: "largest admin API request body, e.g. an event with its data (bytes, or with KiB or MiB); larger requests get 413" },
     Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long the dispatcher and the inbox gateway wait when there is no work (the relay wakes the dispatcher when it creates deliveries)" },
     Setting { key: "relay_poll_interval", env: "KURIR_RELAY_POLL_INTERVAL", default: Some("5ms"), help: "how often the relay looks for new outbox rows when idle: the delay a plain SQL insert may wait (kurir's own publishes wake it at once); each look is one index probe" },
+    Setting { key: "http_header_timeout", env: "KURIR_HTTP_HEADER_TIMEOUT", default: Some("10s"), help: "time a client has to send a request's head (and the longest an idle connection stays open); slower clients are disconnected" },
+    Setting { key: "http_body_timeout", env: "KURIR_HTTP_BODY_TIMEOUT", default: Some("30s"), help: "time a client has to send a request's whole body once its head arrived; slower requests get 408" },
+    Setting { key: "max_connections", env: "KURIR_MAX_CONNECTIONS", default: Some("512"), help: "HTTP connections open at once; more wait for one to close (keep it below the process's file descriptor limit)" },
+    Setting { key: "shutdown_timeout", env: "KURIR_SHUTDOWN_TIMEOUT", default: Some("25s"), help: "longest time from SIGTERM or SIGINT to exit, whatever clients or the database do: requests still open are then cut, and deliveries still in flight are retried once their leases expire" },
     Setting { key: "metrics_require_token", env: "KURIR_METRICS_REQUIRE_TOKEN", default: Some("false"), help: "whether GET /metrics needs the admin token (true or false)" },
 ];
 
@@ -295,6 +299,30 @@ impl Default for DeliveryConfig {
     }
 }
 
+/// How the HTTP server treats its clients ([`crate::listener`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Time a client has to send a request's head.
+    pub header_timeout: Duration,
+    /// Time a client has to send a request's body.
+    pub body_timeout: Duration,
+    /// Connections open at once.
+    pub max_connections: u32,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 512,
+        }
+    }
+}
+
+/// The longest a process takes from SIGTERM to exit unless configured otherwise.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(25);
+
 /// Validated settings of a kurir process. `Debug` hides the admin token and the database URL's
 /// password.
 #[derive(Clone)]
@@ -313,6 +341,10 @@ pub struct Config {
     pub metrics_require_token: bool,
     /// Delivery settings.
     pub delivery: DeliveryConfig,
+    /// How the HTTP server treats its clients.
+    pub http: HttpConfig,
+    /// The longest time from SIGTERM to exit.
+    pub shutdown_timeout: Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -325,6 +357,8 @@ impl std::fmt::Debug for Config {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("metrics_require_token", &self.metrics_require_token)
             .field("delivery", &self.delivery)
+            .field("http", &self.http)
+            .field("shutdown_timeout", &self.shutdown_timeout)
             .finish()
     }
 }
@@ -374,6 +408,13 @@ impl Config {
             )?,
             data_dir,
             delivery,
+            http: HttpConfig {
+                header_timeout: raw
+                    .duration_in("http_header_timeout", &limits::HTTP_HEADER_TIMEOUT)?,
+                body_timeout: raw.duration_in("http_body_timeout", &limits::HTTP_BODY_TIMEOUT)?,
+                max_connections: raw.number_in("max_connections", &limits::MAX_CONNECTIONS)?,
+            },
+            shutdown_timeout: raw.duration_in("shutdown_timeout", &limits::SHUTDOWN_TIMEOUT)?,
         })
     }
 }
@@ -493,6 +534,8 @@ mod tests {
         assert!(c.delivery.allowed_networks.is_empty());
         assert_eq!(c.max_body_bytes, 256 * 1024);
         assert!(!c.metrics_require_token);
+        assert_eq!(c.http, HttpConfig::default());
+        assert_eq!(c.shutdown_timeout, DEFAULT_SHUTDOWN_TIMEOUT);
     }
 
     #[test]
@@ -599,6 +642,11 @@ mod tests {
             ("KURIR_POLL_INTERVAL", "2h"),
             ("KURIR_LEASE_MARGIN", "0s"),
             ("KURIR_MAX_BODY_SIZE", "64MiB"),
+            ("KURIR_HTTP_HEADER_TIMEOUT", "0s"),
+            ("KURIR_HTTP_BODY_TIMEOUT", "1h"),
+            ("KURIR_MAX_CONNECTIONS", "0"),
+            ("KURIR_SHUTDOWN_TIMEOUT", "500ms"),
+            ("KURIR_SHUTDOWN_TIMEOUT", "1h"),
         ];
         for (name, value) in cases {
             let err = load(&[(name, value)], &[])

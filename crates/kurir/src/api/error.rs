@@ -50,6 +50,9 @@ pub enum ApiError {
         /// What conflicts.
         message: String,
     },
+    /// The body did not arrive within the HTTP body timeout.
+    #[error("the request body did not arrive in time (KURIR_HTTP_BODY_TIMEOUT)")]
+    RequestTimeout,
     /// The body is over the configured limit.
     #[error("the request body is larger than the limit of {0} bytes")]
     TooLarge(usize),
@@ -80,7 +83,8 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// Machine-readable: `invalid_json`, `invalid_field`, `invalid_request`, `unauthorized`,
     /// `not_found`, `method_not_allowed`, `event_id_conflict`, `idempotency_key_reused`,
-    /// `source_exists`, `payload_too_large`, `database_unavailable` or `internal_error`.
+    /// `source_exists`, `request_timeout`, `payload_too_large`, `database_unavailable` or
+    /// `internal_error`.
     pub code: String,
     /// For people.
     pub message: String,
@@ -109,6 +113,7 @@ impl ApiError {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            Self::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             Self::TooLarge(_) | Self::DataTooLarge => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
             }

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use crate::listener::BodyTimedOut;
 
 /// A JSON body. An empty body counts as `{}` when `T` allows it (for optional bodies).
 #[derive(Debug)]
@@ -22,6 +23,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::TooLarge(limit)
+            } else if BodyTimedOut::caused(&e) {
+                ApiError::RequestTimeout
             } else {
                 ApiError::InvalidRequest(e.body_text())
             }

@@ -195,19 +195,31 @@ async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
     let config = load_config(args.config, &flags)?;
     let store = open_store(&config).await?;
     store.close().await;
-    println!("migrations applied to the {} database", store.backend());
+    output::out!("migrations applied to the {} database", store.backend());
     Ok(())
 }
 
+/// `kurir serve`. Signals are heeded from the start: a SIGTERM while the database is being
+/// reached or migrated stops at once, rather than after however long that takes.
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(args.config, &args.settings.values)?;
     crate::admin_token::check_exposure(config.admin_token.as_deref(), config.listen)?;
-    let store = open_store(&config).await?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
     let shutdown = CancellationToken::new();
     crate::serve::cancel_on_signals(shutdown.clone());
+    let start = async {
+        let store = open_store(&config).await?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        anyhow::Ok((store, listener))
+    };
+    let (store, listener) = tokio::select! {
+        started = start => started?,
+        () = shutdown.cancelled() => {
+            tracing::info!("stopped before serving");
+            return Ok(());
+        }
+    };
     crate::serve::run(config, store, listener, shutdown).await
 }
 

@@ -10,6 +10,7 @@ mod crash;
 mod debug_output;
 mod delivery;
 mod gateway;
+mod listener;
 mod logs;
 mod metrics;
 mod outbox;

@@ -212,6 +212,8 @@ impl TestServer {
             max_body_bytes: 256 * 1024,
             metrics_require_token: false,
             delivery,
+            http: Default::default(),
+            shutdown_timeout: kurir::config::DEFAULT_SHUTDOWN_TIMEOUT,
         };
         let store = db.connect_again().await;
         let shutdown = CancellationToken::new();
