@@ -316,3 +316,43 @@ fn logs_written_to_a_file_carry_no_colour_codes() {
         "no escape codes in a file: {log:?}"
     );
 }
+
+/// The database goes away (PostgreSQL behind a proxy the test cuts) and then SIGTERM: kurir
+/// still exits within its shutdown bound, rather than waiting on connections that never come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_within_its_bound_with_the_database_away() {
+    let Some(db) = crate::support::TestDb::postgres().await else {
+        return;
+    };
+    let server = url::Url::parse(&db.url).unwrap();
+    let target = format!(
+        "{}:{}",
+        server.host_str().unwrap(),
+        server.port().unwrap_or(5432)
+    );
+    let target = tokio::net::lookup_host(target)
+        .await
+        .unwrap()
+        .next()
+        .unwrap();
+    let proxy = crate::support::proxy::Proxy::start(target).await;
+    let mut proxied = server.clone();
+    proxied.set_port(Some(proxy.addr.port())).unwrap();
+    proxied.set_host(Some("127.0.0.1")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut kurir = Kurir::start_drained(
+        dir.path(),
+        &[
+            ("KURIR_DATABASE_URL", proxied.as_str()),
+            ("KURIR_SHUTDOWN_TIMEOUT", "3s"),
+        ],
+    );
+    assert!(kurir.get("/readyz").contains("200"));
+    proxy.cut();
+    // The pool's acquire timeout is 10 s: waiting on it would take longer than this.
+    let exit = tokio::task::block_in_place(|| kurir.terminate(Duration::from_secs(8)));
+    assert!(
+        exit.is_some(),
+        "SIGTERM finishes within its 3 s bound with the database away"
+    );
+}
