@@ -308,6 +308,11 @@ fn show(event: &Value) {
         ],
         &rows,
     );
+    attempt_tables(deliveries);
+}
+
+/// One table of attempts per delivery.
+fn attempt_tables(deliveries: &[Value]) {
     for d in deliveries {
         out!("\nattempts to {}:", output::cell(&d["endpoint_id"]));
         let rows: Vec<Vec<String>> = d["attempts"]
