@@ -62,6 +62,14 @@ pub const MAX_TEXT_BYTES: usize = 1000;
 /// Longest URL (endpoints, forward URLs), in bytes.
 pub const MAX_URL_BYTES: usize = 2048;
 
+/// The years a time may fall in: what RFC 3339 writes (four digits) and both databases hold.
+pub const YEARS: RangeInclusive<i32> = 1..=9999;
+
+/// Whether `at` falls within [`YEARS`].
+pub fn time_in_range(at: &chrono::DateTime<chrono::Utc>) -> bool {
+    YEARS.contains(&chrono::Datelike::year(at))
+}
+
 /// `range` for people: "between 100ms and 1m".
 pub fn describe_durations(range: &RangeInclusive<Duration>) -> String {
     format!(

@@ -73,6 +73,10 @@ pub enum EnqueueError {
     /// The payload is larger than [`MAX_PAYLOAD_BYTES`].
     #[error("the payload is {0} bytes, more than the limit of {MAX_PAYLOAD_BYTES}")]
     PayloadTooLarge(usize),
+    /// `occurred_at` is outside the years 1 to 9999, which RFC 3339 (the wire format) and both
+    /// databases can all hold.
+    #[error("invalid occurred_at: must be within the years 0001 to 9999")]
+    InvalidOccurredAt,
     /// An aggregate field is empty, too long or holds a NUL.
     #[error("invalid {field}: must be 1 to {MAX_AGGREGATE_BYTES} bytes without NUL")]
     InvalidAggregate {
@@ -141,10 +145,16 @@ impl NewEvent {
         self
     }
 
-    /// Checks what the setters cannot: the version and the aggregate fields.
+    /// Checks what the setters cannot: the version, the time and the aggregate fields.
     pub fn validate(&self) -> Result<(), EnqueueError> {
         if self.version < 1 {
             return Err(EnqueueError::InvalidVersion(self.version));
+        }
+        if self
+            .occurred_at
+            .is_some_and(|at| !crate::limits::time_in_range(&at))
+        {
+            return Err(EnqueueError::InvalidOccurredAt);
         }
         for (field, value) in [
             ("aggregate_type", &self.aggregate_type),
@@ -266,6 +276,12 @@ mod tests {
                 "{kind:?} {id:?}"
             );
         }
-        assert!(event.aggregate("order", "98765").validate().is_ok());
+        assert!(event.clone().aggregate("order", "98765").validate().is_ok());
+        let far = DateTime::parse_from_rfc3339("+10000-01-01T00:00:00Z").map(|t| t.to_utc());
+        let far = far.unwrap_or_else(|_| DateTime::<Utc>::MAX_UTC);
+        assert!(matches!(
+            event.occurred_at(far).validate(),
+            Err(EnqueueError::InvalidOccurredAt)
+        ));
     }
 }

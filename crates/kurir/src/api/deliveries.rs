@@ -120,11 +120,20 @@ pub(super) fn check_event_type(event_type: Option<&str>) -> Result<(), ApiError>
     }
 }
 
-/// Checks that `since` comes before `until`.
+/// Checks that `since` and `until` fall within the years 0001 to 9999, and `since` comes before
+/// `until`.
 pub(super) fn check_window(
     since: Option<DateTime<Utc>>,
     until: Option<DateTime<Utc>>,
 ) -> Result<(), ApiError> {
+    for (field, at) in [("since", since), ("until", until)] {
+        if at.is_some_and(|at| !crate::limits::time_in_range(&at)) {
+            return Err(ApiError::field(
+                field,
+                "must be within the years 0001 to 9999",
+            ));
+        }
+    }
     match (since, until) {
         (Some(s), Some(u)) if s >= u => Err(ApiError::field("until", "must be later than since")),
         _ => Ok(()),

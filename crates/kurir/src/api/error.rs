@@ -187,6 +187,9 @@ impl From<EnqueueError> for ApiError {
             EnqueueError::InvalidEventType(m) => Self::field("event_type", m),
             EnqueueError::InvalidPayload(m) => Self::field("data", m),
             EnqueueError::PayloadTooLarge(_) => Self::DataTooLarge,
+            EnqueueError::InvalidOccurredAt => {
+                Self::field("occurred_at", "must be within the years 0001 to 9999")
+            }
             EnqueueError::InvalidAggregate { field } => Self::field(
                 field,
                 format!(

@@ -599,6 +599,37 @@ fn issue_12_cases(ep: &str, event_id: &str, create: impl Fn(&str) -> String) -> 
             "url",
         ),
         field("PATCH", ep, r#"{"url": "https://u:p@x.example/"}"#, "url"),
+        // Times outside the years both databases and RFC 3339 hold.
+        field(
+            "POST",
+            "/v1/events",
+            r#"{"event_type": "order.paid", "data": {}, "occurred_at": "-262143-01-01T00:00:00Z"}"#,
+            "occurred_at",
+        ),
+        field(
+            "POST",
+            "/v1/events",
+            r#"{"event_type": "order.paid", "data": {}, "occurred_at": "-0001-01-01T00:00:00Z"}"#,
+            "occurred_at",
+        ),
+        field(
+            "GET",
+            "/v1/events?since=-262143-01-01T00:00:00Z",
+            "",
+            "since",
+        ),
+        field(
+            "GET",
+            "/v1/deliveries?until=-262143-01-01T00:00:00Z",
+            "",
+            "until",
+        ),
+        field(
+            "POST",
+            "/v1/replays",
+            r#"{"reason": "x", "since": "-262143-01-01T00:00:00Z"}"#,
+            "since",
+        ),
         // Ids are validated.
         field("GET", "/v1/deliveries?endpoint_id=xyz", "", "endpoint_id"),
         // A path segment that is not UTF-8.

@@ -28,11 +28,19 @@ fn no_request_gets_a_5xx_or_changes_anything_when_refused_on_postgres() {
 }
 
 /// One request.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 struct Request {
     method: Method,
     path: String,
     body: Vec<u8>,
+}
+
+/// Shown with its body as text, for a readable minimal failing input.
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let body = String::from_utf8_lossy(&self.body);
+        write!(f, "{} {} {body:?}", self.method, self.path)
+    }
 }
 
 /// Ids that exist when the test starts, so requests also reach past the "not found" checks.
@@ -134,6 +142,9 @@ async fn settle(app: &TestApp) {
     .await
 }
 
+/// Half the requests are anything at all; the other half a valid request to one of the routes
+/// that write, with up to three fields replaced by anything, so the checks past the first one
+/// are reached too.
 fn request(known: Known) -> impl Strategy<Value = Request> {
     let method = select(vec![
         Method::GET,
@@ -142,7 +153,125 @@ fn request(known: Known) -> impl Strategy<Value = Request> {
         Method::DELETE,
         Method::PUT,
     ]);
-    (method, path(known), body()).prop_map(|(method, path, body)| Request { method, path, body })
+    let anything = (method, path(known.clone()), body()).prop_map(|(method, path, body)| Request {
+        method,
+        path,
+        body,
+    });
+    prop_oneof![anything, almost_valid(known)]
+}
+
+fn almost_valid(known: Known) -> impl Strategy<Value = Request> {
+    let (endpoint, event) = (known.endpoint_id, known.event_id);
+    const ENDPOINT: &[&str] = &[
+        "url",
+        "description",
+        "event_types",
+        "secret",
+        "max_in_flight",
+        "connect_timeout_ms",
+        "request_timeout_ms",
+        "retry_initial_delay_ms",
+        "retry_max_delay_ms",
+        "retry_max_attempts",
+        "enabled",
+        "disabled_reason",
+    ];
+    const EVENT: &[&str] = &[
+        "event_type",
+        "data",
+        "version",
+        "aggregate_type",
+        "aggregate_id",
+        "occurred_at",
+        "event_id",
+    ];
+    const SOURCE: &[&str] = &[
+        "name",
+        "scheme",
+        "secrets",
+        "tolerance_seconds",
+        "forward_url",
+    ];
+    const REPLAY: &[&str] = &[
+        "reason",
+        "endpoint_id",
+        "status",
+        "event_type",
+        "since",
+        "until",
+    ];
+    let route = |method: Method, path: String, body: Value, fields: &'static [&'static str]| {
+        (method, path, body, fields)
+    };
+    let routes = vec![
+        route(
+            Method::POST,
+            "/v1/events".into(),
+            json!({"event_type": "order.paid", "data": {"n": 1}}),
+            EVENT,
+        ),
+        route(
+            Method::POST,
+            "/v1/endpoints".into(),
+            json!({"url": "http://127.0.0.1:9/hook"}),
+            ENDPOINT,
+        ),
+        route(
+            Method::PATCH,
+            format!("/v1/endpoints/{endpoint}"),
+            json!({"description": "d"}),
+            ENDPOINT,
+        ),
+        route(
+            Method::POST,
+            format!("/v1/endpoints/{endpoint}/rotate-secret"),
+            json!({}),
+            &["grace_period_seconds", "secret"],
+        ),
+        route(
+            Method::POST,
+            "/v1/inbox/sources".into(),
+            json!({"name": "s2", "scheme": "github", "secrets": ["github-secret"],
+                   "forward_url": "http://127.0.0.1:9/forward"}),
+            SOURCE,
+        ),
+        route(
+            Method::PATCH,
+            "/v1/inbox/sources/src".into(),
+            json!({"tolerance_seconds": 60}),
+            SOURCE,
+        ),
+        route(
+            Method::POST,
+            format!("/v1/events/{event}/replay"),
+            json!({"reason": "property test"}),
+            REPLAY,
+        ),
+        route(
+            Method::POST,
+            "/v1/replays".into(),
+            json!({"reason": "property test"}),
+            REPLAY,
+        ),
+    ];
+    select(routes).prop_flat_map(|(method, path, body, fields)| {
+        let change = select(fields.to_vec())
+            .prop_flat_map(|name| (Just(name), prop_oneof![3 => value_for(name), 1 => value()]));
+        (
+            Just((method, path, body)),
+            prop::collection::vec(change, 0..4),
+        )
+            .prop_map(|((method, path, mut body), changes)| {
+                let changes = changes.into_iter().map(|(k, v)| (k.to_owned(), v));
+                body.as_object_mut().unwrap().extend(changes);
+                Request {
+                    method,
+                    path,
+                    body: serde_json::to_vec(&body).unwrap(),
+                }
+            })
+    })
 }
 
 /// A path of one of the API's shapes with segments and a query drawn from everything.
@@ -227,7 +356,21 @@ fn encode(bytes: &[u8]) -> String {
 /// A body: a JSON object of the API's field names (and a stranger) with values of any shape,
 /// other JSON, or bytes that are not JSON at all.
 fn body() -> impl Strategy<Value = Vec<u8>> {
-    let fields = select(vec![
+    let object = prop::collection::btree_map(field_name(), value(), 0..7).prop_map(|fields| {
+        let fields: Map<String, Value> =
+            fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        serde_json::to_vec(&Value::Object(fields)).unwrap()
+    });
+    prop_oneof![
+        6 => object,
+        1 => value().prop_map(|v| serde_json::to_vec(&v).unwrap()),
+        1 => prop::collection::vec(any::<u8>(), 0..64),
+    ]
+}
+
+/// The API's body field names, and a stranger.
+fn field_name() -> impl Strategy<Value = &'static str> {
+    select(vec![
         "url",
         "description",
         "event_types",
@@ -259,21 +402,79 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
         "tolerance_seconds",
         "forward_url",
         "colour",
-    ]);
-    let object = prop::collection::btree_map(fields, value(), 0..7).prop_map(|fields| {
-        serde_json::to_vec(&Value::Object(
-            fields
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect::<Map<_, _>>(),
-        ))
-        .unwrap()
-    });
-    prop_oneof![
-        6 => object,
-        1 => value().prop_map(|v| serde_json::to_vec(&v).unwrap()),
-        1 => prop::collection::vec(any::<u8>(), 0..64),
-    ]
+    ])
+}
+
+/// A value at the edges of what the field `name` takes.
+fn value_for(name: &'static str) -> BoxedStrategy<Value> {
+    let strings = |v: Vec<&'static str>| select(v).prop_map(Value::from).boxed();
+    match name {
+        "occurred_at" | "since" | "until" => strings(vec![
+            "2026-01-01T00:00:00Z",
+            "0001-01-01T00:00:00Z",
+            "0000-01-01T00:00:00Z",
+            "9999-12-31T23:59:59.999999999Z",
+            "+275760-09-13T00:00:00Z",
+            "-262143-01-01T00:00:00Z",
+            "-0001-01-01T00:00:00Z",
+            "2026-02-30T00:00:00Z",
+            "2026-01-01T00:00:00+14:00",
+            "2026-01-01",
+        ]),
+        "url" | "forward_url" => strings(vec![
+            "http://127.0.0.1:9/hook",
+            "https://[::1]:9/hook",
+            "http:///path",
+            "http:x.example",
+            "https://u:p@x.example/",
+            "https://x.example/a\r\nb",
+            "https://x.example/\u{0}",
+            "https://x.example:99999/",
+            "https://bücher.example/",
+            "javascript:alert(1)",
+        ]),
+        "event_type" => strings(vec![
+            "order.paid",
+            "Order.Paid",
+            "a..b",
+            ".a",
+            "a.",
+            "é",
+            "*",
+        ]),
+        "secret" => strings(vec![
+            "short",
+            "whsec_!!",
+            "whsec_",
+            "valid-secret-123",
+            "x\ty-secret",
+        ]),
+        _ => select(vec![
+            -1i128,
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            1000,
+            1001,
+            60_000,
+            60_001,
+            86_400,
+            86_401,
+            2_592_000,
+            2_592_001,
+            604_800_000,
+            604_800_001,
+            2_147_483_648,
+            4_294_967_296,
+            9_223_372_036_854_775_808,
+            18_446_744_073_709_551_615,
+        ])
+        .prop_map(|n| serde_json::from_str::<Value>(&n.to_string()).unwrap())
+        .boxed(),
+    }
 }
 
 /// Any JSON value, weighted toward the edges: NUL and control characters, non-ASCII, long
@@ -301,6 +502,8 @@ fn value() -> impl Strategy<Value = Value> {
         "sent",
         "2026-01-01T00:00:00Z",
         "+275760-09-13T00:00:00Z",
+        "-262143-01-01T00:00:00Z",
+        "-0001-01-01T00:00:00Z",
         "kurir",
         "github",
         "standard-webhooks",
