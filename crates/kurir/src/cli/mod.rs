@@ -39,8 +39,10 @@ pub enum Command {
     /// Run the relay, the dispatcher, the inbox gateway and the HTTP server (migrations are applied
     /// first).
     #[command(
-        after_help = "Logs go to stderr: KURIR_LOG sets the level (env-filter syntax, default \
-                      info,sqlx=warn), KURIR_LOG_FORMAT=json writes one JSON object per line."
+        after_help = "Logs go to stderr, in colour only on a terminal: KURIR_LOG sets the level \
+                      (env-filter syntax, default info,sqlx=warn), KURIR_LOG_FORMAT=json writes one \
+                      JSON object per line. SIGTERM or SIGINT stops kurir within \
+                      KURIR_SHUTDOWN_TIMEOUT."
     )]
     Serve(ServeArgs),
     /// Apply database migrations and exit (safe to run repeatedly).
