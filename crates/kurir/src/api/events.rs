@@ -205,7 +205,9 @@ pub(super) async fn stored(state: &AppState, event_id: &str) -> Result<StoredEve
               (status = 200, description = "Already accepted: the original event, nothing created", body = EventView),
               (status = 400, description = "A field is invalid", body = ErrorBody),
               (status = 409, description = "The event_id or key was used for different content", body = ErrorBody),
-              (status = 413, description = "The body is over the limit", body = ErrorBody)))]
+              (status = 408, description = "The body did not arrive within the HTTP body timeout", body = ErrorBody),
+              (status = 413, description = "The body, or its data, is over the limit", body = ErrorBody),
+              (status = 503, description = "The database is unavailable; retry after Retry-After", body = ErrorBody)))]
 pub async fn publish(
     State(state): State<AppState>,
     headers: HeaderMap,
