@@ -22,6 +22,9 @@
 //! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
 //! - [`wake`]: the PostgreSQL `LISTEN` that wakes the relay when kurir itself publishes.
 //! - [`config`]: settings from `kurir.toml`, the environment and flags, validated.
+//! - [`limits`]: the documented bounds of every number, shared by the configuration and the API.
+//! - [`redact`]: secrets that show themselves as `***` in `Debug` output.
+//! - [`listener`]: the HTTP listener: connection cap, header and body deadlines, bounded drain.
 //! - [`serve`]: runs the HTTP server, relay, dispatcher, lease sweep and inbox gateway together
 //!   until shutdown.
 //! - [`cli`]: the `kurir` command line (`main.rs` only calls it), including the admin API client.
@@ -34,9 +37,12 @@ pub mod delivery;
 pub mod dispatch;
 pub mod endpoint;
 pub mod gateway;
+pub mod limits;
+pub mod listener;
 pub mod metrics;
 pub mod outbox;
 pub mod probe;
+pub mod redact;
 pub mod relay;
 pub mod serve;
 pub mod store;

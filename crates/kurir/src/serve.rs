@@ -1,6 +1,6 @@
 //! `kurir serve`: the relay, the dispatcher, the lease sweep, the inbox gateway's runner and the
 //! HTTP server (health, metrics, the admin API, the inbox gateway's routes) in one process, all
-//! stopped by one [`CancellationToken`].
+//! stopped by one [`CancellationToken`], within a bounded time ([`run`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,9 +11,13 @@ use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::admin_token::{self, AdminToken, TokenSource, ADMIN_ACTOR};
+use crate::api::error::ApiError;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::gateway::Gateway;
@@ -78,13 +82,26 @@ pub fn app(state: AppState) -> Router {
         .merge(crate::metrics::scrape::router(state.clone(), require_token))
         .merge(crate::api::router(state.clone()))
         .merge(crate::ui::router(state))
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
 }
 
+/// How long `/readyz` waits for the database: it answers within a second whatever the database
+/// does (connecting to one that is away would otherwise take the pool's whole acquire timeout).
+const READINESS_TIMEOUT: Duration = Duration::from_millis(900);
+
 async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    match state.store.ping().await {
-        Ok(()) => (StatusCode::OK, "ready"),
-        Err(e) => {
+    match tokio::time::timeout(READINESS_TIMEOUT, state.store.ping()).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready"),
+        Ok(Err(e)) => {
             tracing::warn!(error = %e, "readiness check failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
+        }
+        Err(_) => {
+            tracing::warn!(
+                timeout_ms = READINESS_TIMEOUT.as_millis() as u64,
+                "readiness check failed: the database did not answer in time"
+            );
             (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
         }
     }
@@ -100,8 +117,9 @@ pub fn owner_id() -> String {
     )
 }
 
-/// Runs everything on `listener` until `shutdown` is cancelled, then drains: stops claiming,
-/// lets requests in flight finish, records them and releases leftover leases.
+/// Runs everything on `listener` until `shutdown` is cancelled, then stops within
+/// `config.shutdown_timeout`: stops accepting and claiming, lets requests and deliveries in
+/// flight finish, records them, releases leftover leases and closes the pool (see [`stop`]).
 pub async fn run(
     config: Config,
     store: Store,
@@ -109,18 +127,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let listen = listener.local_addr()?;
-    let (token, source) =
-        admin_token::for_serving(config.admin_token.as_deref(), &config.data_dir, listen)?;
-    match &source {
-        TokenSource::Configured => tracing::info!("admin API token: the configured one"),
-        TokenSource::File(path) => {
-            tracing::info!(file = %path.display(), "admin API token read from file")
-        }
-        TokenSource::Generated(path) => tracing::info!(
-            file = %path.display(),
-            "admin API token generated; the CLI on this machine reads it from that file"
-        ),
-    }
+    let token = settle_admin_token(&config, listen)?;
     let delivery = config.delivery.clone();
     let metrics = Metrics::new();
     let gateway = Gateway::new(store.clone(), &delivery)?.with_metrics(metrics.clone());
@@ -135,11 +142,9 @@ pub async fn run(
             gateway.clone(),
         )
     };
-    let relay_wake = state.relay_wake.clone();
-    let dispatch_wake = state.dispatch_wake.clone();
-    let metrics = state.metrics.clone();
     let dispatcher = Arc::new(
-        Dispatcher::new(store.clone(), delivery.clone(), owner_id()).with_metrics(metrics.clone()),
+        Dispatcher::new(store.clone(), delivery.clone(), owner_id())
+            .with_metrics(state.metrics.clone()),
     );
     tracing::info!(
         backend = store.backend(),
@@ -147,11 +152,55 @@ pub async fn run(
         owner = dispatcher.owner(),
         "kurir serving"
     );
-    let tasks = tokio_util::task::TaskTracker::new();
-    if let Store::Postgres(pg) = &store {
+    let tasks = spawn_workers(&state, &delivery, dispatcher, gateway, &shutdown);
+    let limits = crate::listener::Limits {
+        header_timeout: config.http.header_timeout,
+        body_timeout: config.http.body_timeout,
+        max_connections: config.http.max_connections as usize,
+        drain: config.shutdown_timeout - stop_reserve(config.shutdown_timeout),
+    };
+    let server = tokio::spawn(crate::listener::serve(
+        listener,
+        app(state),
+        limits,
+        shutdown.clone(),
+    ));
+    shutdown.cancelled().await;
+    stop(server, tasks, &store, config.shutdown_timeout).await
+}
+
+/// The admin token to serve with (configured, read or generated), logged by where it came from.
+fn settle_admin_token(config: &Config, listen: std::net::SocketAddr) -> anyhow::Result<String> {
+    let (token, source) =
+        admin_token::for_serving(config.admin_token.as_deref(), &config.data_dir, listen)?;
+    match &source {
+        TokenSource::Configured => tracing::info!("admin API token: the configured one"),
+        TokenSource::File(path) => {
+            tracing::info!(file = %path.display(), "admin API token read from file")
+        }
+        TokenSource::Generated(path) => tracing::info!(
+            file = %path.display(),
+            "admin API token generated; the CLI on this machine reads it from that file"
+        ),
+    }
+    Ok(token)
+}
+
+/// Starts the relay, the PostgreSQL wake-up listener, the lease sweep, the metrics upkeep, the
+/// dispatcher and the inbox gateway's runner, each stopping at `shutdown`.
+fn spawn_workers(
+    state: &AppState,
+    delivery: &crate::config::DeliveryConfig,
+    dispatcher: Arc<Dispatcher>,
+    gateway: Gateway,
+    shutdown: &CancellationToken,
+) -> TaskTracker {
+    let store = &state.store;
+    let tasks = TaskTracker::new();
+    if let Store::Postgres(pg) = store {
         tasks.spawn(crate::wake::listen_for_outbox(
             pg.pool().clone(),
-            relay_wake.clone(),
+            state.relay_wake.clone(),
             shutdown.clone(),
         ));
     }
@@ -159,29 +208,73 @@ pub async fn run(
         store.clone(),
         delivery.batch_size,
         delivery.relay_poll_interval,
-        relay_wake,
-        dispatch_wake.clone(),
-        metrics.clone(),
+        state.relay_wake.clone(),
+        state.dispatch_wake.clone(),
+        state.metrics.clone(),
         shutdown.clone(),
     ));
-    tasks.spawn(metrics.upkeep(METRICS_UPKEEP_INTERVAL, shutdown.clone()));
+    tasks.spawn(
+        state
+            .metrics
+            .clone()
+            .upkeep(METRICS_UPKEEP_INTERVAL, shutdown.clone()),
+    );
     tasks.spawn(crate::relay::sweep_leases(
         store.clone(),
         SWEEP_INTERVAL,
         shutdown.clone(),
     ));
-    tasks.spawn(dispatcher.run(dispatch_wake, shutdown.clone()));
+    tasks.spawn(dispatcher.run(state.dispatch_wake.clone(), shutdown.clone()));
     tasks.spawn(gateway.run(shutdown.clone()));
-    let server_shutdown = shutdown.clone();
-    let server = axum::serve(listener, app(state))
-        .with_graceful_shutdown(async move { server_shutdown.cancelled().await });
-    let served = server.await;
-    shutdown.cancel();
     tasks.close();
-    tasks.wait().await;
-    store.close().await;
+    tasks
+}
+
+/// The part of the shutdown time kept for closing the database pool once the HTTP server and
+/// the workers are done or cut off.
+fn stop_reserve(timeout: Duration) -> Duration {
+    (timeout / 5).min(Duration::from_secs(2))
+}
+
+/// Stops everything within `timeout` of now, whatever clients or the database do: the HTTP
+/// server (which closes connections still open when its drain time is up) and the workers get
+/// all but [`stop_reserve`] of it, closing the pool the rest. Workers still running then are
+/// left behind, to end with the process: deliveries they hold are retried, by this or another
+/// kurir, once their leases expire. That case is an error, so the exit status says so.
+async fn stop(
+    mut server: JoinHandle<()>,
+    tasks: TaskTracker,
+    store: &Store,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let work_deadline = deadline - stop_reserve(timeout);
+    let (server_done, workers_done) = tokio::join!(
+        tokio::time::timeout_at(work_deadline, &mut server),
+        tokio::time::timeout_at(work_deadline, tasks.wait()),
+    );
+    if server_done.is_err() {
+        server.abort();
+    }
+    if workers_done.is_err() {
+        tracing::error!(
+            timeout_ms = timeout.as_millis() as u64,
+            "workers still running at the shutdown deadline are left behind; the deliveries they \
+             hold are retried once their leases expire"
+        );
+    }
+    let closed = tokio::time::timeout_at(deadline, store.close()).await;
+    if closed.is_err() {
+        tracing::error!("the database pool did not close before the shutdown deadline");
+    }
+    if workers_done.is_err() || closed.is_err() {
+        anyhow::bail!(
+            "shutdown did not finish within {} (KURIR_SHUTDOWN_TIMEOUT)",
+            humantime::format_duration(timeout)
+        );
+    }
     tracing::info!("kurir stopped");
-    served.map_err(Into::into)
+    Ok(())
 }
 
 /// Cancels `token` on SIGINT or SIGTERM.

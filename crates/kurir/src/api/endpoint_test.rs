@@ -2,12 +2,13 @@
 //! answers the attempt's result, so a mistyped URL or a wrong secret shows in seconds instead of
 //! after every retry. The event is not stored (see [`crate::probe`]).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
 
 use super::endpoints::{endpoint_id, not_found};
 use super::error::{ApiError, ErrorBody};
+use super::extract::ApiPath;
 use crate::probe::TestResult;
 use crate::serve::AppState;
 
@@ -19,7 +20,7 @@ use crate::serve::AppState;
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn test(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<TestResult>, ApiError> {
     let endpoint = state
         .store

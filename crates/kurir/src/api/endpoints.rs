@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -15,11 +15,11 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiPath};
 use crate::endpoint::{
-    validate_url, Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint,
-    Overrides,
+    Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint, Overrides,
 };
+use crate::redact::Sensitive;
 use crate::serve::AppState;
 
 /// Default time a rotated-out secret keeps signing.
@@ -56,7 +56,8 @@ pub struct EndpointView {
     pub retry_max_attempts: Option<u32>,
     /// The signing secret: only in the answers of create and rotate-secret.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<Sensitive>,
     /// When each rotated-out secret that still signs stops signing.
     pub previous_secrets_expire_at: Vec<DateTime<Utc>>,
     /// When it was created.
@@ -86,7 +87,7 @@ impl EndpointView {
             retry_initial_delay_ms: e.overrides.retry_initial_delay_ms,
             retry_max_delay_ms: e.overrides.retry_max_delay_ms,
             retry_max_attempts: e.overrides.retry_max_attempts,
-            secret: with_secret.then(|| e.secret.expose().to_owned()),
+            secret: with_secret.then(|| e.secret.expose().into()),
             previous_secrets_expire_at: e
                 .previous_secrets
                 .iter()
@@ -120,7 +121,8 @@ pub struct CreateEndpoint {
     pub event_types: Vec<String>,
     /// The signing secret (8 to 512 characters; `whsec_` + base64 for Standard Webhooks);
     /// generated when absent.
-    pub secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<Sensitive>,
     /// Concurrent requests per kurir process (default 16).
     pub max_in_flight: Option<u32>,
     /// Connect timeout, overriding the global one.
@@ -196,7 +198,8 @@ pub struct RotateSecret {
     /// 2592000; 0 drops it at once).
     pub grace_period_seconds: Option<u64>,
     /// The new secret; generated when absent.
-    pub secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<Sensitive>,
 }
 
 impl From<InvalidEndpoint> for ApiError {
@@ -205,34 +208,9 @@ impl From<InvalidEndpoint> for ApiError {
     }
 }
 
-fn parse_secret(s: Option<&str>) -> Result<Option<Secret>, ApiError> {
-    s.map(|s| Secret::parse(s).map_err(|e| ApiError::field("secret", e.to_string())))
+fn parse_secret(s: Option<&Sensitive>) -> Result<Option<Secret>, ApiError> {
+    s.map(|s| Secret::parse(s.expose()).map_err(|e| ApiError::field("secret", e.to_string())))
         .transpose()
-}
-
-fn positive<T: PartialEq + Default>(
-    field: &'static str,
-    v: Option<T>,
-) -> Result<Option<T>, ApiError> {
-    match v {
-        Some(v) if v == T::default() => Err(ApiError::field(field, "must be at least 1")),
-        v => Ok(v),
-    }
-}
-
-fn check_overrides(o: &Overrides) -> Result<(), ApiError> {
-    positive("connect_timeout_ms", o.connect_timeout_ms)?;
-    positive("request_timeout_ms", o.request_timeout_ms)?;
-    positive("retry_max_attempts", o.retry_max_attempts)?;
-    if let (Some(initial), Some(max)) = (o.retry_initial_delay_ms, o.retry_max_delay_ms) {
-        if initial > max {
-            return Err(ApiError::field(
-                "retry_initial_delay_ms",
-                "must not be larger than retry_max_delay_ms",
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Parses an endpoint id from a path; one that is not a UUID cannot exist.
@@ -259,12 +237,11 @@ pub async fn create(
         retry_max_delay_ms: body.retry_max_delay_ms,
         retry_max_attempts: body.retry_max_attempts,
     };
-    check_overrides(&overrides)?;
     let new = NewEndpoint {
         url: body.url,
         description: body.description,
         event_types: EventFilter::parse(body.event_types)?,
-        secret: parse_secret(body.secret.as_deref())?,
+        secret: parse_secret(body.secret.as_ref())?,
         overrides,
         max_in_flight: body.max_in_flight,
     };
@@ -295,7 +272,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<EndpointView
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn show(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<EndpointView>, ApiError> {
     let endpoint = state
         .store
@@ -313,23 +290,26 @@ pub async fn show(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateEndpoint>,
 ) -> Result<Json<EndpointView>, ApiError> {
     let eid = endpoint_id(&id)?;
-    if let Some(url) = &body.url {
-        validate_url(url)?;
-    }
-    if body.max_in_flight == Some(0) {
-        return Err(ApiError::field("max_in_flight", "must be at least 1"));
-    }
     if body.disabled_reason.is_some() && body.enabled != Some(false) {
         return Err(ApiError::field(
             "disabled_reason",
             "only allowed together with \"enabled\": false",
         ));
     }
-    let event_types = body.event_types.map(EventFilter::parse).transpose()?;
+    let mut update = EndpointUpdate {
+        url: body.url,
+        description: body.description,
+        event_types: body.event_types.map(EventFilter::parse).transpose()?,
+        enabled: body.enabled,
+        disabled_reason: body.disabled_reason,
+        overrides: None,
+        max_in_flight: body.max_in_flight,
+    };
+    update.validate()?;
     let current = state
         .store
         .get_endpoint(&eid)
@@ -344,16 +324,8 @@ pub async fn update(
     );
     patch(&mut overrides.retry_max_delay_ms, body.retry_max_delay_ms);
     patch(&mut overrides.retry_max_attempts, body.retry_max_attempts);
-    check_overrides(&overrides)?;
-    let update = EndpointUpdate {
-        url: body.url,
-        description: body.description,
-        event_types,
-        enabled: body.enabled,
-        disabled_reason: body.disabled_reason,
-        overrides: (overrides != current.overrides).then_some(overrides),
-        max_in_flight: body.max_in_flight,
-    };
+    overrides.validate()?;
+    update.overrides = (overrides != current.overrides).then_some(overrides);
     let endpoint = state
         .store
         .update_endpoint(&eid, update)
@@ -370,7 +342,7 @@ pub async fn update(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     if !state.store.delete_endpoint(&endpoint_id(&id)?).await? {
         return Err(not_found(&id));
@@ -388,7 +360,7 @@ pub async fn delete(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn rotate_secret(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<RotateSecret>,
 ) -> Result<Json<EndpointView>, ApiError> {
     let eid = endpoint_id(&id)?;
@@ -401,7 +373,7 @@ pub async fn rotate_secret(
             format!("at most {MAX_GRACE_PERIOD_SECONDS} (30 days)"),
         ));
     }
-    let secret = parse_secret(body.secret.as_deref())?.unwrap_or_else(Secret::generate);
+    let secret = parse_secret(body.secret.as_ref())?.unwrap_or_else(Secret::generate);
     let endpoint = state
         .store
         .rotate_secret(&eid, secret, Duration::from_secs(grace))

@@ -2,7 +2,7 @@
 //! first (filters, cursor paging), and `…/{event_id}/retry`, which gives a `failed` event a fresh
 //! set of forward attempts once its cause is fixed.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -13,10 +13,11 @@ use utoipa::ToSchema;
 
 use super::deliveries::check_window;
 use super::error::{ApiError, ErrorBody};
-use super::extract::ApiQuery;
+use super::extract::{ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
 use crate::serve::AppState;
 use crate::store::{InboxListItem, InboxQuery};
+use kurir_receiver::WebhookSource;
 
 /// One received event (never its body or headers).
 #[derive(Debug, Serialize, ToSchema)]
@@ -109,13 +110,13 @@ pub(crate) fn parse_inbox_status(s: Option<&str>) -> Result<Option<InboxStatus>,
               (status = 404, description = "No such source", body = ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<ListInboxEvents>,
 ) -> Result<Json<Page<InboxEventView>>, ApiError> {
     let page = PageRequest::new("inbox", q.cursor.as_deref(), q.limit)?;
     check_window(q.since, q.until)?;
     let status = parse_inbox_status(q.status.as_deref())?;
-    if state.store.get_source(&name).await?.is_none() {
+    if !WebhookSource::is_valid_name(&name) || state.store.get_source(&name).await?.is_none() {
         return Err(source_not_found(&name));
     }
     let query = InboxQuery {
@@ -141,7 +142,7 @@ pub async fn list(
               (status = 409, description = "The event is not failed", body = ErrorBody)))]
 pub async fn retry(
     State(state): State<AppState>,
-    Path((name, event_id)): Path<(String, String)>,
+    ApiPath((name, event_id)): ApiPath<(String, String)>,
 ) -> Result<(StatusCode, Json<Retried>), ApiError> {
     retry_event(&state, &name, &event_id).await?;
     let retried = Retried {
@@ -158,8 +159,14 @@ pub(crate) async fn retry_event(
     name: &str,
     event_id: &str,
 ) -> Result<(), ApiError> {
-    if state.store.get_source(name).await?.is_none() {
+    if !WebhookSource::is_valid_name(name) || state.store.get_source(name).await?.is_none() {
         return Err(source_not_found(name));
+    }
+    // An id no stored event could have (a NUL, say) is not looked up.
+    if event_id.contains('\0') {
+        return Err(ApiError::NotFound(format!(
+            "source {name} has no event with id '{event_id}'"
+        )));
     }
     match state.store.inbox().retry_now(name, event_id).await? {
         RetryNow::Scheduled => {

@@ -5,7 +5,7 @@
 //! (other statuses are left alone and not counted) and records who, why, which filter and how
 //! many in `kurir_replays`, in the same transaction.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
@@ -18,9 +18,11 @@ use super::auth::Actor;
 use super::deliveries::{check_window, parse_status};
 use super::endpoints::{endpoint_id, not_found};
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiJson, ApiQuery};
+use super::events::stored;
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
 use crate::delivery::DeliveryStatus;
+use crate::endpoint::EndpointId;
 use crate::serve::AppState;
 use crate::store::{ReplayFilter, ReplayRecord, ReplayRequest};
 
@@ -103,6 +105,9 @@ pub(crate) fn reason(reason: String) -> Result<String, ApiError> {
             format!("say why you replay, in 1 to {MAX_REASON_LEN} bytes"),
         ));
     }
+    if let Some(problem) = crate::limits::text_problem(trimmed, MAX_REASON_LEN) {
+        return Err(ApiError::field("reason", problem));
+    }
     Ok(trimmed.to_owned())
 }
 
@@ -134,21 +139,21 @@ pub(crate) async fn replay(
 pub async fn replay_event(
     State(state): State<AppState>,
     Extension(actor): Extension<Actor>,
-    Path(event_id): Path<String>,
+    ApiPath(event_id): ApiPath<String>,
     ApiJson(body): ApiJson<ReplayEvent>,
 ) -> Result<(StatusCode, Json<Replayed>), ApiError> {
     let reason = reason(body.reason)?;
-    if state.store.get_event(&event_id).await?.is_none() {
-        return Err(ApiError::NotFound(format!(
-            "no event with event_id '{event_id}'"
-        )));
-    }
+    stored(&state, &event_id).await?;
     if let Some(id) = &body.endpoint_id {
+        let no_delivery = || {
+            ApiError::NotFound(format!(
+                "event '{event_id}' has no delivery to endpoint '{id}'"
+            ))
+        };
+        EndpointId::parse(id).map_err(|_| no_delivery())?;
         let deliveries = state.store.deliveries_for_event(&event_id).await?;
         if !deliveries.iter().any(|d| &d.endpoint_id == id) {
-            return Err(ApiError::NotFound(format!(
-                "event '{event_id}' has no delivery to endpoint '{id}'"
-            )));
+            return Err(no_delivery());
         }
     }
     let filter = ReplayFilter {

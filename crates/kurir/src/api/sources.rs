@@ -3,7 +3,7 @@
 //! The generated forward secret and read token are answered only by create. Reads never show a
 //! secret: only how many verification secrets a source has.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -12,8 +12,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiPath};
+use kurir_receiver::WebhookSource;
+
 use crate::gateway::source::{InboxSource, InvalidSource, NewSource, SourceUpdate};
+use crate::redact::Sensitive;
 use crate::serve::AppState;
 use crate::store::now_millis;
 
@@ -35,10 +38,12 @@ pub struct SourceView {
     pub inbox_path: String,
     /// The secret forwards are signed with (`kurir` scheme): only in the answer of create.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub forward_secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub forward_secret: Option<Sensitive>,
     /// The bearer token of this source's status route: only in the answer of create.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_token: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub read_token: Option<Sensitive>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
@@ -72,7 +77,8 @@ pub struct CreateSource {
     pub scheme: String,
     /// The secrets the sender signs with (several during a rotation); `whsec_` + base64 for
     /// `standard-webhooks`.
-    pub secrets: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub secrets: Vec<Sensitive>,
     /// Timestamp tolerance, 1 to 86400 (default 300).
     pub tolerance_seconds: Option<u32>,
     /// Absolute http(s) URL each accepted event is forwarded to.
@@ -87,7 +93,8 @@ pub struct UpdateSource {
     /// New scheme; the secrets (given or kept) must suit it.
     pub scheme: Option<String>,
     /// New secrets (replaces the list).
-    pub secrets: Option<Vec<String>>,
+    #[schema(value_type = Option<Vec<String>>)]
+    pub secrets: Option<Vec<Sensitive>>,
     /// New tolerance.
     pub tolerance_seconds: Option<u32>,
     /// New forward URL.
@@ -102,6 +109,15 @@ impl From<InvalidSource> for ApiError {
 
 fn not_found(name: &str) -> ApiError {
     ApiError::NotFound(format!("no inbox source named '{name}'"))
+}
+
+/// `name` when it could be a source's; otherwise `404` without asking the database.
+fn source_name(name: &str) -> Result<&str, ApiError> {
+    if WebhookSource::is_valid_name(name) {
+        Ok(name)
+    } else {
+        Err(not_found(name))
+    }
 }
 
 /// Creates a source.
@@ -129,7 +145,7 @@ pub async fn create(
     }
     state.gateway.sources().insert(&created.source.name);
     tracing::info!(source = %created.source.name, scheme = %created.source.scheme, "inbox source created");
-    let forward_secret = created.source.forward_secret.expose().to_owned();
+    let forward_secret = created.source.forward_secret.expose().into();
     let view = SourceView {
         forward_secret: Some(forward_secret),
         read_token: Some(created.read_token),
@@ -153,11 +169,11 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<SourceView>>
               (status = 404, description = "No such source", body = ErrorBody)))]
 pub async fn show(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Json<SourceView>, ApiError> {
     let source = state
         .store
-        .get_source(&name)
+        .get_source(source_name(&name)?)
         .await?
         .ok_or_else(|| not_found(&name))?;
     Ok(Json(SourceView::new(source)))
@@ -172,12 +188,12 @@ pub async fn show(
               (status = 404, description = "No such source", body = ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateSource>,
 ) -> Result<Json<SourceView>, ApiError> {
     let mut source = state
         .store
-        .get_source(&name)
+        .get_source(source_name(&name)?)
         .await?
         .ok_or_else(|| not_found(&name))?;
     let update = SourceUpdate {
@@ -201,9 +217,9 @@ pub async fn update(
               (status = 404, description = "No such source", body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    if !state.store.delete_source(&name).await? {
+    if !state.store.delete_source(source_name(&name)?).await? {
         return Err(not_found(&name));
     }
     state.gateway.sources().remove(&name);

@@ -1,6 +1,7 @@
 //! The admin API client behind the operator commands: where the API is, which token to send,
 //! and turning API errors into one readable line.
 
+use crate::redact::Sensitive;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context};
@@ -37,7 +38,7 @@ pub struct ClientArgs {
 #[derive(Debug)]
 pub struct Client {
     base: reqwest::Url,
-    token: String,
+    token: Sensitive,
     http: reqwest::Client,
 }
 
@@ -59,7 +60,11 @@ impl Client {
         let http = reqwest::Client::builder()
             .user_agent(format!("kurir-cli/{}", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Self { base, token, http })
+        Ok(Self {
+            base,
+            token: token.into(),
+            http,
+        })
     }
 
     /// The URL of `path` (which may carry a query string) under the base URL.
@@ -80,7 +85,7 @@ impl Client {
         let mut req = self
             .http
             .request(method, url)
-            .bearer_auth(&self.token)
+            .bearer_auth(self.token.expose())
             .header(reqwest::header::CONTENT_TYPE, "application/json");
         for (name, value) in headers {
             req = req.header(*name, *value);

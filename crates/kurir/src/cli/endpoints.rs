@@ -1,5 +1,6 @@
 //! `kurir endpoints create|list|show|update|rotate-secret|delete`.
 
+use crate::redact::Sensitive;
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
@@ -72,7 +73,7 @@ pub struct EndpointFields {
     pub event_types: Vec<String>,
     /// Use this secret instead of a generated one.
     #[arg(long)]
-    pub secret: Option<String>,
+    pub secret: Option<Sensitive>,
     /// Concurrent requests to the endpoint per kurir process.
     #[arg(long)]
     pub max_in_flight: Option<u32>,
@@ -118,7 +119,7 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
                 "event_types",
                 (!f.event_types.is_empty()).then(|| json!(f.event_types)),
             );
-            insert_given(&mut body, "secret", f.secret.map(Value::from));
+            insert_given(&mut body, "secret", f.secret.map(|s| s.into_inner().into()));
             insert_given(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
             client
                 .call(Method::POST, "/v1/endpoints", &Value::Object(body))

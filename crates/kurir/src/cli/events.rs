@@ -271,6 +271,11 @@ fn show(event: &Value, names: &HashMap<String, String>) {
         ],
     );
     out!("data: {}", event["data"]);
+    if let Some(reason) = event["refused_reason"].as_str() {
+        out!("\nrefused, never delivered: {reason}");
+        out!("(written before the database enforced the outbox's rules; see the README's SQL contract)");
+        return;
+    }
     let deliveries = event["deliveries"]
         .as_array()
         .map(|a| a.as_slice())
@@ -316,6 +321,11 @@ fn show(event: &Value, names: &HashMap<String, String>) {
         ],
         &rows,
     );
+    attempt_tables(deliveries, &endpoint);
+}
+
+/// One table of attempts per delivery, headed by `endpoint`'s label for it.
+fn attempt_tables(deliveries: &[Value], endpoint: &dyn Fn(&Value) -> String) {
     for d in deliveries {
         out!("\nattempts to {}:", endpoint(d));
         attempts_table(d);

@@ -1,5 +1,6 @@
 //! `kurir sources create|list|show|update|delete`: the inbox gateway's sources.
 
+use crate::redact::Sensitive;
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
@@ -64,7 +65,7 @@ pub struct SourceFields {
     pub scheme: String,
     /// A secret the sender signs with (repeat during a rotation).
     #[arg(long = "secret", required = true)]
-    pub secrets: Vec<String>,
+    pub secrets: Vec<Sensitive>,
     /// Where accepted events are forwarded (absolute http or https URL).
     #[arg(long)]
     pub forward_url: String,
@@ -81,7 +82,7 @@ pub struct UpdateFields {
     pub scheme: Option<String>,
     /// New secrets (repeat; replaces the list).
     #[arg(long = "secret")]
-    pub secrets: Vec<String>,
+    pub secrets: Vec<Sensitive>,
     /// New forward URL.
     #[arg(long)]
     pub forward_url: Option<String>,

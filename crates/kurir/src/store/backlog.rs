@@ -1,16 +1,16 @@
 //! What is waiting, read from the database for the backlog gauges of `GET /metrics`: deliveries
-//! not yet sent nor dead-lettered (per status, and the age of the oldest), and outbox rows the
-//! relay has not fanned out yet.
+//! not yet sent nor dead-lettered (per status, and the age of the oldest), outbox rows the relay
+//! has not fanned out yet, and outbox rows refused for breaking the SQL contract (migration 0005).
 //!
 //! Read at scrape time, so every kurir process sharing a database reports the same numbers
 //! whichever of them did the work. One read-only statement per backend, served by the
-//! `(status, id)` index on deliveries and the partial index on undispatched outbox rows, so its
-//! cost follows the backlog, not the history. On PostgreSQL each status is its own branch with
-//! the status as a literal: the planner then sees from its statistics that a backlog status is
-//! rare and reads it through the index, whatever the session's planner costs. (With the status
-//! taken from a `VALUES` list, on a pool with the server's default costs, it planned for a third
-//! of the table and walked the primary key or the whole table instead: 720 ms at a million
-//! deliveries for an empty backlog.) No locks are taken.
+//! `(status, id)` index on deliveries and the partial indexes on undispatched and on refused
+//! outbox rows, so its cost follows the backlog, not the history. On PostgreSQL each status is its
+//! own branch with the status as a literal: the planner then sees from its statistics that a
+//! backlog status is rare and reads it through the index, whatever the session's planner costs
+//! (with the status taken from a `VALUES` list, on a pool with the server's default costs, it
+//! planned for a third of the table and walked the primary key or the whole table instead). No
+//! locks are taken.
 
 use chrono::{DateTime, Utc};
 
@@ -35,6 +35,8 @@ pub struct Backlog {
     pub undispatched: i64,
     /// Seconds since the oldest of them was written (0 when there is none).
     pub oldest_undispatched_age_seconds: f64,
+    /// Outbox rows refused for breaking the SQL contract, never delivered.
+    pub refused: i64,
 }
 
 impl Backlog {
@@ -51,6 +53,8 @@ impl Backlog {
             if kind == "undispatched" {
                 backlog.undispatched = count;
                 backlog.oldest_undispatched_age_seconds = age;
+            } else if kind == "refused" {
+                backlog.refused = count;
             } else if let Some(i) = BACKLOG_STATUSES.iter().position(|s| s.as_str() == kind) {
                 backlog.deliveries[i] = count;
                 backlog.oldest_pending_age_seconds = backlog.oldest_pending_age_seconds.max(age);
@@ -71,14 +75,18 @@ const BACKLOG_SQL_PG: &str = "\
     FROM kurir_deliveries WHERE status = 'failed' \
     UNION ALL \
     SELECT 'undispatched', count(*), EXTRACT(EPOCH FROM now() - min(created_at))::float8 \
-    FROM kurir_outbox WHERE dispatched_at IS NULL";
+    FROM kurir_outbox WHERE dispatched_at IS NULL \
+    UNION ALL \
+    SELECT 'refused', count(*), NULL FROM kurir_outbox WHERE refused_reason IS NOT NULL";
 
 const BACKLOG_SQL_SQLITE: &str = "\
     SELECT status, count(*), min(created_at) \
     FROM kurir_deliveries WHERE status IN ('pending', 'processing', 'failed') GROUP BY status \
     UNION ALL \
     SELECT 'undispatched', count(*), min(created_at) \
-    FROM kurir_outbox WHERE dispatched_at IS NULL";
+    FROM kurir_outbox WHERE dispatched_at IS NULL \
+    UNION ALL \
+    SELECT 'refused', count(*), NULL FROM kurir_outbox WHERE refused_reason IS NOT NULL";
 
 impl Store {
     /// The backlog now. On PostgreSQL ages are measured by the database's clock, the one that
@@ -176,7 +184,9 @@ mod tests {
             ("failed".to_owned(), 2, Some(30.0)),
             ("pending".to_owned(), 5, Some(7.5)),
             ("undispatched".to_owned(), 0, None),
+            ("refused".to_owned(), 3, None),
         ]);
+        assert_eq!(b.refused, 3);
         assert_eq!(b.deliveries, [5, 0, 2]);
         assert_eq!(b.oldest_pending_age_seconds, 30.0);
         assert_eq!(

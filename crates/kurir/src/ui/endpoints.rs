@@ -16,7 +16,7 @@ use super::view::{self, Chrome};
 use crate::api::endpoints::{
     self as api, CreateEndpoint, EndpointView, RotateSecret, UpdateEndpoint,
 };
-use crate::api::extract::ApiJson;
+use crate::api::extract::{ApiJson, ApiPath};
 use crate::probe::TestResult;
 use crate::serve::AppState;
 use crate::store::activity::EndpointHealth;
@@ -174,7 +174,7 @@ async fn create(
     };
     let (_, created) = api::create(State(state.clone()), ApiJson(body)).await?;
     let mut e = created.0;
-    let secret = e.secret.take();
+    let secret = e.secret.take().map(crate::redact::Sensitive::into_inner);
     show_page(&session, &state, e, secret, None).await
 }
 
@@ -183,7 +183,7 @@ async fn show(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, UiError> {
-    let e = api::show(State(state.clone()), Path(id)).await?.0;
+    let e = api::show(State(state.clone()), ApiPath(id)).await?.0;
     show_page(&session, &state, e, None, None).await
 }
 
@@ -200,7 +200,7 @@ async fn update(
         event_types: Some(patterns(&f.event_types)),
         ..UpdateEndpoint::default()
     };
-    let _ = api::update(State(state), Path(id.clone()), ApiJson(body)).await?;
+    let _ = api::update(State(state), ApiPath(id.clone()), ApiJson(body)).await?;
     Ok(Redirect::to(&format!("/ui/endpoints/{}", view::enc(&id))).into_response())
 }
 
@@ -228,7 +228,7 @@ async fn set_enabled(
         },
         ..UpdateEndpoint::default()
     };
-    let _ = api::update(State(state), Path(id.clone()), ApiJson(body)).await?;
+    let _ = api::update(State(state), ApiPath(id.clone()), ApiJson(body)).await?;
     Ok(Redirect::to(&format!("/ui/endpoints/{}", view::enc(&id))).into_response())
 }
 
@@ -246,12 +246,12 @@ async fn rotate(
     session.check_csrf(&f.csrf)?;
     let mut e = api::rotate_secret(
         State(state.clone()),
-        Path(id),
+        ApiPath(id),
         ApiJson(RotateSecret::default()),
     )
     .await?
     .0;
-    let secret = e.secret.take();
+    let secret = e.secret.take().map(crate::redact::Sensitive::into_inner);
     show_page(&session, &state, e, secret, None).await
 }
 
@@ -262,10 +262,10 @@ async fn test(
     Form(f): Form<CsrfForm>,
 ) -> Result<Response, UiError> {
     session.check_csrf(&f.csrf)?;
-    let result = crate::api::endpoint_test::test(State(state.clone()), Path(id.clone()))
+    let result = crate::api::endpoint_test::test(State(state.clone()), ApiPath(id.clone()))
         .await?
         .0;
-    let e = api::show(State(state.clone()), Path(id)).await?.0;
+    let e = api::show(State(state.clone()), ApiPath(id)).await?.0;
     show_page(&session, &state, e, None, Some(result)).await
 }
 

@@ -17,7 +17,7 @@ use super::session::Session;
 use super::view::{self, Chrome};
 use crate::api::auth::Actor;
 use crate::api::events::{self as api, EventDetail, EventView, ListEvents};
-use crate::api::extract::{ApiJson, ApiQuery};
+use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::api::replays::{replay_event, ReplayEvent};
 use crate::serve::AppState;
 
@@ -129,7 +129,7 @@ async fn show(
     State(state): State<AppState>,
     Path(event_id): Path<String>,
 ) -> Result<Response, UiError> {
-    let e = api::show(State(state.clone()), Path(event_id)).await?.0;
+    let e = api::show(State(state.clone()), ApiPath(event_id)).await?.0;
     let payload = view::pretty_json(e.event.data.get());
     let urls = endpoint_urls(&state).await?;
     super::render(&EventPage {
@@ -159,7 +159,13 @@ async fn replay(
         endpoint_id: Some(f.endpoint_id),
         reason: f.reason,
     };
-    let _ = replay_event(State(state), actor, Path(event_id.clone()), ApiJson(body)).await?;
+    let _ = replay_event(
+        State(state),
+        actor,
+        ApiPath(event_id.clone()),
+        ApiJson(body),
+    )
+    .await?;
     Ok(Redirect::to(&format!("/ui/events/{}", view::enc(&event_id))).into_response())
 }
 

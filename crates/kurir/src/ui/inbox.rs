@@ -13,7 +13,7 @@ use super::error::UiError;
 use super::events::internal;
 use super::session::Session;
 use super::view::{self, Chrome};
-use crate::api::extract::ApiQuery;
+use crate::api::extract::{ApiPath, ApiQuery};
 use crate::api::inbox_events::{self as api, InboxEventView, ListInboxEvents};
 use crate::api::sources::SourceView;
 use crate::api::stats::{InboxCounts, InboxStats};
@@ -84,7 +84,7 @@ async fn source(
         cursor: view::given(&q.cursor),
         ..ListInboxEvents::default()
     };
-    let page = api::list(State(state), Path(name.clone()), ApiQuery(query))
+    let page = api::list(State(state), ApiPath(name.clone()), ApiQuery(query))
         .await?
         .0;
     let status = status.unwrap_or_default();

@@ -392,7 +392,7 @@ async fn inbox_sources_are_managed_through_the_cli() {
     let forward_secret = created["forward_secret"].as_str().unwrap().to_owned();
     let read_token = created["read_token"].as_str().unwrap().to_owned();
 
-    let body = br#"{"invoice":"inv_1"}"#;
+    let body = br#"{"event_id":"evt_cli","invoice":"inv_1"}"#;
     let secret = Secret::parse(partner_secret).unwrap();
     let signed = kurir_core::signature_headers(
         "evt_cli",
@@ -471,6 +471,38 @@ async fn inbox_sources_are_managed_through_the_cli() {
             "the log never shows a secret or token"
         );
     }
+}
+
+#[tokio::test]
+async fn serve_refuses_a_weak_token_on_a_public_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let weak = "weak-token-7f3a";
+    let child = kurir(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .env("KURIR_ADMIN_TOKEN", weak)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Dropping the child on a timeout kills it (kill_on_drop).
+    let out = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("kurir serve refuses to start, rather than serving with a weak token")
+        .unwrap();
+    assert!(!out.status.success(), "a 15-character token is refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("at least 32") && stderr.contains("openssl rand -hex 32"),
+        "the message says how to make a good token: {stderr}"
+    );
+    assert!(
+        !stderr.contains(weak),
+        "the token is never printed: {stderr}"
+    );
+    assert!(
+        !dir.path().join("kurir-data").exists(),
+        "nothing was created"
+    );
 }
 
 #[tokio::test]

@@ -73,7 +73,7 @@ async fn every_v1_route_refuses_a_missing_or_wrong_token(app: TestApp) {
             assert_eq!(body["error"]["code"], "unauthorized", "{method} {path}");
         }
     }
-    assert_eq!(app.snapshot().await, "[]\n[]\n[]\nreplays: 0");
+    assert_eq!(app.snapshot().await, "[]\n[]\n[]\n[]\nreplays: 0");
 }
 
 async fn health_checks_need_no_token(app: TestApp) {
