@@ -216,8 +216,12 @@ fn log_attempt(event: &InboxEvent, outcome: &ProcessOutcome, elapsed: Duration) 
     }
 }
 
-/// `error` cut to [`MAX_ERROR_LEN`] bytes on a character boundary.
+/// `error` cut to [`MAX_ERROR_LEN`] bytes on a character boundary, with NUL (which
+/// PostgreSQL's `text` refuses) replaced by U+FFFD, so it can always be stored.
 fn truncate(mut error: String) -> String {
+    if error.contains('\0') {
+        error = error.replace('\0', "\u{FFFD}");
+    }
     if error.len() > MAX_ERROR_LEN {
         let cut = (0..=MAX_ERROR_LEN)
             .rev()
@@ -239,5 +243,6 @@ mod tests {
         assert!(cut.len() <= MAX_ERROR_LEN + '…'.len_utf8());
         assert!(cut.ends_with('…'));
         assert_eq!(truncate("short".to_owned()), "short");
+        assert_eq!(truncate("nul\0".to_owned()), "nul\u{FFFD}");
     }
 }

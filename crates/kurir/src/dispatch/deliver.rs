@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 
 use super::http::{PostError, Response, Timeouts, WebhookClient};
 use crate::config::DeliveryConfig;
-use crate::delivery::{ClaimedDelivery, Completion, NextState};
+use crate::delivery::{ClaimedDelivery, Completion, NextState, WireText};
 
 pub use super::http::RESPONSE_CAPTURE_BYTES;
 
@@ -143,7 +143,7 @@ impl Sender {
                 let class = ResponseClass::of_error(&e);
                 (
                     None,
-                    Some(e.to_string()),
+                    Some(WireText::from(e.to_string())),
                     None,
                     AttemptOutcome::Failed,
                     class,
@@ -217,7 +217,7 @@ impl Sender {
 
 fn envelope_body(d: &ClaimedDelivery) -> Result<Vec<u8>, PostError> {
     let data: &RawValue = serde_json::from_str(&d.event.payload)
-        .map_err(|e| PostError::Request(format!("stored payload is not JSON: {e}")))?;
+        .map_err(|e| PostError::Request(format!("stored payload is not JSON: {e}").into()))?;
     Ok(Envelope {
         event_id: &d.event.event_id,
         event_type: &d.event.event_type,

@@ -14,6 +14,7 @@ use chrono::Utc;
 use ipnet::IpNet;
 
 use super::ssrf::{Guard, GuardedResolver, Refused};
+use crate::delivery::WireText;
 
 /// At most this much of a response body is kept.
 pub const RESPONSE_CAPTURE_BYTES: usize = 4096;
@@ -34,11 +35,12 @@ pub struct Response {
     pub status: u16,
     /// A `Retry-After` header, as a delay from now.
     pub retry_after: Option<Duration>,
-    /// The first [`RESPONSE_CAPTURE_BYTES`] of the body, lossily decoded.
-    pub body: String,
+    /// The first [`RESPONSE_CAPTURE_BYTES`] of the body, made storable.
+    pub body: WireText,
 }
 
-/// Why no response came back. Each message says which kind of failure it was.
+/// Why no response came back. Each message says which kind of failure it was; the messages
+/// may quote the wire, so they are [`WireText`].
 #[derive(Debug, thiserror::Error)]
 pub enum PostError {
     /// The SSRF guard refused the destination; nothing was sent.
@@ -46,13 +48,13 @@ pub enum PostError {
     Refused(Refused),
     /// The response (or the connection) did not come in time.
     #[error("{0}")]
-    Timeout(String),
+    Timeout(WireText),
     /// The connection could not be made (refused, reset, DNS, TLS).
     #[error("{0}")]
-    Connect(String),
+    Connect(WireText),
     /// Anything else: an invalid URL, a broken request or connection.
     #[error("{0}")]
-    Request(String),
+    Request(WireText),
 }
 
 /// POSTs with the process's delivery settings. Holds one `reqwest` client per distinct connect
@@ -107,11 +109,11 @@ impl WebhookClient {
         timeouts: Timeouts,
     ) -> Result<Response, PostError> {
         let url = reqwest::Url::parse(url)
-            .map_err(|e| PostError::Request(format!("invalid URL: {e}")))?;
+            .map_err(|e| PostError::Request(format!("invalid URL: {e}").into()))?;
         self.guard.check_url(&url).map_err(PostError::Refused)?;
         let client = self
             .client(timeouts.connect)
-            .map_err(|e| PostError::Request(error_chain(&e)))?;
+            .map_err(|e| PostError::Request(error_chain(&e).into()))?;
         let mut request = client
             .post(url)
             .timeout(timeouts.response)
@@ -148,7 +150,7 @@ async fn capture(mut response: reqwest::Response) -> Response {
     Response {
         status,
         retry_after,
-        body: String::from_utf8_lossy(&captured).into_owned(),
+        body: WireText::from_bytes(&captured),
     }
 }
 
@@ -164,11 +166,11 @@ impl PostError {
         let (timeout, connect) = (e.is_timeout(), e.is_connect());
         let chain = error_chain(&e.without_url());
         if timeout {
-            Self::Timeout(format!("timeout: {chain}"))
+            Self::Timeout(format!("timeout: {chain}").into())
         } else if connect {
-            Self::Connect(format!("connect error: {chain}"))
+            Self::Connect(format!("connect error: {chain}").into())
         } else {
-            Self::Request(format!("request error: {chain}"))
+            Self::Request(format!("request error: {chain}").into())
         }
     }
 }

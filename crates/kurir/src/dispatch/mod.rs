@@ -12,10 +12,11 @@
 //! [`QUICK_ANSWER`]: a slow endpoint's deliveries stay in the database, where another process
 //! may take them. The lease covers those rounds, so a delivery waiting in its lane never
 //! outlives its lease. Completions go through a channel to one writer task that records them
-//! in batches.
+//! in batches ([`record`]).
 
 pub mod deliver;
 pub mod http;
+pub mod record;
 pub mod ssrf;
 
 use std::collections::{HashMap, VecDeque};
@@ -215,11 +216,13 @@ impl Dispatcher {
             tracing::error!("dispatcher started twice");
             return;
         };
-        let writer = tokio::spawn(write_completions(
+        let writer = record::Writer::new(
             self.store.clone(),
             self.owner.clone(),
-            rx,
-        ));
+            self.lanes.metrics.get().cloned(),
+            shutdown.clone(),
+        );
+        let writer = tokio::spawn(writer.run(rx));
         while !shutdown.is_cancelled() {
             let wait = match self.step().await {
                 Ok(StepOutcome::Full(_)) => continue,
@@ -378,47 +381,6 @@ impl Lanes {
         }
         lane.in_flight -= 1;
         (None, true)
-    }
-}
-
-/// The most completions written in one transaction.
-const COMPLETION_BATCH: usize = 512;
-
-/// How long the completion writer waits for more after the first of a batch. A steady trickle of
-/// deliveries is then written in a couple of hundred transactions a second instead of one
-/// per delivery; the lease (far longer) is all that waits on it.
-const COMPLETION_LINGER: Duration = Duration::from_millis(5);
-
-/// Records completions in batches: waits for one, gathers what else arrives within
-/// [`COMPLETION_LINGER`] (up to [`COMPLETION_BATCH`]), writes them in one transaction. A failed
-/// write is retried, never dropped.
-async fn write_completions(store: Store, owner: String, mut rx: mpsc::Receiver<Completion>) {
-    let mut batch = Vec::with_capacity(COMPLETION_BATCH);
-    while rx.recv_many(&mut batch, COMPLETION_BATCH).await > 0 {
-        let deadline = tokio::time::Instant::now() + COMPLETION_LINGER;
-        while batch.len() < COMPLETION_BATCH {
-            let room = COMPLETION_BATCH - batch.len();
-            match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-        }
-        let mut backoff = Duration::from_millis(100);
-        loop {
-            match store.complete_deliveries(&owner, &batch).await {
-                Ok(0) => break,
-                Ok(fenced) => {
-                    tracing::warn!(fenced, "completions arrived after their lease was taken over; attempts recorded, state left to the newer lease");
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, pending = batch.len(), "recording completions failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
-                }
-            }
-        }
-        batch.clear();
     }
 }
 

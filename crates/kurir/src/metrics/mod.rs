@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::delivery::ClaimedDelivery;
 use crate::dispatch::deliver::{Attempted, Outcome};
+use crate::endpoint::EndpointId;
 use crate::store::RelayOutcome;
 
 /// Events fanned out by the relay, per `event_type`.
@@ -39,6 +40,9 @@ pub const ATTEMPT_DURATION: &str = "kurir_delivery_attempt_duration_seconds";
 pub const DELIVERY_LATENCY: &str = "kurir_delivery_latency_seconds";
 /// The attempt number of each successful attempt.
 pub const ATTEMPTS_AT_SUCCESS: &str = "kurir_delivery_attempts_at_success";
+/// Attempts whose record the database refused, per `endpoint_id`: set aside, due again when
+/// their lease expires.
+pub const COMPLETIONS_REFUSED: &str = "kurir_completions_refused_total";
 /// Webhooks received, per `source` and `outcome`: recorded by `kurir-receiver` (its
 /// `metrics::INBOX_EVENTS`) into the recorder its sources are given; described here.
 pub const INBOX_EVENTS: &str = "kurir_inbox_events_total";
@@ -61,6 +65,7 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (ATTEMPT_DURATION, "Duration of each delivery attempt, in seconds."),
     (DELIVERY_LATENCY, "From an event's occurred_at to the 2xx that delivered it, in seconds."),
     (ATTEMPTS_AT_SUCCESS, "Attempt number of each successful delivery attempt (1 = first try)."),
+    (COMPLETIONS_REFUSED, "Delivery attempts whose record the database refused (logged at ERROR with the delivery id); the delivery is due again when its lease expires."),
     (INBOX_EVENTS, "Webhooks received by the inbox, by source and outcome (accepted, duplicate, error, or the rejection code)."),
 ];
 
@@ -169,6 +174,15 @@ impl Metrics {
             self.histogram(DELIVERY_LATENCY, vec![endpoint()])
                 .record(latency as f64 / 1000.0);
         }
+    }
+
+    /// Counts an attempt whose record the database refused.
+    pub fn record_completion_refused(&self, endpoint_id: &EndpointId) {
+        self.counter(
+            COMPLETIONS_REFUSED,
+            vec![Label::new("endpoint_id", endpoint_id.to_string())],
+        )
+        .increment(1);
     }
 
     /// Folds recorded histogram samples into their buckets every `interval` until `shutdown`,

@@ -450,8 +450,8 @@ impl SqliteStore {
                     serde_json::json!(sqlite_ts(c.started_at)),
                     serde_json::json!(c.duration_ms),
                     serde_json::json!(c.status_code),
-                    serde_json::json!(c.error),
-                    serde_json::json!(c.response_body),
+                    serde_json::json!(c.error.as_deref()),
+                    serde_json::json!(c.response_body.as_deref()),
                     serde_json::json!(next_status(&c.next)),
                     serde_json::json!(match c.next {
                         NextState::Retry(at) => Some(sqlite_ts(at)),

@@ -12,4 +12,5 @@ mod gateway;
 mod logs;
 mod metrics;
 mod outbox;
+mod recording;
 mod store;
