@@ -180,7 +180,7 @@ async fn claim_complete(ctx: &Ctx) -> anyhow::Result<ScenarioResult> {
                 duration_ms: 0,
                 status_code: Some(200),
                 error: None,
-                response_body: Some(String::new()),
+                response_body: Some(Default::default()),
                 next: NextState::Sent,
             };
             tx.send(done).await?;
