@@ -61,9 +61,27 @@ pub async fn run(
     }
 }
 
-/// Makes deliveries whose lease expired due again, every `interval`, until `shutdown`.
-pub async fn sweep_leases(store: Store, interval: Duration, shutdown: CancellationToken) {
+/// How often the lease sweep also looks for deliveries of endpoints deleted outside kurir.
+pub const DELETED_ENDPOINTS_CHECK_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Deliveries removed per statement when an endpoint was deleted outside kurir.
+const ORPHANS_PER_STATEMENT: u32 = 10_000;
+
+/// Makes deliveries whose lease expired due again, every `interval`, until `shutdown`; at its
+/// start and every [`DELETED_ENDPOINTS_CHECK_INTERVAL`], also removes the deliveries of
+/// endpoints deleted outside kurir (counted in `metrics`).
+pub async fn sweep_leases(
+    store: Store,
+    interval: Duration,
+    metrics: Metrics,
+    shutdown: CancellationToken,
+) {
+    let mut next_check = tokio::time::Instant::now();
     loop {
+        if tokio::time::Instant::now() >= next_check {
+            remove_deliveries_of_deleted_endpoints(&store, &metrics).await;
+            next_check += DELETED_ENDPOINTS_CHECK_INTERVAL;
+        }
         match store.sweep_expired_leases().await {
             Ok(0) => {}
             Ok(n) => tracing::warn!(
@@ -75,6 +93,28 @@ pub async fn sweep_leases(store: Store, interval: Duration, shutdown: Cancellati
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+/// Removes, in statements of [`ORPHANS_PER_STATEMENT`], every delivery of an endpoint deleted
+/// outside kurir.
+async fn remove_deliveries_of_deleted_endpoints(store: &Store, metrics: &Metrics) {
+    loop {
+        match store
+            .remove_deliveries_of_deleted_endpoints(ORPHANS_PER_STATEMENT)
+            .await
+        {
+            Ok(removed) => {
+                crate::dispatch::report_orphans(&removed, Some(metrics));
+                if removed.len() < ORPHANS_PER_STATEMENT as usize {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "looking for deliveries of deleted endpoints failed");
+                return;
+            }
         }
     }
 }

@@ -156,10 +156,15 @@ pub async fn run(
         metrics.clone(),
         shutdown.clone(),
     ));
-    tasks.spawn(metrics.upkeep(METRICS_UPKEEP_INTERVAL, shutdown.clone()));
+    tasks.spawn(
+        metrics
+            .clone()
+            .upkeep(METRICS_UPKEEP_INTERVAL, shutdown.clone()),
+    );
     tasks.spawn(crate::relay::sweep_leases(
         store.clone(),
         SWEEP_INTERVAL,
+        metrics.clone(),
         shutdown.clone(),
     ));
     tasks.spawn(dispatcher.run(dispatch_wake, shutdown.clone()));

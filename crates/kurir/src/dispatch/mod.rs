@@ -32,7 +32,7 @@ use crate::config::DeliveryConfig;
 use crate::delivery::{ClaimedDelivery, Completion, NextState};
 use crate::endpoint::EndpointId;
 use crate::metrics::Metrics;
-use crate::store::{EndpointSlot, Store};
+use crate::store::{EndpointSlot, Orphan, Store};
 use deliver::{Attempted, Sender};
 
 /// How many rounds of `max_in_flight` requests a lane may hold claimed beyond those in flight.
@@ -138,12 +138,13 @@ impl Dispatcher {
                 StepOutcome::Partial(0)
             });
         }
-        let claimed = self
+        let claim = self
             .store
             .claim_due_deliveries(&self.owner, &endpoint_slots, free as u32)
             .await?;
-        let n = claimed.len();
-        self.lanes.enqueue(claimed);
+        report_orphans(&claim.orphans, self.lanes.metrics.get());
+        let n = claim.deliveries.len();
+        self.lanes.enqueue(claim.deliveries);
         Ok(if n == free {
             StepOutcome::Full(n)
         } else {
@@ -382,6 +383,32 @@ impl Lanes {
         lane.in_flight -= 1;
         (None, true)
     }
+}
+
+/// Logs once and counts deliveries removed because their event or endpoint was deleted by
+/// hand: one line per removal, naming at most 20 of them.
+pub(crate) fn report_orphans(orphans: &[Orphan], metrics: Option<&Metrics>) {
+    let Some(first) = orphans.first() else {
+        return;
+    };
+    if let Some(metrics) = metrics {
+        metrics.record_orphans(orphans);
+    }
+    let mut endpoints: Vec<&str> = orphans.iter().map(|o| o.endpoint_id.as_str()).collect();
+    endpoints.sort_unstable();
+    endpoints.dedup();
+    let events: Vec<&str> = orphans
+        .iter()
+        .take(20)
+        .map(|o| o.event_id.as_str())
+        .collect();
+    tracing::warn!(
+        removed = orphans.len(),
+        reason = first.reason.as_str(),
+        endpoint_ids = ?endpoints,
+        event_ids = ?events,
+        "deliveries removed: their event or endpoint was deleted outside kurir"
+    );
 }
 
 /// One line per attempt, and one more when the delivery is given up on. Never the payload, the

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::delivery::ClaimedDelivery;
 use crate::dispatch::deliver::{Attempted, Outcome};
 use crate::endpoint::EndpointId;
-use crate::store::RelayOutcome;
+use crate::store::{Orphan, OrphanReason, RelayOutcome};
 
 /// Events fanned out by the relay, per `event_type`.
 pub const EVENTS_ENQUEUED: &str = "kurir_events_enqueued_total";
@@ -43,6 +43,9 @@ pub const ATTEMPTS_AT_SUCCESS: &str = "kurir_delivery_attempts_at_success";
 /// Attempts whose record the database refused, per `endpoint_id`: set aside, due again when
 /// their lease expires.
 pub const COMPLETIONS_REFUSED: &str = "kurir_completions_refused_total";
+/// Deliveries removed because their event or endpoint was deleted outside kurir, per `reason`
+/// (`event_deleted`, `endpoint_deleted`).
+pub const ORPHANED_DELIVERIES: &str = "kurir_orphaned_deliveries_total";
 /// Webhooks received, per `source` and `outcome`: recorded by `kurir-receiver` (its
 /// `metrics::INBOX_EVENTS`) into the recorder its sources are given; described here.
 pub const INBOX_EVENTS: &str = "kurir_inbox_events_total";
@@ -66,6 +69,7 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (DELIVERY_LATENCY, "From an event's occurred_at to the 2xx that delivered it, in seconds."),
     (ATTEMPTS_AT_SUCCESS, "Attempt number of each successful delivery attempt (1 = first try)."),
     (COMPLETIONS_REFUSED, "Delivery attempts whose record the database refused (logged at ERROR with the delivery id); the delivery is due again when its lease expires."),
+    (ORPHANED_DELIVERIES, "Deliveries removed because their event (reason event_deleted) or endpoint (endpoint_deleted) was deleted outside kurir, e.g. pruned by hand."),
     (INBOX_EVENTS, "Webhooks received by the inbox, by source and outcome (accepted, duplicate, error, or the rejection code)."),
 ];
 
@@ -183,6 +187,20 @@ impl Metrics {
             vec![Label::new("endpoint_id", endpoint_id.to_string())],
         )
         .increment(1);
+    }
+
+    /// Counts deliveries removed because their event or endpoint no longer exists.
+    pub fn record_orphans(&self, orphans: &[Orphan]) {
+        for reason in [OrphanReason::EventDeleted, OrphanReason::EndpointDeleted] {
+            let n = orphans.iter().filter(|o| o.reason == reason).count();
+            if n > 0 {
+                self.counter(
+                    ORPHANED_DELIVERIES,
+                    vec![Label::from_static_parts("reason", reason.as_str())],
+                )
+                .increment(n as u64);
+            }
+        }
     }
 
     /// Folds recorded histogram samples into their buckets every `interval` until `shutdown`,

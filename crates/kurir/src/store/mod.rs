@@ -150,6 +150,48 @@ pub struct EndpointSlot {
     pub lease: Duration,
 }
 
+/// What one claim did.
+#[derive(Clone, Debug, Default)]
+pub struct Claim {
+    /// The deliveries leased to the claimer, to be attempted.
+    pub deliveries: Vec<ClaimedDelivery>,
+    /// Due deliveries whose event no longer exists, among those the claim read past: removed.
+    pub orphans: Vec<Orphan>,
+}
+
+/// A delivery removed because what it would deliver, or where, no longer exists (deleted by
+/// hand: kurir deletes neither without its deliveries).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Orphan {
+    /// The delivery row, removed with its attempts.
+    pub delivery_id: i64,
+    /// Its endpoint.
+    pub endpoint_id: String,
+    /// Its event.
+    pub event_id: String,
+    /// Which of the two is gone.
+    pub reason: OrphanReason,
+}
+
+/// Why a delivery was an [`Orphan`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrphanReason {
+    /// Its outbox row was deleted.
+    EventDeleted,
+    /// Its endpoint row was deleted.
+    EndpointDeleted,
+}
+
+impl OrphanReason {
+    /// `event_deleted` or `endpoint_deleted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EventDeleted => "event_deleted",
+            Self::EndpointDeleted => "endpoint_deleted",
+        }
+    }
+}
+
 /// Backend-neutral view of an endpoint row before its JSON columns are decoded.
 pub(crate) struct EndpointRow {
     pub id: String,
@@ -408,16 +450,28 @@ impl Store {
     /// Leases due deliveries for `owner`: at most `slot.limit` per endpoint and `limit` in all.
     /// Each claimed row's `attempt_count` is incremented: it is the number of the attempt about
     /// to be made, and the fence its completion must match.
+    ///
+    /// Only deliveries whose event exists are claimed, so one whose outbox row was deleted by
+    /// hand never takes a claim's place; those the claim reads past are removed, with their
+    /// attempts, and returned as [`Claim::orphans`].
     pub async fn claim_due_deliveries(
         &self,
         owner: &str,
         slots: &[EndpointSlot],
         limit: u32,
-    ) -> Result<Vec<ClaimedDelivery>> {
+    ) -> Result<Claim> {
         if slots.is_empty() || limit == 0 {
-            return Ok(Vec::new());
+            return Ok(Claim::default());
         }
         on_backend!(self, s => s.claim_due_deliveries(owner, slots, limit).await)
+    }
+
+    /// Removes, with their attempts, up to `limit` deliveries of endpoints that no longer exist
+    /// (deleted by hand; [`Store::delete_endpoint`] takes an endpoint's deliveries with it).
+    /// Their endpoint ids are found by skipping through an index, so the cost follows the
+    /// number of endpoints, not of deliveries.
+    pub async fn remove_deliveries_of_deleted_endpoints(&self, limit: u32) -> Result<Vec<Orphan>> {
+        on_backend!(self, s => s.remove_deliveries_of_deleted_endpoints(limit).await)
     }
 
     /// Records attempts and moves their deliveries on, in one transaction. A delivery whose

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use kurir::delivery::DeliveryStatus;
 use kurir::endpoint::NewEndpoint;
@@ -184,11 +185,7 @@ async fn sigterm_lets_requests_in_flight_finish_and_exits_zero(db: TestDb) {
 async fn an_answer_the_database_cannot_store_wedges_nothing(db: TestDb) {
     let dir = tempfile::tempdir().unwrap();
     let bad = Receiver::scripted(|_, _| {
-        (
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            &b"\x00\x00bad\xff"[..],
-        )
-            .into_response()
+        (StatusCode::INTERNAL_SERVER_ERROR, &b"\x00\x00bad\xff"[..]).into_response()
     })
     .await;
     let good = Receiver::ok().await;

@@ -11,6 +11,7 @@ mod delivery;
 mod gateway;
 mod logs;
 mod metrics;
+mod orphans;
 mod outbox;
 mod recording;
 mod store;

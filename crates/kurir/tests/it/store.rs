@@ -286,7 +286,8 @@ async fn claims_respect_endpoint_and_total_limits(db: TestDb) {
     let claimed = s
         .claim_due_deliveries("w1", &[slot(&a, 3, lease), slot(&b, 100, lease)], 8)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(claimed.len(), 8);
     assert_eq!(claimed.iter().filter(|c| c.endpoint.id == a.id).count(), 3);
     assert!(claimed
@@ -313,17 +314,20 @@ async fn a_claimed_delivery_is_not_claimed_again_until_its_lease_expires(db: Tes
     let long = s
         .claim_due_deliveries("w1", &[slot(&a, 1, Duration::from_secs(60))], 10)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     let short = s
         .claim_due_deliveries("w2", &[slot(&a, 1, Duration::ZERO)], 10)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!((long.len(), short.len()), (1, 1));
     assert_ne!(long[0].delivery_id, short[0].delivery_id);
     assert!(s
         .claim_due_deliveries("w3", &[slot(&a, 10, Duration::ZERO)], 10)
         .await
         .unwrap()
+        .deliveries
         .is_empty());
 
     // Only the expired lease is swept; the live one stays with its owner.
@@ -334,7 +338,8 @@ async fn a_claimed_delivery_is_not_claimed_again_until_its_lease_expires(db: Tes
     let again = s
         .claim_due_deliveries("w3", &[slot(&a, 10, Duration::from_secs(60))], 10)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].delivery_id, short[0].delivery_id);
     assert_eq!(again[0].attempt, 2, "the interrupted attempt counts");
@@ -351,7 +356,8 @@ async fn a_late_completion_is_fenced_out_but_its_attempt_is_recorded(db: TestDb)
     let stale = s
         .claim_due_deliveries("w1", &[slot(&a, 1, Duration::ZERO)], 1)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     crate::support::eventually("the lease to be swept", || async {
         (s.sweep_expired_leases().await.unwrap() == 1).then_some(())
     })
@@ -359,7 +365,8 @@ async fn a_late_completion_is_fenced_out_but_its_attempt_is_recorded(db: TestDb)
     let fresh = s
         .claim_due_deliveries("w2", &[slot(&a, 1, Duration::from_secs(60))], 1)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(fresh[0].attempt, 2);
 
     let fenced = s
@@ -397,7 +404,8 @@ async fn completion_moves_deliveries_to_their_next_state(db: TestDb) {
     let claimed = s
         .claim_due_deliveries("w1", &[slot(&a, 10, Duration::from_secs(60))], 10)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     let by_event = |id: &str| {
         claimed
             .iter()
@@ -431,6 +439,7 @@ async fn completion_moves_deliveries_to_their_next_state(db: TestDb) {
         s.claim_due_deliveries("w1", &[slot(&a, 10, Duration::from_secs(60))], 10)
             .await
             .unwrap()
+            .deliveries
             .is_empty(),
         "a retry scheduled in an hour is not due"
     );
@@ -447,7 +456,8 @@ async fn gone_disables_the_endpoint(db: TestDb) {
     let claimed = s
         .claim_due_deliveries("w1", &[slot(&a, 1, Duration::from_secs(60))], 1)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     s.complete_deliveries("w1", &[completion(&claimed[0], NextState::Gone)])
         .await
         .unwrap();
@@ -473,7 +483,8 @@ async fn deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batc
     let first = s
         .claim_due_deliveries("w1", &[slot(&doomed, 1, lease), slot(&kept, 1, lease)], 2)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(first.len(), 2);
     let on = |claimed: &[kurir::delivery::ClaimedDelivery], e: &kurir::endpoint::Endpoint| {
         claimed
@@ -497,7 +508,8 @@ async fn deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batc
     let in_flight = s
         .claim_due_deliveries("w1", &[slot(&doomed, 1, lease)], 1)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(in_flight.len(), 1);
 
     assert!(s.delete_endpoint(&doomed.id).await.unwrap());
@@ -554,6 +566,7 @@ async fn released_leases_are_due_again(db: TestDb) {
         s.claim_due_deliveries("w1", &slots, 10)
             .await
             .unwrap()
+            .deliveries
             .len(),
         2
     );
@@ -563,6 +576,7 @@ async fn released_leases_are_due_again(db: TestDb) {
         s.claim_due_deliveries("w2", &slots, 10)
             .await
             .unwrap()
+            .deliveries
             .len(),
         2
     );
