@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kurir_core::retry::RetryPolicy;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -67,12 +68,14 @@ pub const DELETED_ENDPOINTS_CHECK_INTERVAL: Duration = Duration::from_secs(60);
 /// Deliveries removed per statement when an endpoint was deleted outside kurir.
 const ORPHANS_PER_STATEMENT: u32 = 10_000;
 
-/// Makes deliveries whose lease expired due again, every `interval`, until `shutdown`; at its
-/// start and every [`DELETED_ENDPOINTS_CHECK_INTERVAL`], also removes the deliveries of
-/// endpoints deleted outside kurir (counted in `metrics`).
+/// Ends expired leases every `interval`, until `shutdown`: each counts as an attempt, so the
+/// delivery is due again after the retry backoff (the endpoint's, else `defaults`), or
+/// dead-lettered at its maximum. At its start and every [`DELETED_ENDPOINTS_CHECK_INTERVAL`],
+/// also removes the deliveries of endpoints deleted outside kurir (counted in `metrics`).
 pub async fn sweep_leases(
     store: Store,
     interval: Duration,
+    defaults: RetryPolicy,
     metrics: Metrics,
     shutdown: CancellationToken,
 ) {
@@ -82,11 +85,12 @@ pub async fn sweep_leases(
             remove_deliveries_of_deleted_endpoints(&store, &metrics).await;
             next_check += DELETED_ENDPOINTS_CHECK_INTERVAL;
         }
-        match store.sweep_expired_leases().await {
-            Ok(0) => {}
-            Ok(n) => tracing::warn!(
-                deliveries = n,
-                "leases expired (a worker stopped mid-delivery); deliveries are due again"
+        match store.sweep_expired_leases(&defaults).await {
+            Ok(r) if r.total() == 0 => {}
+            Ok(r) => tracing::warn!(
+                retried = r.retried,
+                dead_lettered = r.dead_lettered,
+                "leases expired (a worker stopped mid-delivery); each counts as an attempt"
             ),
             Err(e) => tracing::warn!(error = %e, "lease sweep failed"),
         }

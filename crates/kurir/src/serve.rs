@@ -164,6 +164,7 @@ pub async fn run(
     tasks.spawn(crate::relay::sweep_leases(
         store.clone(),
         SWEEP_INTERVAL,
+        delivery.retry,
         metrics.clone(),
         shutdown.clone(),
     ));

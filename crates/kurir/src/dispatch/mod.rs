@@ -255,13 +255,18 @@ impl Dispatcher {
             store,
             owner,
             lanes,
+            config,
             ..
         } = this;
         drop(lanes);
         let _ = writer.await;
-        match store.release_leases(&owner).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(released = n, "released leases at shutdown"),
+        match store.release_leases(&owner, &config.retry).await {
+            Ok(r) if r.total() == 0 => {}
+            Ok(r) => tracing::warn!(
+                retried = r.retried,
+                dead_lettered = r.dead_lettered,
+                "leases left unrecorded at shutdown; each counts as an attempt"
+            ),
             Err(e) => tracing::warn!(error = %e, "could not release leases; they will expire"),
         }
     }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use kurir_core::retry::RetryPolicy;
 
 use crate::delivery::{AttemptRecord, ClaimedDelivery, Completion, DeliveryRecord};
 use crate::endpoint::{Endpoint, EndpointId, EndpointUpdate, NewEndpoint};
@@ -191,6 +192,29 @@ impl OrphanReason {
         }
     }
 }
+
+/// Leases that ended without a recorded attempt (expired, or left at shutdown): each counts as
+/// an attempt, since it may have been made.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Requeued {
+    /// Due again after the retry backoff.
+    pub retried: u64,
+    /// Dead-lettered: that was the endpoint's last attempt.
+    pub dead_lettered: u64,
+}
+
+impl Requeued {
+    /// Both counts together.
+    pub fn total(&self) -> u64 {
+        self.retried + self.dead_lettered
+    }
+}
+
+/// `last_error` of a delivery whose lease expired.
+pub(crate) const LEASE_EXPIRED: &str =
+    "lease expired: the worker stopped before recording the attempt";
+/// `last_error` of a delivery whose lease was left at shutdown.
+pub(crate) const LEASE_RELEASED: &str = "released at shutdown before the attempt was recorded";
 
 /// Backend-neutral view of an endpoint row before its JSON columns are decoded.
 pub(crate) struct EndpointRow {
@@ -484,16 +508,31 @@ impl Store {
         on_backend!(self, s => s.complete_deliveries(owner, done).await)
     }
 
-    /// Gives back every lease `owner` still holds (graceful shutdown): those deliveries become
-    /// due again at once.
-    pub async fn release_leases(&self, owner: &str) -> Result<u64> {
-        on_backend!(self, s => s.release_leases(owner).await)
+    /// Gives back leases of deliveries `owner` claimed and never attempted (they could not
+    /// start within their lease, or the process is shutting down): un-leased, due again where
+    /// they were in the queue, and not charged an attempt (`attempt_count` goes back by one).
+    /// Fenced like a completion: a lease no longer `owner`'s at that attempt number is left
+    /// alone. Returns how many were given back.
+    pub async fn hand_back(&self, owner: &str, deliveries: &[ClaimedDelivery]) -> Result<u64> {
+        if deliveries.is_empty() {
+            return Ok(0);
+        }
+        on_backend!(self, s => s.hand_back(owner, deliveries).await)
     }
 
-    /// Makes deliveries whose lease expired (their worker died) due again. Safe to run in every
-    /// process at once.
-    pub async fn sweep_expired_leases(&self) -> Result<u64> {
-        on_backend!(self, s => s.sweep_expired_leases().await)
+    /// Ends every lease `owner` still holds at shutdown, after its attempts in flight were
+    /// recorded: what is left may have been attempted without being recorded, so each counts
+    /// as an attempt, as an expired lease does (see [`Store::sweep_expired_leases`]).
+    pub async fn release_leases(&self, owner: &str, defaults: &RetryPolicy) -> Result<Requeued> {
+        on_backend!(self, s => s.release_leases(owner, defaults).await)
+    }
+
+    /// Ends the leases that expired (their worker died; the attempt may have been made): each
+    /// counts as an attempt, so the delivery is due again after the retry backoff, or
+    /// dead-lettered if that was its endpoint's last attempt. The endpoint's overrides apply,
+    /// else `defaults`. Safe to run in every process at once.
+    pub async fn sweep_expired_leases(&self, defaults: &RetryPolicy) -> Result<Requeued> {
+        on_backend!(self, s => s.sweep_expired_leases(defaults).await)
     }
 
     /// One event by its id.

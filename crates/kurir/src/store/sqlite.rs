@@ -582,10 +582,10 @@ mod tests {
         );
         let waiting = tokio::spawn({
             let store = store.clone();
-            async move { store.sweep_expired_leases().await }
+            async move { store.sweep_expired_leases(&Default::default()).await }
         });
         app.execute("COMMIT").await.unwrap();
-        assert_eq!(waiting.await.unwrap().unwrap(), 0);
+        assert_eq!(waiting.await.unwrap().unwrap().total(), 0);
     }
 
     #[test]

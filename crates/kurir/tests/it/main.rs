@@ -9,6 +9,7 @@ mod cli;
 mod crash;
 mod delivery;
 mod gateway;
+mod leases;
 mod logs;
 mod metrics;
 mod orphans;

@@ -25,7 +25,8 @@ on_both_backends!(
     completion_moves_deliveries_to_their_next_state,
     gone_disables_the_endpoint,
     deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batch,
-    released_leases_are_due_again,
+    released_leases_count_as_attempts_and_are_due_again,
+    a_delivery_handed_back_unattempted_is_not_charged,
     rotated_secret_keeps_signing_during_grace,
 );
 
@@ -40,6 +41,16 @@ fn slot(e: &kurir::endpoint::Endpoint, limit: u32, lease: Duration) -> EndpointS
         endpoint: Arc::new(e.clone()),
         limit,
         lease,
+    }
+}
+
+/// Ten attempts, each retry due at once.
+fn no_backoff() -> kurir_core::retry::RetryPolicy {
+    kurir_core::retry::RetryPolicy {
+        initial_delay: Duration::ZERO,
+        max_delay: Duration::ZERO,
+        max_attempts: 10,
+        jitter: 0.0,
     }
 }
 
@@ -332,7 +343,7 @@ async fn a_claimed_delivery_is_not_claimed_again_until_its_lease_expires(db: Tes
 
     // Only the expired lease is swept; the live one stays with its owner.
     crate::support::eventually("the zero-length lease to be swept", || async {
-        (s.sweep_expired_leases().await.unwrap() == 1).then_some(())
+        (s.sweep_expired_leases(&no_backoff()).await.unwrap().total() == 1).then_some(())
     })
     .await;
     let again = s
@@ -359,7 +370,7 @@ async fn a_late_completion_is_fenced_out_but_its_attempt_is_recorded(db: TestDb)
         .unwrap()
         .deliveries;
     crate::support::eventually("the lease to be swept", || async {
-        (s.sweep_expired_leases().await.unwrap() == 1).then_some(())
+        (s.sweep_expired_leases(&no_backoff()).await.unwrap().total() == 1).then_some(())
     })
     .await;
     let fresh = s
@@ -553,7 +564,9 @@ async fn deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batc
         .is_empty());
 }
 
-async fn released_leases_are_due_again(db: TestDb) {
+/// What a process still holds at shutdown, after recording its attempts in flight, may have
+/// been attempted: each counts as an attempt, as an expired lease does.
+async fn released_leases_count_as_attempts_and_are_due_again(db: TestDb) {
     let s = &db.store;
     let a = s
         .create_endpoint(endpoint("https://a.example/", &[]))
@@ -570,15 +583,73 @@ async fn released_leases_are_due_again(db: TestDb) {
             .len(),
         2
     );
-    assert_eq!(s.release_leases("someone-else").await.unwrap(), 0);
-    assert_eq!(s.release_leases("w1").await.unwrap(), 2);
     assert_eq!(
-        s.claim_due_deliveries("w2", &slots, 10)
+        s.release_leases("someone-else", &no_backoff())
             .await
             .unwrap()
-            .deliveries
-            .len(),
+            .total(),
+        0
+    );
+    assert_eq!(
+        s.release_leases("w1", &no_backoff()).await.unwrap().retried,
         2
+    );
+    let again = s
+        .claim_due_deliveries("w2", &slots, 10)
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(again.len(), 2);
+    assert!(again.iter().all(|d| d.attempt == 2), "{again:?}");
+}
+
+/// Issue 11, item 3: a delivery claimed but never attempted goes back uncharged, fenced like
+/// a completion.
+async fn a_delivery_handed_back_unattempted_is_not_charged(db: TestDb) {
+    let s = &db.store;
+    let a = s
+        .create_endpoint(endpoint("https://a.example/", &[]))
+        .await
+        .unwrap();
+    let ids = enqueue_events(s, "order.paid", 2).await;
+    s.relay_batch(100).await.unwrap();
+    let slots = [slot(&a, 10, Duration::from_secs(60))];
+    let claimed = s
+        .claim_due_deliveries("w1", &slots, 10)
+        .await
+        .unwrap()
+        .deliveries;
+    let first = claimed.iter().find(|d| d.event.event_id == ids[0]).unwrap();
+    assert_eq!(
+        s.hand_back("w2", std::slice::from_ref(first))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        s.hand_back("w1", std::slice::from_ref(first))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        s.hand_back("w1", std::slice::from_ref(first))
+            .await
+            .unwrap(),
+        0
+    );
+    let d = &s.deliveries_for_event(&ids[0]).await.unwrap()[0];
+    assert_eq!((d.status, d.attempt_count), (DeliveryStatus::Pending, 0));
+    assert_eq!(statuses(s, &ids[1]).await, vec![DeliveryStatus::Processing]);
+    let again = s
+        .claim_due_deliveries("w2", &slots, 10)
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].delivery_id, again[0].attempt),
+        (first.delivery_id, 1)
     );
 }
 

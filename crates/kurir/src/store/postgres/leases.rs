@@ -6,9 +6,14 @@ use std::collections::HashMap;
 use sqlx::postgres::PgRow;
 use sqlx::Row;
 
+use kurir_core::retry::RetryPolicy;
+
 use super::PgStore;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
-use crate::store::{Claim, EndpointSlot, Orphan, OrphanReason, Result, StoreError};
+use crate::store::{
+    Claim, EndpointSlot, Orphan, OrphanReason, Requeued, Result, StoreError, LEASE_EXPIRED,
+    LEASE_RELEASED,
+};
 
 /// The claim (see [`PgStore::claim_due_deliveries`]). `due` locks and `leased` leases the live
 /// rows; `read_to` bounds, for each endpoint, the due rows it surely read: those before its last
@@ -71,6 +76,40 @@ const CLAIM_SQL: &str = "WITH slots AS ( \
      UNION ALL \
      SELECT TRUE, id, endpoint_id, NULL::int4, NULL::text, event_id, NULL::text, NULL::int4, \
          NULL::timestamptz, NULL::text, NULL::text FROM orphaned";
+
+/// Ends leases without a recorded attempt, counting each as an attempt: dead-letters the
+/// delivery at its endpoint's maximum, else makes it due after the retry backoff, as
+/// `kurir_core::retry::RetryPolicy` computes it after that attempt (`initial · 2^(n−1)` capped,
+/// moved by the jitter, capped again). The endpoint's overrides apply, else the defaults:
+/// `$1` attempts, `$2` initial and `$3` longest delay in ms, `$4` jitter; `$5` is the
+/// `last_error`, `$6` is free for the condition `$cond` on the leased row `x`. A delay is
+/// capped at 100 years, the most both backends' timestamps take. Rows are taken
+/// with `FOR UPDATE SKIP LOCKED` and reached through `id = ANY(ARRAY(…))` (see [`CLAIM_SQL`]).
+macro_rules! requeue_sql {
+    ($cond:literal) => {
+        concat!(
+            "UPDATE kurir_deliveries AS d SET (status, available_at, last_error) = ( \
+                SELECT CASE WHEN d.attempt_count >= p.max_attempts THEN 'dead_letter' \
+                    ELSE 'failed' END, \
+                CASE WHEN d.attempt_count >= p.max_attempts THEN d.available_at \
+                ELSE now() + make_interval(secs => LEAST(3153600000000, p.max_ms, LEAST(p.max_ms, \
+                    p.initial_ms * power(2::float8, LEAST(GREATEST(d.attempt_count - 1, 0), 62))) \
+                    * (1 + $4 * (2 * random() - 1))) / 1000) END, \
+                CASE WHEN d.attempt_count >= p.max_attempts \
+                    THEN $5 || '; no attempts left' ELSE $5 END \
+                FROM (SELECT COALESCE(max(e.retry_max_attempts), $1) AS max_attempts, \
+                        COALESCE(max(e.retry_initial_delay_ms), $2)::float8 AS initial_ms, \
+                        COALESCE(max(e.retry_max_delay_ms), $3)::float8 AS max_ms \
+                      FROM kurir_endpoints e WHERE e.id = d.endpoint_id) p), \
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = now() \
+             WHERE d.id = ANY (ARRAY( \
+                SELECT x.id FROM kurir_deliveries x WHERE x.status = 'processing' AND ",
+            $cond,
+            " FOR UPDATE SKIP LOCKED)) \
+             RETURNING d.status"
+        )
+    };
+}
 
 /// The most due rows one claim reads again to find orphans.
 const ORPHAN_WALK: i64 = 1024;
@@ -152,32 +191,82 @@ impl PgStore {
             .collect()
     }
 
-    /// Gives back `owner`'s leases; the rows are due at once.
-    pub(in crate::store) async fn release_leases(&self, owner: &str) -> Result<u64> {
+    /// One statement, fenced like a completion (the `CASE` keeps each row a primary-key
+    /// lookup, see `COMPLETE_SQL`).
+    pub(in crate::store) async fn hand_back(
+        &self,
+        owner: &str,
+        deliveries: &[ClaimedDelivery],
+    ) -> Result<u64> {
+        let ids: Vec<i64> = deliveries.iter().map(|d| d.delivery_id).collect();
+        let attempts: Vec<i32> = deliveries.iter().map(|d| d.attempt as i32).collect();
         let done = sqlx::query(
-            "UPDATE kurir_deliveries SET status = 'failed', available_at = now(), \
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = now(), \
-                 last_error = 'released at shutdown before the attempt was recorded' \
-             WHERE lease_owner = $1 AND status = 'processing'",
+            "UPDATE kurir_deliveries AS d \
+             SET status = CASE WHEN d.attempt_count > 1 THEN 'failed' ELSE 'pending' END, \
+                 attempt_count = d.attempt_count - 1, lease_owner = NULL, \
+                 lease_expires_at = NULL, updated_at = now() \
+             FROM unnest($2::int8[], $3::int4[]) AS x(id, attempt) \
+             WHERE d.id = x.id AND CASE WHEN d.status = 'processing' AND d.lease_owner = $1 \
+                 THEN d.attempt_count = x.attempt ELSE FALSE END",
         )
+        .persistent(false)
         .bind(owner)
+        .bind(&ids)
+        .bind(&attempts)
         .execute(&self.bookkeeping)
         .await?;
         Ok(done.rows_affected())
     }
 
-    /// Row locks serialise concurrent sweeps; a row is only ever moved once per expiry.
-    pub(in crate::store) async fn sweep_expired_leases(&self) -> Result<u64> {
-        let done = sqlx::query(
-            "UPDATE kurir_deliveries SET status = 'failed', available_at = now(), \
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = now(), \
-                 last_error = 'lease expired: the worker stopped before recording the attempt' \
-             WHERE status = 'processing' AND lease_expires_at < now()",
-        )
-        .execute(&self.bookkeeping)
-        .await?;
-        Ok(done.rows_affected())
+    /// One statement over `owner`'s leases (see `requeue_sql!`).
+    pub(in crate::store) async fn release_leases(
+        &self,
+        owner: &str,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let sql = requeue_sql!("x.lease_owner = $6");
+        self.requeue(sql, LEASE_RELEASED, Some(owner), defaults)
+            .await
     }
+
+    /// One statement over expired leases (see `requeue_sql!`), found through the partial index
+    /// of leased rows; the row locks it takes (skipping locked ones) keep concurrent sweeps from
+    /// moving a row twice.
+    pub(in crate::store) async fn sweep_expired_leases(
+        &self,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let sql = requeue_sql!("x.lease_expires_at < now()");
+        self.requeue(sql, LEASE_EXPIRED, None, defaults).await
+    }
+
+    async fn requeue(
+        &self,
+        sql: &'static str,
+        error: &str,
+        owner: Option<&str>,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let mut query = sqlx::query_scalar(sql)
+            .bind(i32::try_from(defaults.max_attempts).unwrap_or(i32::MAX))
+            .bind(millis(defaults.initial_delay))
+            .bind(millis(defaults.max_delay))
+            .bind(defaults.jitter)
+            .bind(error);
+        if let Some(owner) = owner {
+            query = query.bind(owner);
+        }
+        let statuses: Vec<String> = query.fetch_all(&self.bookkeeping).await?;
+        let dead_lettered = statuses.iter().filter(|s| *s == "dead_letter").count() as u64;
+        Ok(Requeued {
+            retried: statuses.len() as u64 - dead_lettered,
+            dead_lettered,
+        })
+    }
+}
+
+fn millis(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 fn claimed(r: &PgRow, slots: &HashMap<&str, &EndpointSlot>) -> Result<ClaimedDelivery> {

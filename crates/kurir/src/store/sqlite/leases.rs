@@ -10,8 +10,11 @@ use sqlx::{Row, Sqlite, Transaction};
 
 use super::{ts, SqliteStore};
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
+use kurir_core::retry::RetryPolicy;
+
 use crate::store::{
-    now_millis, sqlite_ts, Claim, EndpointSlot, Orphan, OrphanReason, Result, StoreError,
+    now_millis, sqlite_ts, Claim, EndpointSlot, Orphan, OrphanReason, Requeued, Result, StoreError,
+    LEASE_EXPIRED, LEASE_RELEASED,
 };
 
 /// Leases one endpoint's oldest due rows whose event exists. `INDEXED BY`: with statistics
@@ -52,6 +55,40 @@ const REMOVE_OF_DELETED_ENDPOINTS_SQL: &str = "WITH RECURSIVE owners(endpoint_id
                AND NOT EXISTS (SELECT 1 FROM kurir_endpoints AS e WHERE e.id = o.endpoint_id)) \
          LIMIT ?1) \
      RETURNING id, endpoint_id, event_id";
+
+/// Ends leases without a recorded attempt, counting each as an attempt: dead-letters the
+/// delivery at its endpoint's maximum, else makes it due after the retry backoff, as
+/// `kurir_core::retry::RetryPolicy` computes it after that attempt (`initial · 2^(n−1)` capped,
+/// moved by the jitter, capped again). The endpoint's overrides apply, else the defaults:
+/// `?1` attempts, `?2` initial and `?3` longest delay in ms, `?4` jitter; `?5` is the
+/// `last_error`, `?6` now; `?7` is free for the condition `$cond` on the leased row `d`. A
+/// delay is capped at 100 years, the most both backends' timestamps take.
+macro_rules! requeue_sql {
+    ($cond:literal) => {
+        concat!(
+            "WITH x AS ( \
+                SELECT d.id, d.attempt_count >= COALESCE(e.retry_max_attempts, ?1) AS dead, \
+                    min(3153600000000, COALESCE(e.retry_max_delay_ms, ?3), \
+                        min(COALESCE(e.retry_max_delay_ms, ?3), 1.0 \
+                            * COALESCE(e.retry_initial_delay_ms, ?2) \
+                            * (1 << min(max(d.attempt_count - 1, 0), 62))) \
+                        * (1 + ?4 * (random() / 9223372036854775808.0))) AS delay_ms \
+                FROM kurir_deliveries AS d INDEXED BY kurir_deliveries_leased \
+                LEFT JOIN kurir_endpoints AS e ON e.id = d.endpoint_id \
+                WHERE d.status = 'processing' AND ",
+            $cond,
+            ") \
+             UPDATE kurir_deliveries AS d SET \
+                status = CASE WHEN x.dead THEN 'dead_letter' ELSE 'failed' END, \
+                available_at = CASE WHEN x.dead THEN d.available_at ELSE strftime( \
+                    '%Y-%m-%dT%H:%M:%fZ', ?6, printf('%+.3f seconds', x.delay_ms / 1000.0)) END, \
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = ?6, \
+                last_error = CASE WHEN x.dead THEN ?5 || '; no attempts left' ELSE ?5 END \
+             FROM x WHERE d.id = x.id \
+             RETURNING status"
+        )
+    };
+}
 
 /// A row leased by [`LEASE_SQL`], before its event is read.
 struct Leased<'a> {
@@ -132,35 +169,83 @@ impl SqliteStore {
             .collect()
     }
 
-    pub(in crate::store) async fn release_leases(&self, owner: &str) -> Result<u64> {
-        let now = sqlite_ts(now_millis());
-        let release = sqlx::query(
-            "UPDATE kurir_deliveries SET status = 'failed', available_at = ?2, \
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2, \
-                 last_error = 'released at shutdown before the attempt was recorded' \
-             WHERE lease_owner = ?1 AND status = 'processing'",
+    /// One statement in a `BEGIN IMMEDIATE` transaction, fenced like a completion.
+    pub(in crate::store) async fn hand_back(
+        &self,
+        owner: &str,
+        deliveries: &[ClaimedDelivery],
+    ) -> Result<u64> {
+        let rows: Vec<[i64; 2]> = deliveries
+            .iter()
+            .map(|d| [d.delivery_id, i64::from(d.attempt)])
+            .collect();
+        let hand_back = sqlx::query(
+            "UPDATE kurir_deliveries AS d SET \
+                 status = CASE WHEN d.attempt_count > 1 THEN 'failed' ELSE 'pending' END, \
+                 attempt_count = d.attempt_count - 1, lease_owner = NULL, \
+                 lease_expires_at = NULL, updated_at = ?3 \
+             FROM json_each(?2) AS x \
+             WHERE d.id = json_extract(x.value, '$[0]') \
+               AND d.attempt_count = json_extract(x.value, '$[1]') \
+               AND d.lease_owner = ?1 AND d.status = 'processing'",
         )
         .bind(owner)
-        .bind(&now);
+        .bind(serde_json::to_string(&rows).unwrap_or_default())
+        .bind(sqlite_ts(now_millis()));
         let mut tx = self.begin_immediate().await?;
-        let done = release.execute(&mut *tx).await?;
+        let done = hand_back.execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(done.rows_affected())
     }
 
-    pub(in crate::store) async fn sweep_expired_leases(&self) -> Result<u64> {
-        let now = sqlite_ts(now_millis());
-        let sweep = sqlx::query(
-            "UPDATE kurir_deliveries SET status = 'failed', available_at = ?1, \
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1, \
-                 last_error = 'lease expired: the worker stopped before recording the attempt' \
-             WHERE status = 'processing' AND lease_expires_at < ?1",
-        )
-        .bind(&now);
+    /// One statement over `owner`'s leases (see `requeue_sql!`), in a `BEGIN IMMEDIATE`
+    /// transaction.
+    pub(in crate::store) async fn release_leases(
+        &self,
+        owner: &str,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let sql = requeue_sql!("d.lease_owner = ?7");
+        self.requeue(sql, LEASE_RELEASED, Some(owner), defaults)
+            .await
+    }
+
+    /// One statement over expired leases (see `requeue_sql!`), in a `BEGIN IMMEDIATE`
+    /// transaction.
+    pub(in crate::store) async fn sweep_expired_leases(
+        &self,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let sql = requeue_sql!("d.lease_expires_at < ?6");
+        self.requeue(sql, LEASE_EXPIRED, None, defaults).await
+    }
+
+    async fn requeue(
+        &self,
+        sql: &'static str,
+        error: &str,
+        owner: Option<&str>,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let millis = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        let mut query = sqlx::query_scalar(sql)
+            .bind(i64::from(defaults.max_attempts))
+            .bind(millis(defaults.initial_delay))
+            .bind(millis(defaults.max_delay))
+            .bind(defaults.jitter)
+            .bind(error)
+            .bind(sqlite_ts(now_millis()));
+        if let Some(owner) = owner {
+            query = query.bind(owner);
+        }
         let mut tx = self.begin_immediate().await?;
-        let done = sweep.execute(&mut *tx).await?;
+        let statuses: Vec<String> = query.fetch_all(&mut *tx).await?;
         tx.commit().await?;
-        Ok(done.rows_affected())
+        let dead_lettered = statuses.iter().filter(|s| *s == "dead_letter").count() as u64;
+        Ok(Requeued {
+            retried: statuses.len() as u64 - dead_lettered,
+            dead_lettered,
+        })
     }
 }
 
