@@ -194,6 +194,10 @@ pub struct ClaimedDelivery {
     pub event: EventSnapshot,
     /// Where to send it.
     pub endpoint: Arc<Endpoint>,
+    /// When the lease ends, by this process's clock: the instant the claim was sent plus the
+    /// lease, so never later than the `lease_expires_at` the database stamped (its clock, when
+    /// the statement ran) and the lease sweeps compare with.
+    pub lease_deadline: tokio::time::Instant,
 }
 
 /// What should happen to a delivery after an attempt.

@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 use super::http::{PostError, Response, Timeouts, WebhookClient};
 use crate::config::DeliveryConfig;
 use crate::delivery::{ClaimedDelivery, Completion, NextState, WireText};
+use crate::endpoint::Endpoint;
 
 pub use super::http::RESPONSE_CAPTURE_BYTES;
 
@@ -196,22 +197,35 @@ impl Sender {
             at,
             &body,
         ));
-        let o = &d.endpoint.overrides;
-        let timeouts = Timeouts {
-            connect: o
-                .connect_timeout_ms
-                .map_or(self.config.connect_timeout, |ms| {
-                    Duration::from_millis(ms.into())
-                }),
-            response: o
-                .request_timeout_ms
-                .map_or(self.config.request_timeout, |ms| {
-                    Duration::from_millis(ms.into())
-                }),
-        };
         self.http
-            .post(&d.endpoint.url, &headers, body, timeouts)
+            .post(&d.endpoint.url, &headers, body, self.timeouts(&d.endpoint))
             .await
+    }
+
+    /// `endpoint`'s connect and response timeouts: its overrides, else the process's.
+    pub fn timeouts(&self, endpoint: &Endpoint) -> Timeouts {
+        let o = &endpoint.overrides;
+        let ms = |v: Option<u32>, default| v.map_or(default, |ms| Duration::from_millis(ms.into()));
+        Timeouts {
+            connect: ms(o.connect_timeout_ms, self.config.connect_timeout),
+            response: ms(o.request_timeout_ms, self.config.request_timeout),
+        }
+    }
+
+    /// The longest one attempt to `endpoint` can take, from connecting to the end of the
+    /// response, plus the lease margin (the time to record it).
+    pub fn attempt_budget(&self, endpoint: &Endpoint) -> Duration {
+        let t = self.timeouts(endpoint);
+        t.connect + t.response + self.config.lease_margin
+    }
+
+    /// The last instant `d`'s attempt may start and still be over, and recorded, within its
+    /// lease. A delivery not started by then is handed back instead.
+    pub fn latest_start(&self, d: &ClaimedDelivery) -> tokio::time::Instant {
+        // Before the clock's own start: long past.
+        d.lease_deadline
+            .checked_sub(self.attempt_budget(&d.endpoint))
+            .unwrap_or_else(tokio::time::Instant::now)
     }
 }
 

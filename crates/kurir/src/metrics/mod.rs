@@ -46,6 +46,9 @@ pub const COMPLETIONS_REFUSED: &str = "kurir_completions_refused_total";
 /// Deliveries removed because their event or endpoint was deleted outside kurir, per `reason`
 /// (`event_deleted`, `endpoint_deleted`).
 pub const ORPHANED_DELIVERIES: &str = "kurir_orphaned_deliveries_total";
+/// Claimed deliveries given back unattempted, per `reason`: `lease` (could not start within
+/// it), `shutdown`.
+pub const HANDED_BACK: &str = "kurir_deliveries_handed_back_total";
 /// Webhooks received, per `source` and `outcome`: recorded by `kurir-receiver` (its
 /// `metrics::INBOX_EVENTS`) into the recorder its sources are given; described here.
 pub const INBOX_EVENTS: &str = "kurir_inbox_events_total";
@@ -70,6 +73,7 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (ATTEMPTS_AT_SUCCESS, "Attempt number of each successful delivery attempt (1 = first try)."),
     (COMPLETIONS_REFUSED, "Delivery attempts whose record the database refused (logged at ERROR with the delivery id); the delivery is due again when its lease expires."),
     (ORPHANED_DELIVERIES, "Deliveries removed because their event (reason event_deleted) or endpoint (endpoint_deleted) was deleted outside kurir, e.g. pruned by hand."),
+    (HANDED_BACK, "Claimed deliveries given back unattempted and uncharged: reason lease (every slot was busy until the delivery could no longer finish within its lease) or shutdown."),
     (INBOX_EVENTS, "Webhooks received by the inbox, by source and outcome (accepted, duplicate, error, or the rejection code)."),
 ];
 
@@ -201,6 +205,15 @@ impl Metrics {
                 .increment(n as u64);
             }
         }
+    }
+
+    /// Counts `n` deliveries given back unattempted, for `reason` (`lease` or `shutdown`).
+    pub fn record_handed_back(&self, reason: &'static str, n: u64) {
+        self.counter(
+            HANDED_BACK,
+            vec![Label::from_static_parts("reason", reason)],
+        )
+        .increment(n);
     }
 
     /// Folds recorded histogram samples into their buckets every `interval` until `shutdown`,

@@ -471,9 +471,10 @@ impl Store {
         on_backend!(self, s => s.relay_batch(limit).await)
     }
 
-    /// Leases due deliveries for `owner`: at most `slot.limit` per endpoint and `limit` in all.
-    /// Each claimed row's `attempt_count` is incremented: it is the number of the attempt about
-    /// to be made, and the fence its completion must match.
+    /// Leases due deliveries for `owner`: at most `slot.limit` per endpoint and `limit` in all,
+    /// each for its slot's lease (see [`ClaimedDelivery::lease_deadline`]). Each claimed row's
+    /// `attempt_count` is incremented: it is the number of the attempt about to be made, and
+    /// the fence its completion must match.
     ///
     /// Only deliveries whose event exists are claimed, so one whose outbox row was deleted by
     /// hand never takes a claim's place; those the claim reads past are removed, with their
@@ -487,7 +488,8 @@ impl Store {
         if slots.is_empty() || limit == 0 {
             return Ok(Claim::default());
         }
-        on_backend!(self, s => s.claim_due_deliveries(owner, slots, limit).await)
+        let sent_at = tokio::time::Instant::now();
+        on_backend!(self, s => s.claim_due_deliveries(owner, slots, limit, sent_at).await)
     }
 
     /// Removes, with their attempts, up to `limit` deliveries of endpoints that no longer exist

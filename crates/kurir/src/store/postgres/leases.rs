@@ -7,6 +7,7 @@ use sqlx::postgres::PgRow;
 use sqlx::Row;
 
 use kurir_core::retry::RetryPolicy;
+use tokio::time::Instant;
 
 use super::PgStore;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
@@ -147,6 +148,7 @@ impl PgStore {
         owner: &str,
         slots: &[EndpointSlot],
         limit: u32,
+        sent_at: Instant,
     ) -> Result<Claim> {
         let ids: Vec<&str> = slots.iter().map(|s| s.endpoint.id.as_str()).collect();
         let limits: Vec<i32> = slots
@@ -170,7 +172,7 @@ impl PgStore {
             if r.try_get("orphan")? {
                 claim.orphans.push(orphan(r, OrphanReason::EventDeleted)?);
             } else {
-                claim.deliveries.push(claimed(r, &by_id)?);
+                claim.deliveries.push(claimed(r, &by_id, sent_at)?);
             }
         }
         Ok(claim)
@@ -269,11 +271,14 @@ fn millis(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn claimed(r: &PgRow, slots: &HashMap<&str, &EndpointSlot>) -> Result<ClaimedDelivery> {
+fn claimed(
+    r: &PgRow,
+    slots: &HashMap<&str, &EndpointSlot>,
+    sent_at: Instant,
+) -> Result<ClaimedDelivery> {
     let endpoint_id: String = r.try_get("endpoint_id")?;
-    let endpoint = slots
+    let slot = slots
         .get(endpoint_id.as_str())
-        .map(|s| s.endpoint.clone())
         .ok_or_else(|| StoreError::Corrupt {
             table: "kurir_deliveries",
             message: format!("claimed a row of unrequested endpoint {endpoint_id}"),
@@ -290,7 +295,8 @@ fn claimed(r: &PgRow, slots: &HashMap<&str, &EndpointSlot>) -> Result<ClaimedDel
             aggregate_id: r.try_get("aggregate_id")?,
             payload: r.try_get("payload")?,
         },
-        endpoint,
+        endpoint: slot.endpoint.clone(),
+        lease_deadline: sent_at + slot.lease,
     })
 }
 

@@ -11,6 +11,7 @@ use sqlx::{Row, Sqlite, Transaction};
 use super::{ts, SqliteStore};
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use kurir_core::retry::RetryPolicy;
+use tokio::time::Instant;
 
 use crate::store::{
     now_millis, sqlite_ts, Claim, EndpointSlot, Orphan, OrphanReason, Requeued, Result, StoreError,
@@ -108,6 +109,7 @@ impl SqliteStore {
         owner: &str,
         slots: &[EndpointSlot],
         limit: u32,
+        sent_at: Instant,
     ) -> Result<Claim> {
         let now = now_millis();
         let mut remaining = limit;
@@ -144,7 +146,7 @@ impl SqliteStore {
         Ok(Claim {
             deliveries: leased
                 .into_iter()
-                .map(|l| claimed(l, &events))
+                .map(|l| claimed(l, &events, sent_at))
                 .collect::<Result<_>>()?,
             orphans: orphans
                 .iter()
@@ -316,7 +318,11 @@ async fn events_of(
         .collect()
 }
 
-fn claimed(l: Leased<'_>, events: &HashMap<i64, EventSnapshot>) -> Result<ClaimedDelivery> {
+fn claimed(
+    l: Leased<'_>,
+    events: &HashMap<i64, EventSnapshot>,
+    sent_at: Instant,
+) -> Result<ClaimedDelivery> {
     // Several deliveries of one event can be claimed together: each gets a copy. The lease
     // took only rows whose event exists, in this same transaction.
     let event = events
@@ -335,6 +341,7 @@ fn claimed(l: Leased<'_>, events: &HashMap<i64, EventSnapshot>) -> Result<Claime
         trigger: l.trigger,
         event,
         endpoint: l.slot.endpoint.clone(),
+        lease_deadline: sent_at + l.slot.lease,
     })
 }
 
