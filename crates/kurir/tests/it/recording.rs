@@ -110,3 +110,64 @@ async fn a_completion_the_database_refuses_is_set_aside_and_the_others_are_recor
     want.sort();
     assert_eq!(seen, want, "each healthy delivery was sent exactly once");
 }
+
+/// Issue 11, item 1: with the database down, the completion writer retries (nothing is lost),
+/// but shutdown still finishes within its bound: the attempt in flight, then at most
+/// `SHUTDOWN_RECORDING_PATIENCE` for the recording and as much for the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_finishes_within_its_bound_while_the_database_is_down() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let held = Receiver::holding().await;
+    db.store
+        .create_endpoint(NewEndpoint::new(held.url("/held")))
+        .await
+        .unwrap();
+    let ids = enqueue_events(&db.store, "order.paid", 1).await;
+    db.store.relay_batch(10).await.unwrap();
+    let dispatcher =
+        kurir::dispatch::Dispatcher::new(db.store.clone(), test_delivery_config(), "doomed".into());
+    let (wake, shutdown) = (
+        std::sync::Arc::new(tokio::sync::Notify::new()),
+        tokio_util::sync::CancellationToken::new(),
+    );
+    let run = tokio::spawn(std::sync::Arc::new(dispatcher).run(wake, shutdown.clone()));
+    held.wait_until("the request to be in flight", |_, open| open == 1)
+        .await;
+
+    // The database stops taking connections, and drops the ones it has.
+    let admin = sqlx::PgPool::connect(&crate::support::postgres_admin_url().unwrap())
+        .await
+        .unwrap();
+    let name: String = match &db.store {
+        Store::Postgres(pg) => sqlx::query_scalar("SELECT current_database()")
+            .fetch_one(pg.pool())
+            .await
+            .unwrap(),
+        Store::Sqlite(_) => unreachable!(),
+    };
+    let allow = |on: bool| format!("ALTER DATABASE {name} ALLOW_CONNECTIONS {on}");
+    sqlx::query(&allow(false)).execute(&admin).await.unwrap();
+    sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+        .bind(&name)
+        .execute(&admin)
+        .await
+        .unwrap();
+
+    let started = tokio::time::Instant::now();
+    shutdown.cancel();
+    held.release(1);
+    tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("shutdown finishes while the database is down")
+        .unwrap();
+    let took = started.elapsed();
+    sqlx::query(&allow(true)).execute(&admin).await.unwrap();
+    eprintln!("shutdown with the database down took {took:?}");
+
+    // Nothing is lost: the attempt went unrecorded, and its lease will make it due again.
+    let d = &db.store.deliveries_for_event(&ids[0]).await.unwrap()[0];
+    assert_eq!(d.status, DeliveryStatus::Processing);
+    assert_eq!(held.requests().len(), 1);
+}
