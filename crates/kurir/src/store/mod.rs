@@ -294,32 +294,94 @@ pub(crate) fn endpoint_from_new(new: NewEndpoint, now: DateTime<Utc>) -> Endpoin
     }
 }
 
-/// Applies `update` to `endpoint` in memory.
-pub(crate) fn apply_update(endpoint: &mut Endpoint, update: EndpointUpdate, now: DateTime<Utc>) {
-    if let Some(url) = update.url {
-        endpoint.url = url;
+/// A value an endpoint update writes into one column.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ColumnValue {
+    Text(String),
+    NullableText(Option<String>),
+    /// JSON, as text.
+    Json(String),
+    Bool(bool),
+    Int(Option<i64>),
+}
+
+/// The columns `update` writes, with their values, and nothing else: enabling an endpoint
+/// clears `disabled_reason`, disabling sets it (to `NULL` without a reason).
+pub(crate) fn endpoint_changes(update: &EndpointUpdate) -> Vec<(&'static str, ColumnValue)> {
+    use ColumnValue::*;
+    let mut changes = Vec::new();
+    if let Some(url) = &update.url {
+        changes.push(("url", Text(url.clone())));
     }
-    if let Some(d) = update.description {
-        endpoint.description = d;
+    if let Some(d) = &update.description {
+        changes.push(("description", Text(d.clone())));
     }
-    if let Some(f) = update.event_types {
-        endpoint.event_types = f;
+    if let Some(f) = &update.event_types {
+        let json = serde_json::to_string(f).unwrap_or_else(|_| "[]".into());
+        changes.push(("event_types", Json(json)));
     }
     if let Some(enabled) = update.enabled {
-        endpoint.enabled = enabled;
-        endpoint.disabled_reason = if enabled {
-            None
-        } else {
-            update.disabled_reason
-        };
-    }
-    if let Some(o) = update.overrides {
-        endpoint.overrides = o;
+        let reason = (!enabled).then(|| update.disabled_reason.clone()).flatten();
+        changes.push(("enabled", Bool(enabled)));
+        changes.push(("disabled_reason", NullableText(reason)));
     }
     if let Some(m) = update.max_in_flight {
-        endpoint.max_in_flight = m;
+        changes.push(("max_in_flight", Int(Some(m.into()))));
     }
-    endpoint.updated_at = now;
+    let o = &update.overrides;
+    let ms = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+    for (column, change) in [
+        (
+            "connect_timeout_ms",
+            o.connect_timeout_ms.map(|v| v.map(u64::from)),
+        ),
+        (
+            "request_timeout_ms",
+            o.request_timeout_ms.map(|v| v.map(u64::from)),
+        ),
+        ("retry_initial_delay_ms", o.retry_initial_delay_ms),
+        ("retry_max_delay_ms", o.retry_max_delay_ms),
+        (
+            "retry_max_attempts",
+            o.retry_max_attempts.map(|v| v.map(u64::from)),
+        ),
+    ] {
+        if let Some(value) = change {
+            changes.push((column, Int(ms(value))));
+        }
+    }
+    changes
+}
+
+/// The secret columns after making `new` current at `now`, from the stored `secret` and
+/// `previous_secrets` (JSON) of endpoint `id`: the old secret signs for `grace` more (none when
+/// zero), and rotated-out secrets already expired are dropped. Returns the new
+/// `previous_secrets` as JSON.
+pub(crate) fn rotated_secrets(
+    id: &str,
+    secret: &str,
+    previous: &str,
+    grace: Duration,
+    now: DateTime<Utc>,
+) -> Result<String> {
+    let corrupt = |m: String| StoreError::Corrupt {
+        table: "kurir_endpoints",
+        message: m,
+    };
+    let old = kurir_core::secret::Secret::parse(secret)
+        .map_err(|e| corrupt(format!("secret of {id}: {e}")))?;
+    let mut previous: Vec<crate::endpoint::PreviousSecret> = serde_json::from_str(previous)
+        .map_err(|e| corrupt(format!("previous_secrets of {id}: {e}")))?;
+    previous.retain(|p| p.expires_at > now);
+    if !grace.is_zero() {
+        let expires_at = now + chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
+        let old = crate::endpoint::PreviousSecret {
+            secret: old,
+            expires_at,
+        };
+        previous.insert(0, old);
+    }
+    serde_json::to_string(&previous).map_err(|e| corrupt(format!("previous_secrets of {id}: {e}")))
 }
 
 /// The store: PostgreSQL for production, SQLite embedded.
@@ -415,48 +477,28 @@ impl Store {
     }
 
     /// Applies `update` and returns the endpoint as stored, or `None` if it does not exist.
-    /// Read-modify-write: of two concurrent updates to one endpoint, the later write wins whole.
+    /// Only the columns of the fields given are written, in one statement, so a concurrent
+    /// change to other fields (a `410` disabling the endpoint, a secret rotation) stays.
     pub async fn update_endpoint(
         &self,
         id: &EndpointId,
         update: EndpointUpdate,
     ) -> Result<Option<Endpoint>> {
-        let Some(mut endpoint) = self.get_endpoint(id).await? else {
-            return Ok(None);
-        };
-        apply_update(&mut endpoint, update, now_millis());
-        on_backend!(self, s => s.save_endpoint(&endpoint).await)?;
-        Ok(Some(endpoint))
+        let changes = endpoint_changes(&update);
+        on_backend!(self, s => s.update_endpoint(id, &changes).await)
     }
 
     /// Makes `new_secret` current; the old secret keeps signing until `grace` has passed.
-    /// Rotated-out secrets that have already expired are dropped.
+    /// Rotated-out secrets that have already expired are dropped. Reads and writes the secrets
+    /// under the row's lock, so concurrent rotations take turns and each keeps the secret it
+    /// replaced signing for its grace period.
     pub async fn rotate_secret(
         &self,
         id: &EndpointId,
         new_secret: kurir_core::secret::Secret,
         grace: Duration,
     ) -> Result<Option<Endpoint>> {
-        let Some(mut endpoint) = self.get_endpoint(id).await? else {
-            return Ok(None);
-        };
-        let now = now_millis();
-        let old = std::mem::replace(&mut endpoint.secret, new_secret);
-        endpoint.previous_secrets.retain(|p| p.expires_at > now);
-        if !grace.is_zero() {
-            let expires_at =
-                now + chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
-            endpoint.previous_secrets.insert(
-                0,
-                crate::endpoint::PreviousSecret {
-                    secret: old,
-                    expires_at,
-                },
-            );
-        }
-        endpoint.updated_at = now;
-        on_backend!(self, s => s.save_endpoint(&endpoint).await)?;
-        Ok(Some(endpoint))
+        on_backend!(self, s => s.rotate_secret(id, &new_secret, grace).await)
     }
 
     /// Deletes an endpoint and its deliveries; `false` if it did not exist.

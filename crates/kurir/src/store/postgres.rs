@@ -2,6 +2,7 @@
 //! row locks (`FOR UPDATE SKIP LOCKED`), leases and fences.
 
 mod admin;
+mod endpoints;
 mod leases;
 mod sources;
 
@@ -133,19 +134,6 @@ impl PgStore {
             .fetch_one(&self.pool)
             .await?;
         Ok(row.try_get("created_at")?)
-    }
-
-    /// Overwrites every mutable column of one endpoint row.
-    pub(super) async fn save_endpoint(&self, e: &Endpoint) -> Result<()> {
-        let sql = "UPDATE kurir_endpoints SET url = $2, description = $3, event_types = $4::json, \
-            secret = $5, previous_secrets = $6::json, enabled = $7, disabled_reason = $8, \
-            connect_timeout_ms = $9, request_timeout_ms = $10, retry_initial_delay_ms = $11, \
-            retry_max_delay_ms = $12, retry_max_attempts = $13, max_in_flight = $14, \
-            updated_at = now() WHERE id = $1";
-        bind_endpoint(sqlx::query(sql), e)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
     }
 
     pub(super) async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {

@@ -3,6 +3,7 @@
 //! upgrade a read lock halfway through.
 
 mod admin;
+mod endpoints;
 mod leases;
 mod sources;
 
@@ -197,19 +198,6 @@ impl SqliteStore {
             .execute(&self.pool)
             .await?;
         Ok(e.created_at)
-    }
-
-    pub(super) async fn save_endpoint(&self, e: &Endpoint) -> Result<()> {
-        let sql = "UPDATE kurir_endpoints SET url = ?2, description = ?3, event_types = ?4, \
-            secret = ?5, previous_secrets = ?6, enabled = ?7, disabled_reason = ?8, \
-            connect_timeout_ms = ?9, request_timeout_ms = ?10, retry_initial_delay_ms = ?11, \
-            retry_max_delay_ms = ?12, retry_max_attempts = ?13, max_in_flight = ?14, \
-            updated_at = ?15 WHERE id = ?1";
-        bind_endpoint(sqlx::query(sql), e)
-            .bind(sqlite_ts(e.updated_at))
-            .execute(&self.pool)
-            .await?;
-        Ok(())
     }
 
     pub(super) async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {

@@ -8,6 +8,7 @@ mod binary;
 mod cli;
 mod crash;
 mod delivery;
+mod endpoint_writes;
 mod gateway;
 mod leases;
 mod logs;

@@ -150,17 +150,6 @@ async fn deliveries_of_an_endpoint_deleted_by_hand_are_removed(db: TestDb) {
     assert_eq!(count(&db, &of_kept).await, 5, "a disabled endpoint's stay");
 }
 
-/// Sessions of this test's database waiting for a lock.
-async fn lock_waiters(pg: &kurir::store::PgStore) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-         WHERE NOT l.granted AND a.datname = current_database()",
-    )
-    .fetch_one(pg.pool())
-    .await
-    .unwrap()
-}
-
 /// Issue 11, item 2: the hot tables have no foreign keys (migration 0004), so on PostgreSQL a
 /// relay that read an endpoint just before it was deleted wrote deliveries for it after the
 /// deletion had removed the endpoint's deliveries. (SQLite's relay and deletes take its one
@@ -195,7 +184,7 @@ async fn deleting_an_endpoint_while_the_relay_fans_out_leaves_no_delivery_behind
         async move { store.relay_batch(10).await }
     });
     eventually("the relay to wait at the unique index", || async {
-        (lock_waiters(pg).await == 1).then_some(())
+        (crate::support::pg_lock_waiters(pg).await == 1).then_some(())
     })
     .await;
     let delete = tokio::spawn({
@@ -205,7 +194,7 @@ async fn deleting_an_endpoint_while_the_relay_fans_out_leaves_no_delivery_behind
     });
     // The deletion either waits for the relay or goes through at once.
     eventually("the deletion to finish or wait", || async {
-        (delete.is_finished() || lock_waiters(pg).await == 2).then_some(())
+        (delete.is_finished() || crate::support::pg_lock_waiters(pg).await == 2).then_some(())
     })
     .await;
     blocker.rollback().await.unwrap();
