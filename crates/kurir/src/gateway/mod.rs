@@ -1,7 +1,8 @@
 //! The inbox gateway: kurir's receiving side for applications in any language. A partner POSTs
 //! to `/inbox/{source}`; kurir verifies the request under the source's scheme, stores the event
 //! once in `kurir_inbox`, answers at once, and forwards the event to the source's `forward_url`,
-//! signed with the `kurir` scheme and retried with backoff until it is answered 2xx.
+//! signed with the `kurir` scheme and retried with backoff until it is answered 2xx (or `410`,
+//! which fails it for good; see [`forward`]).
 //!
 //! All of it is kurir-receiver's machinery (verification, the inbox store, the runner and its
 //! processor) with kurir's parts plugged in: sources from `kurir_inbox_sources` ([`source`]),
@@ -18,7 +19,9 @@ pub mod source;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kurir_receiver::{CancellationToken, ConfigError, Processor, Runner, SourceSet, Waker};
+use kurir_receiver::{
+    CancellationToken, ConfigError, Failure, Processor, Runner, SourceSet, Waker,
+};
 
 use crate::config::DeliveryConfig;
 use crate::dispatch::http::{Timeouts, WebhookClient};
@@ -54,9 +57,9 @@ impl Gateway {
         let forwarder = Arc::new(Forwarder::new(store.clone(), http, timeouts));
         // The lease outlives the longest forward, as a delivery's does.
         let lease = config.connect_timeout + config.request_timeout + config.lease_margin;
-        let processor = Processor::new(move |event| {
+        let processor = Processor::with_failures(move |event| {
             let forwarder = Arc::clone(&forwarder);
-            async move { forwarder.forward(event).await }
+            async move { forwarder.forward(event).await.map_err(Failure::from) }
         })
         .retry_policy(config.retry)?
         .lease(lease)?;
