@@ -384,9 +384,7 @@ async fn kurir_delivers_to_its_own_inbox_gateway_which_forwards_once_with_the_sa
 async fn a_forward_answered_410_fails_for_good(app: TestApp) {
     let target = ScriptedReceiver::scripted(|n, _| {
         let status = if n == 0 { 410 } else { 200 };
-        axum::http::StatusCode::from_u16(status)
-            .unwrap()
-            .into_response()
+        StatusCode::from_u16(status).unwrap().into_response()
     })
     .await;
     let source = create_source(
@@ -425,13 +423,9 @@ async fn a_forward_answered_429_waits_for_its_retry_after(backend: Backend) {
     let app = TestApp::spawn_with(&database, &[("retry_max_delay", "5s")]).await;
     let target = ScriptedReceiver::scripted(|n, _| {
         if n == 0 {
-            (
-                axum::http::StatusCode::TOO_MANY_REQUESTS,
-                [("retry-after", "1")],
-            )
-                .into_response()
+            (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")]).into_response()
         } else {
-            axum::http::StatusCode::OK.into_response()
+            StatusCode::OK.into_response()
         }
     })
     .await;
