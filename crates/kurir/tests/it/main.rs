@@ -17,3 +17,4 @@ mod orphans;
 mod outbox;
 mod recording;
 mod store;
+mod timeouts;
