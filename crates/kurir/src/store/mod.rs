@@ -7,9 +7,12 @@
 
 pub mod admin;
 pub mod backlog;
+mod claims;
+mod endpoint_changes;
 pub mod postgres;
 pub mod sources;
 pub mod sqlite;
+mod unavailable;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -27,6 +30,9 @@ pub use admin::{
     ReplayRecord, ReplayRequest, Stats, StatusCount,
 };
 pub use backlog::Backlog;
+pub use claims::{Claim, Orphan, OrphanReason, Requeued};
+pub(crate) use claims::{LEASE_EXPIRED, LEASE_RELEASED};
+pub(crate) use endpoint_changes::{endpoint_changes, rotated_secrets, ColumnValue};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
@@ -61,44 +67,6 @@ pub enum StoreError {
     /// Any other database error.
     #[error(transparent)]
     Database(#[from] sqlx::Error),
-}
-
-impl StoreError {
-    /// Whether the database could not do the work for a reason of its own, not the data's: it
-    /// is unreachable, restarting, out of connections or space, busy, or the transaction lost a
-    /// conflict. Trying the same write again later may succeed. Any other error (a value or
-    /// row the database refuses, a decoding failure) would fail again with the same data.
-    pub fn is_unavailable(&self) -> bool {
-        match self {
-            Self::Connect { .. } => true,
-            Self::Database(e) => sqlx_unavailable(e),
-            _ => false,
-        }
-    }
-}
-
-fn sqlx_unavailable(e: &sqlx::Error) -> bool {
-    use sqlx::Error as E;
-    match e {
-        E::Io(_) | E::Tls(_) | E::Protocol(_) | E::PoolTimedOut | E::PoolClosed => true,
-        E::WorkerCrashed => true,
-        E::Database(db) => {
-            let code = db.code().unwrap_or_default();
-            if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
-                // Connection exception, insufficient resources, operator intervention, system
-                // error, transaction rollback (serialisation, deadlock), object not in
-                // prerequisite state (lock not available, connections not allowed), invalid
-                // authorisation, unknown database.
-                const CLASSES: [&str; 9] = ["08", "53", "57", "58", "40", "55", "28", "3D", "XX"];
-                return CLASSES.iter().any(|c| pg.code().starts_with(c));
-            }
-            // SQLite: BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL (primary
-            // result codes, the low byte of an extended one).
-            code.parse::<i32>()
-                .is_ok_and(|c| matches!(c & 0xff, 5 | 6 | 7 | 8 | 10 | 13 | 14 | 15))
-        }
-        _ => false,
-    }
 }
 
 /// The result type of store operations.
@@ -150,71 +118,6 @@ pub struct EndpointSlot {
     /// How long the lease on each claimed delivery lasts.
     pub lease: Duration,
 }
-
-/// What one claim did.
-#[derive(Clone, Debug, Default)]
-pub struct Claim {
-    /// The deliveries leased to the claimer, to be attempted.
-    pub deliveries: Vec<ClaimedDelivery>,
-    /// Due deliveries whose event no longer exists, among those the claim read past: removed.
-    pub orphans: Vec<Orphan>,
-}
-
-/// A delivery removed because what it would deliver, or where, no longer exists (deleted by
-/// hand: kurir deletes neither without its deliveries).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Orphan {
-    /// The delivery row, removed with its attempts.
-    pub delivery_id: i64,
-    /// Its endpoint.
-    pub endpoint_id: String,
-    /// Its event.
-    pub event_id: String,
-    /// Which of the two is gone.
-    pub reason: OrphanReason,
-}
-
-/// Why a delivery was an [`Orphan`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OrphanReason {
-    /// Its outbox row was deleted.
-    EventDeleted,
-    /// Its endpoint row was deleted.
-    EndpointDeleted,
-}
-
-impl OrphanReason {
-    /// `event_deleted` or `endpoint_deleted`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::EventDeleted => "event_deleted",
-            Self::EndpointDeleted => "endpoint_deleted",
-        }
-    }
-}
-
-/// Leases that ended without a recorded attempt (expired, or left at shutdown): each counts as
-/// an attempt, since it may have been made.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Requeued {
-    /// Due again after the retry backoff.
-    pub retried: u64,
-    /// Dead-lettered: that was the endpoint's last attempt.
-    pub dead_lettered: u64,
-}
-
-impl Requeued {
-    /// Both counts together.
-    pub fn total(&self) -> u64 {
-        self.retried + self.dead_lettered
-    }
-}
-
-/// `last_error` of a delivery whose lease expired.
-pub(crate) const LEASE_EXPIRED: &str =
-    "lease expired: the worker stopped before recording the attempt";
-/// `last_error` of a delivery whose lease was left at shutdown.
-pub(crate) const LEASE_RELEASED: &str = "released at shutdown before the attempt was recorded";
 
 /// Backend-neutral view of an endpoint row before its JSON columns are decoded.
 pub(crate) struct EndpointRow {
@@ -292,96 +195,6 @@ pub(crate) fn endpoint_from_new(new: NewEndpoint, now: DateTime<Utc>) -> Endpoin
         created_at: now,
         updated_at: now,
     }
-}
-
-/// A value an endpoint update writes into one column.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum ColumnValue {
-    Text(String),
-    NullableText(Option<String>),
-    /// JSON, as text.
-    Json(String),
-    Bool(bool),
-    Int(Option<i64>),
-}
-
-/// The columns `update` writes, with their values, and nothing else: enabling an endpoint
-/// clears `disabled_reason`, disabling sets it (to `NULL` without a reason).
-pub(crate) fn endpoint_changes(update: &EndpointUpdate) -> Vec<(&'static str, ColumnValue)> {
-    use ColumnValue::*;
-    let mut changes = Vec::new();
-    if let Some(url) = &update.url {
-        changes.push(("url", Text(url.clone())));
-    }
-    if let Some(d) = &update.description {
-        changes.push(("description", Text(d.clone())));
-    }
-    if let Some(f) = &update.event_types {
-        let json = serde_json::to_string(f).unwrap_or_else(|_| "[]".into());
-        changes.push(("event_types", Json(json)));
-    }
-    if let Some(enabled) = update.enabled {
-        let reason = (!enabled).then(|| update.disabled_reason.clone()).flatten();
-        changes.push(("enabled", Bool(enabled)));
-        changes.push(("disabled_reason", NullableText(reason)));
-    }
-    if let Some(m) = update.max_in_flight {
-        changes.push(("max_in_flight", Int(Some(m.into()))));
-    }
-    let o = &update.overrides;
-    let ms = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
-    for (column, change) in [
-        (
-            "connect_timeout_ms",
-            o.connect_timeout_ms.map(|v| v.map(u64::from)),
-        ),
-        (
-            "request_timeout_ms",
-            o.request_timeout_ms.map(|v| v.map(u64::from)),
-        ),
-        ("retry_initial_delay_ms", o.retry_initial_delay_ms),
-        ("retry_max_delay_ms", o.retry_max_delay_ms),
-        (
-            "retry_max_attempts",
-            o.retry_max_attempts.map(|v| v.map(u64::from)),
-        ),
-    ] {
-        if let Some(value) = change {
-            changes.push((column, Int(ms(value))));
-        }
-    }
-    changes
-}
-
-/// The secret columns after making `new` current at `now`, from the stored `secret` and
-/// `previous_secrets` (JSON) of endpoint `id`: the old secret signs for `grace` more (none when
-/// zero), and rotated-out secrets already expired are dropped. Returns the new
-/// `previous_secrets` as JSON.
-pub(crate) fn rotated_secrets(
-    id: &str,
-    secret: &str,
-    previous: &str,
-    grace: Duration,
-    now: DateTime<Utc>,
-) -> Result<String> {
-    let corrupt = |m: String| StoreError::Corrupt {
-        table: "kurir_endpoints",
-        message: m,
-    };
-    let old = kurir_core::secret::Secret::parse(secret)
-        .map_err(|e| corrupt(format!("secret of {id}: {e}")))?;
-    let mut previous: Vec<crate::endpoint::PreviousSecret> = serde_json::from_str(previous)
-        .map_err(|e| corrupt(format!("previous_secrets of {id}: {e}")))?;
-    previous.retain(|p| p.expires_at > now);
-    if !grace.is_zero() {
-        let expires_at = now + chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
-        let old = crate::endpoint::PreviousSecret {
-            secret: old,
-            expires_at,
-        };
-        previous.insert(0, old);
-    }
-    serde_json::to_string(&previous).map_err(|e| corrupt(format!("previous_secrets of {id}: {e}")))
 }
 
 /// The store: PostgreSQL for production, SQLite embedded.

@@ -61,6 +61,11 @@ async fn events_arrive_signed_with_every_header_and_field_of_the_contract(db: Te
 
     let req = &rx.requests()[0];
     assert_eq!(req.header("content-type"), "application/json");
+    assert_eq!(
+        req.header("content-length"),
+        req.body.len().to_string(),
+        "a plain body with its length, never chunked"
+    );
     assert!(req.header("user-agent").starts_with("kurir/"));
     assert_eq!(req.header("x-webhook-event"), "order.paid");
     assert_eq!(req.header("x-webhook-event-id"), ids[0]);
