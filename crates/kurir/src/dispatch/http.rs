@@ -5,7 +5,7 @@
 //!
 //! The two timeouts are separate ([`Timeouts`]). reqwest's own per-request timeout runs from
 //! before connecting to the end of the body, so it is not used: the request body reports when
-//! hyper first reads it ([`Signalled`]), which happens once a connection (a new one, or one
+//! hyper first reads it (`Signalled`), which happens once a connection (a new one, or one
 //! from the pool) is there and the request is being written. Until then the connect timeout
 //! runs; from then, the response timeout.
 //!

@@ -12,7 +12,7 @@
 //! [`QUICK_ANSWER`]: a slow endpoint's deliveries stay in the database, where another process
 //! may take them. The lease covers those rounds; a delivery that still cannot start in time
 //! (every global slot held by slow requests) is handed back unattempted, so no request is ever
-//! made under a lease that may have run out ([`lanes`]). Completions go through a channel to
+//! made under a lease that may have run out (`lanes`). Completions go through a channel to
 //! one writer task that records them in batches ([`record`]).
 //!
 //! At shutdown the dispatcher stops claiming, hands back what waits in its lanes (not charged:
