@@ -56,7 +56,8 @@ pub(super) struct Lanes {
     pub slots: Arc<Semaphore>,
     lanes: Mutex<HashMap<EndpointId, Lane>>,
     pub completions: mpsc::Sender<Completion>,
-    /// Notified when a slot came free or a lane runs low: time to claim again.
+    /// Notified when a slot came free, a lane runs low, or deliveries wait to be handed back:
+    /// time for the dispatcher's next step.
     pub freed: Notify,
     pub tracker: TaskTracker,
     /// Counts every attempt, when set (without, attempts are only logged).
@@ -154,6 +155,15 @@ impl Lanes {
         self.late().extend(waiting);
     }
 
+    /// Adds deliveries that can no longer start in time to the late ones, and wakes the
+    /// dispatcher to hand them back before their leases run out.
+    fn divert(&self, late: Vec<ClaimedDelivery>) {
+        if !late.is_empty() {
+            self.late().extend(late);
+            self.freed.notify_one();
+        }
+    }
+
     /// The deliveries to hand back, taken.
     pub fn take_late(&self) -> Vec<ClaimedDelivery> {
         std::mem::take(&mut *self.late())
@@ -193,7 +203,7 @@ impl Lanes {
                 }
             }
         }
-        self.late().extend(late);
+        self.divert(late);
         for (d, permit) in started {
             self.spawn(d, permit);
         }
@@ -262,7 +272,7 @@ impl Lanes {
             }
             next
         };
-        self.late().extend(late);
+        self.divert(late);
         match next {
             Some((d, low)) => (Some(d), low),
             None => (None, true),
