@@ -7,10 +7,11 @@
 //! in `kurir_completions_refused_total`, and left to its lease, whose expiry makes the delivery
 //! due again. One bad row never holds up the others.
 //!
-//! Once shutdown begins, an unavailable database is retried for at most
-//! [`SHUTDOWN_RECORDING_PATIENCE`]; what is still unrecorded then is left to its lease.
+//! Once shutdown is underway, a write that the database keeps failing is given up after
+//! [`SHUTDOWN_RECORDING_PATIENCE`], and so is every later one (the database counts as down);
+//! what is unrecorded is left to its lease. A database that answers is waited for as usual.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -29,8 +30,8 @@ const COMPLETION_BATCH: usize = 512;
 /// per delivery; the lease (far longer) is all that waits on it.
 const COMPLETION_LINGER: Duration = Duration::from_millis(5);
 
-/// After shutdown begins, how long an unavailable database is retried before unrecorded
-/// completions are left to their leases.
+/// Once shutdown is underway, how long one write may wait for an unavailable database before
+/// it and every later one are left to their leases.
 pub const SHUTDOWN_RECORDING_PATIENCE: Duration = Duration::from_secs(5);
 
 /// What the writer needs besides its channel.
@@ -40,8 +41,8 @@ pub(super) struct Writer {
     metrics: Option<Metrics>,
     /// Cancelled when the process shuts down.
     shutdown: CancellationToken,
-    /// When the writer first saw the shutdown.
-    stopped: OnceLock<Instant>,
+    /// A write ran out of patience at shutdown: the database counts as down.
+    gave_up: AtomicBool,
 }
 
 /// How one write ended.
@@ -67,7 +68,7 @@ impl Writer {
             owner,
             metrics,
             shutdown,
-            stopped: OnceLock::new(),
+            gave_up: AtomicBool::new(false),
         }
     }
 
@@ -109,14 +110,19 @@ impl Writer {
         }
     }
 
-    /// Writes `batch`, retrying with backoff while the database is unavailable (after shutdown
-    /// began, only until [`SHUTDOWN_RECORDING_PATIENCE`] has passed).
+    /// Writes `batch`, retrying with backoff while the database is unavailable. Once shutdown
+    /// is underway a write may take at most [`SHUTDOWN_RECORDING_PATIENCE`]; if one gives up,
+    /// the database counts as down and later writes give up at once.
     async fn write(&self, batch: &[Completion]) -> Written {
+        if self.gave_up.load(Ordering::Relaxed) {
+            return Written::GaveUp;
+        }
+        let mut deadline = None;
         let mut backoff = Duration::from_millis(100);
         loop {
             let result = tokio::select! {
                 result = self.store.complete_deliveries(&self.owner, batch) => result,
-                () = self.out_of_patience() => return Written::GaveUp,
+                () = self.out_of_patience(&mut deadline) => return self.give_up_writing(),
             };
             match result {
                 Ok(fenced) => return Written::Recorded(fenced),
@@ -127,27 +133,23 @@ impl Writer {
             }
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
-                () = self.out_of_patience() => return Written::GaveUp,
+                () = self.out_of_patience(&mut deadline) => return self.give_up_writing(),
             }
             backoff = (backoff * 2).min(Duration::from_secs(5));
         }
     }
 
-    /// Resolves [`SHUTDOWN_RECORDING_PATIENCE`] after this writer first saw the shutdown;
-    /// never while running.
-    async fn out_of_patience(&self) {
+    /// Resolves [`SHUTDOWN_RECORDING_PATIENCE`] after the write it bounds first saw the
+    /// shutdown (`deadline` keeps that instant for the write); never while running.
+    async fn out_of_patience(&self, deadline: &mut Option<Instant>) {
         self.shutdown.cancelled().await;
-        tokio::time::sleep(self.patience_left().unwrap_or_default()).await;
+        let at = *deadline.get_or_insert_with(|| Instant::now() + SHUTDOWN_RECORDING_PATIENCE);
+        tokio::time::sleep_until(at).await;
     }
 
-    /// Time left to keep trying, once shutdown has begun (counted from when this writer first
-    /// saw it); `None` while running.
-    fn patience_left(&self) -> Option<Duration> {
-        if !self.shutdown.is_cancelled() {
-            return None;
-        }
-        let since = self.stopped.get_or_init(Instant::now);
-        Some(SHUTDOWN_RECORDING_PATIENCE.saturating_sub(since.elapsed()))
+    fn give_up_writing(&self) -> Written {
+        self.gave_up.store(true, Ordering::Relaxed);
+        Written::GaveUp
     }
 
     fn set_aside(&self, c: &Completion, e: &StoreError) {

@@ -26,6 +26,7 @@ on_both_backends!(
     an_expired_lease_backs_off_as_the_policy_says_with_the_process_default_maximum,
     a_delivery_that_cannot_start_within_its_lease_is_handed_back_not_sent_late,
     deliveries_waiting_in_their_lanes_at_shutdown_are_handed_back_not_sent,
+    an_attempt_ending_long_after_shutdown_began_is_still_recorded,
 );
 
 fn slot(e: &Endpoint, lease: Duration) -> EndpointSlot {
@@ -367,4 +368,43 @@ async fn deliveries_waiting_in_their_lanes_at_shutdown_are_handed_back_not_sent(
         DeliveryStatus::Sent,
         "the request in flight finished"
     );
+}
+
+/// The recording patience at shutdown bounds waiting for an unavailable database only: a
+/// request still running past it (here 5.5 s after shutdown began, another attempt having been
+/// recorded meanwhile) is recorded like any other.
+async fn an_attempt_ending_long_after_shutdown_began_is_still_recorded(db: TestDb) {
+    let held = Receiver::holding().await;
+    let mut slow = NewEndpoint::new(held.url("/slow"));
+    slow.overrides.request_timeout_ms = Some(60_000);
+    db.store.create_endpoint(slow).await.unwrap();
+    let ids = enqueue_events(&db.store, "order.paid", 2).await;
+    db.store.relay_batch(10).await.unwrap();
+    let process = Process::start(&db.store, test_delivery_config(), "only");
+    process.wake.notify_one();
+    held.wait_until("both requests in flight", |_, open| open == 2)
+        .await;
+    let began = tokio::time::Instant::now();
+    let stopping = tokio::spawn(process.stop());
+    held.release(1);
+    eventually("the first attempt to be recorded", || async {
+        let mut sent = 0;
+        for id in &ids {
+            let d = &db.store.deliveries_for_event(id).await.unwrap()[0];
+            sent += usize::from(d.status == DeliveryStatus::Sent);
+        }
+        (sent == 1).then_some(())
+    })
+    .await;
+    let patience = kurir::dispatch::record::SHUTDOWN_RECORDING_PATIENCE;
+    eventually("the recording patience to pass", || async {
+        (began.elapsed() > patience + Duration::from_millis(500)).then_some(())
+    })
+    .await;
+    held.release(1);
+    stopping.await.unwrap();
+    for id in &ids {
+        let d = &db.store.deliveries_for_event(id).await.unwrap()[0];
+        assert_eq!(d.status, DeliveryStatus::Sent, "recorded before exit");
+    }
 }
