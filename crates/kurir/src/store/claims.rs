@@ -1,7 +1,43 @@
 //! What claims and lease endings report: the deliveries claimed, the orphans removed on the
 //! way, the leases ended without a recorded attempt.
 
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
 use crate::delivery::ClaimedDelivery;
+
+/// How often a claim also looks for orphans past the rows it takes, while none are found.
+pub const ORPHAN_LOOK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// When a claim also looks for orphans (deliveries whose event is gone) among the due rows it
+/// read past: at most every [`ORPHAN_LOOK_INTERVAL`], and at every claim while the last look
+/// found some. Orphans never take a claim's place (only rows whose event exists are taken), so
+/// removing them can wait; looking at every claim cost a claim of 200 rows about 0.6 ms, 13 %
+/// of the claim+complete rows/s of `kurir-bench ceiling` on PostgreSQL.
+#[derive(Debug, Default)]
+pub(crate) struct OrphanLooks {
+    next: Mutex<Option<Instant>>,
+}
+
+impl OrphanLooks {
+    /// Whether this claim looks.
+    pub fn due(&self) -> bool {
+        let next = *self.next.lock().unwrap_or_else(|p| p.into_inner());
+        next.is_none_or(|at| Instant::now() >= at)
+    }
+
+    /// Records a claim that looked, and whether it found orphans.
+    pub fn looked(&self, found: bool) {
+        let wait = if found {
+            Duration::ZERO
+        } else {
+            ORPHAN_LOOK_INTERVAL
+        };
+        *self.next.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + wait);
+    }
+}
 
 /// What one claim did.
 #[derive(Clone, Debug, Default)]

@@ -31,7 +31,7 @@ pub use admin::{
 };
 pub use backlog::Backlog;
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
-pub(crate) use claims::{LEASE_EXPIRED, LEASE_RELEASED};
+pub(crate) use claims::{OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
 pub(crate) use endpoint_changes::{endpoint_changes, rotated_secrets, ColumnValue};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -333,7 +333,8 @@ impl Store {
     ///
     /// Only deliveries whose event exists are claimed, so one whose outbox row was deleted by
     /// hand never takes a claim's place; those the claim reads past are removed, with their
-    /// attempts, and returned as [`Claim::orphans`].
+    /// attempts, and returned as [`Claim::orphans`] (not at every claim: at most every second
+    /// while none are found).
     pub async fn claim_due_deliveries(
         &self,
         owner: &str,

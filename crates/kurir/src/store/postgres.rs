@@ -55,6 +55,8 @@ pub struct PgStore {
     /// duplicate, never a lost event). Writes made for someone else (the admin API's publish,
     /// endpoints, replays) stay on `pool`, durable when they return.
     bookkeeping: PgPool,
+    /// When claims look for orphans past the rows they take.
+    orphan_looks: std::sync::Arc<super::OrphanLooks>,
 }
 
 impl PgStore {
@@ -83,7 +85,11 @@ impl PgStore {
             .max_connections(16)
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect_lazy_with(options);
-        Ok(Self { pool, bookkeeping })
+        Ok(Self {
+            pool,
+            bookkeeping,
+            orphan_looks: Default::default(),
+        })
     }
 
     /// Wraps an existing pool (the application's own, for example); bookkeeping then commits
@@ -91,6 +97,7 @@ impl PgStore {
     pub fn from_pool(pool: PgPool) -> Self {
         Self {
             bookkeeping: pool.clone(),
+            orphan_looks: Default::default(),
             pool,
         }
     }

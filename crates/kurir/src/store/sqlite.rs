@@ -88,6 +88,8 @@ pub struct SqliteStore {
     /// Taken while waiting for SQLite's write lock, so kurir's writers (relay, claims,
     /// completions) try for it one at a time, as they did inside SQLite's busy handler.
     lock_turn: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// When claims look for orphans past the rows they take.
+    orphan_looks: std::sync::Arc<super::OrphanLooks>,
 }
 
 impl SqliteStore {
@@ -127,6 +129,7 @@ impl SqliteStore {
             pool,
             bookkeeping,
             lock_turn: Default::default(),
+            orphan_looks: Default::default(),
         })
     }
 
@@ -135,6 +138,7 @@ impl SqliteStore {
         Self {
             bookkeeping: pool.clone(),
             lock_turn: Default::default(),
+            orphan_looks: Default::default(),
             pool,
         }
     }

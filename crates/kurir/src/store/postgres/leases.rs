@@ -16,36 +16,66 @@ use crate::store::{
     LEASE_RELEASED,
 };
 
-/// The claim (see [`PgStore::claim_due_deliveries`]). `due` locks and `leased` leases the live
-/// rows; `read_to` bounds, for each endpoint, the due rows it surely read: those before its last
-/// claimed row's `available_at` (rows tied with it may lie after it in the index: a relay batch
-/// shares one timestamp), or all of them when it took fewer than it could and the claim was not
-/// cut short by the overall limit. `orphaned` removes the rows within that bound whose outbox
-/// row is gone, and `forgotten` their attempts (the hot tables have no foreign keys, see
-/// migration 0004). Orphans tied with a claimed row are reached by a later claim. The walk
-/// reads at most [`ORPHAN_WALK`] rows: mostly the rows just claimed, read again; a longer run
-/// of orphans is removed over several claims. It takes no lock of its own (the deletion locks
-/// what it deletes), so it never holds up another process's claim.
+/// The claim (see [`PgStore::claim_due_deliveries`]): `due` locks and `leased` leases the live
+/// rows; `$orphans` adds the look for orphans of [`CLAIM_LOOKING_SQL`], `$tail` is the final
+/// `SELECT`.
 ///
 /// Every row is reached through an index whatever the statistics say, and the estimated cost
 /// stays far below `jit_above_cost` (an unbounded orphan walk was estimated at a third of each
-/// endpoint's rows, and compiling the plan with LLVM took 30 to 400 ms per claim): the deliveries by their
-/// due index or by `id = ANY(ARRAY(…))` (a primary-key probe per id; a join with the CTE was
-/// planned as a hash join over the whole table once the CTE's size could not be estimated),
-/// the outbox by a scalar sub-select on its key (planned as a hash anti-join over the whole
-/// outbox when written as `NOT EXISTS`).
-const CLAIM_SQL: &str = "WITH slots AS ( \
-        SELECT * FROM unnest($2::text[], $3::int4[], $4::float8[]) AS s(endpoint_id, lim, lease_s) \
-     ), due AS ( \
-        SELECT c.id, c.available_at, s.endpoint_id FROM slots s CROSS JOIN LATERAL ( \
-            SELECT d.id, d.available_at FROM kurir_deliveries d \
-            WHERE d.endpoint_id = s.endpoint_id AND d.status IN ('pending', 'failed') \
-              AND d.available_at <= now() \
-              AND (SELECT o.id FROM kurir_outbox o WHERE o.id = d.outbox_id) IS NOT NULL \
-            ORDER BY d.available_at LIMIT s.lim \
-            FOR UPDATE OF d SKIP LOCKED \
-        ) c LIMIT $5 \
-     ), read_to AS ( \
+/// endpoint's rows, and compiling the plan with LLVM took 30 to 400 ms per claim): the
+/// deliveries by their due index or by `id = ANY(ARRAY(…))` (a primary-key probe per id; a join
+/// with the CTE was planned as a hash join over the whole table once the CTE's size could not
+/// be estimated), the outbox by a scalar sub-select on its key (planned as a hash anti-join
+/// over the whole outbox when written as `NOT EXISTS`).
+macro_rules! claim_sql {
+    ($orphans:literal, $tail:literal) => {
+        concat!(
+            "WITH slots AS ( \
+                SELECT * FROM unnest($2::text[], $3::int4[], $4::float8[]) \
+                    AS s(endpoint_id, lim, lease_s) \
+             ), due AS ( \
+                SELECT c.id, c.available_at, s.endpoint_id FROM slots s CROSS JOIN LATERAL ( \
+                    SELECT d.id, d.available_at FROM kurir_deliveries d \
+                    WHERE d.endpoint_id = s.endpoint_id AND d.status IN ('pending', 'failed') \
+                      AND d.available_at <= now() \
+                      AND (SELECT o.id FROM kurir_outbox o WHERE o.id = d.outbox_id) IS NOT NULL \
+                    ORDER BY d.available_at LIMIT s.lim \
+                    FOR UPDATE OF d SKIP LOCKED \
+                ) c LIMIT $5 ",
+            $orphans,
+            "), leased AS ( \
+                UPDATE kurir_deliveries AS d \
+                SET status = 'processing', lease_owner = $1, \
+                    lease_expires_at = now() + make_interval(secs => \
+                        (SELECT s.lease_s FROM slots s WHERE s.endpoint_id = d.endpoint_id)), \
+                    attempt_count = d.attempt_count + 1, updated_at = now() \
+                FROM kurir_outbox o \
+                WHERE d.id = ANY (ARRAY(SELECT id FROM due)) AND o.id = d.outbox_id \
+                RETURNING d.id, d.endpoint_id, d.attempt_count, d.trigger, o.event_id, \
+                    o.event_type, o.version, o.occurred_at, o.aggregate_id, \
+                    o.payload::text AS payload \
+             ) ",
+            $tail
+        )
+    };
+}
+
+/// The claim: only deliveries whose outbox row exists are taken, so an orphan never takes a
+/// claim's place.
+const CLAIM_SQL: &str = claim_sql!("", "SELECT FALSE AS orphan, * FROM leased");
+
+/// The claim that also removes the orphans it reads past (see `OrphanLooks` for when).
+/// `read_to` bounds, for each endpoint, the due rows the claim surely read: those before its
+/// last claimed row's `available_at` (rows tied with it may lie after it in the index: a relay
+/// batch shares one timestamp), or all of them when it took fewer than it could and the claim
+/// was not cut short by the overall limit. `orphaned` removes the rows within that bound whose
+/// outbox row is gone, and `forgotten` their attempts (the hot tables have no foreign keys, see
+/// migration 0004). Orphans tied with a claimed row are reached by a later look. The walk
+/// reads at most `$6` rows ([`ORPHAN_WALK`]): mostly the rows just claimed, read again; a
+/// longer run of orphans is removed over several claims. It takes no lock of its own (the
+/// deletion locks what it deletes), so it never holds up another process's claim.
+const CLAIM_LOOKING_SQL: &str = claim_sql!(
+    "), read_to AS ( \
         SELECT s.endpoint_id, CASE WHEN count(due.id) < s.lim AND (SELECT count(*) FROM due) < $5 \
             THEN 'infinity'::timestamptz ELSE max(due.available_at) END AS before \
         FROM slots s LEFT JOIN due USING (endpoint_id) GROUP BY s.endpoint_id, s.lim \
@@ -61,22 +91,12 @@ const CLAIM_SQL: &str = "WITH slots AS ( \
             ) w WHERE (SELECT o.id FROM kurir_outbox o WHERE o.id = w.outbox_id) IS NULL)) \
         RETURNING d.id, d.endpoint_id, d.event_id \
      ), forgotten AS ( \
-        DELETE FROM kurir_attempts a WHERE a.delivery_id = ANY (ARRAY(SELECT id FROM orphaned)) \
-     ), leased AS ( \
-        UPDATE kurir_deliveries AS d \
-        SET status = 'processing', lease_owner = $1, \
-            lease_expires_at = now() + make_interval(secs => \
-                (SELECT s.lease_s FROM slots s WHERE s.endpoint_id = d.endpoint_id)), \
-            attempt_count = d.attempt_count + 1, updated_at = now() \
-        FROM kurir_outbox o \
-        WHERE d.id = ANY (ARRAY(SELECT id FROM due)) AND o.id = d.outbox_id \
-        RETURNING d.id, d.endpoint_id, d.attempt_count, d.trigger, o.event_id, o.event_type, \
-            o.version, o.occurred_at, o.aggregate_id, o.payload::text AS payload \
-     ) \
-     SELECT FALSE AS orphan, * FROM leased \
+        DELETE FROM kurir_attempts a WHERE a.delivery_id = ANY (ARRAY(SELECT id FROM orphaned)) ",
+    "SELECT FALSE AS orphan, * FROM leased \
      UNION ALL \
      SELECT TRUE, id, endpoint_id, NULL::int4, NULL::text, event_id, NULL::text, NULL::int4, \
-         NULL::timestamptz, NULL::text, NULL::text FROM orphaned";
+         NULL::timestamptz, NULL::text, NULL::text FROM orphaned"
+);
 
 /// Ends leases without a recorded attempt, counting each as an attempt: dead-letters the
 /// delivery at its endpoint's maximum, else makes it due after the retry backoff, as
@@ -85,7 +105,7 @@ const CLAIM_SQL: &str = "WITH slots AS ( \
 /// `$1` attempts, `$2` initial and `$3` longest delay in ms, `$4` jitter; `$5` is the
 /// `last_error`, `$6` is free for the condition `$cond` on the leased row `x`. A delay is
 /// capped at 100 years, the most both backends' timestamps take. Rows are taken
-/// with `FOR UPDATE SKIP LOCKED` and reached through `id = ANY(ARRAY(…))` (see [`CLAIM_SQL`]).
+/// with `FOR UPDATE SKIP LOCKED` and reached through `id = ANY(ARRAY(…))` (see `claim_sql!`).
 macro_rules! requeue_sql {
     ($cond:literal) => {
         concat!(
@@ -118,7 +138,7 @@ const ORPHAN_WALK: i64 = 1024;
 /// Deliveries of endpoints that no longer exist (see
 /// [`PgStore::remove_deliveries_of_deleted_endpoints`]): `owners` skips through the
 /// `(endpoint_id, id)` index one endpoint at a time; the rest reaches rows by index probes
-/// (`= ANY(ARRAY(…))`, as in [`CLAIM_SQL`]).
+/// (`= ANY(ARRAY(…))`, as in `claim_sql!`).
 const REMOVE_OF_DELETED_ENDPOINTS_SQL: &str = "WITH RECURSIVE owners(endpoint_id) AS ( \
         (SELECT endpoint_id FROM kurir_deliveries ORDER BY endpoint_id LIMIT 1) \
         UNION ALL \
@@ -140,9 +160,9 @@ const REMOVE_OF_DELETED_ENDPOINTS_SQL: &str = "WITH RECURSIVE owners(endpoint_id
 impl PgStore {
     /// One statement: for each endpoint slot, locks up to its limit of due rows whose event
     /// exists with `FOR UPDATE SKIP LOCKED` (rows another process is claiming are skipped,
-    /// never waited for), then leases them; and removes the orphans among the due rows it read
-    /// past, also skipping locked ones. The locks end with the statement; the lease is what
-    /// protects a row during the HTTP call.
+    /// never waited for), then leases them; now and then also removes the orphans among the
+    /// due rows it read past. The locks end with the statement; the lease is what protects a
+    /// row during the HTTP call.
     pub(in crate::store) async fn claim_due_deliveries(
         &self,
         owner: &str,
@@ -156,15 +176,22 @@ impl PgStore {
             .map(|s| s.limit.try_into().unwrap_or(i32::MAX))
             .collect();
         let leases: Vec<f64> = slots.iter().map(|s| s.lease.as_secs_f64()).collect();
-        let rows = sqlx::query(CLAIM_SQL)
+        let looking = self.orphan_looks.due();
+        let sql = if looking {
+            CLAIM_LOOKING_SQL
+        } else {
+            CLAIM_SQL
+        };
+        let mut query = sqlx::query(sql)
             .bind(owner)
             .bind(&ids)
             .bind(&limits)
             .bind(&leases)
-            .bind(i64::from(limit))
-            .bind(ORPHAN_WALK)
-            .fetch_all(&self.bookkeeping)
-            .await?;
+            .bind(i64::from(limit));
+        if looking {
+            query = query.bind(ORPHAN_WALK);
+        }
+        let rows = query.fetch_all(&self.bookkeeping).await?;
         let by_id: HashMap<&str, &EndpointSlot> =
             slots.iter().map(|s| (s.endpoint.id.as_str(), s)).collect();
         let mut claim = Claim::default();
@@ -174,6 +201,9 @@ impl PgStore {
             } else {
                 claim.deliveries.push(claimed(r, &by_id, sent_at)?);
             }
+        }
+        if looking {
+            self.orphan_looks.looked(!claim.orphans.is_empty());
         }
         Ok(claim)
     }

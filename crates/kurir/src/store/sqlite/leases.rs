@@ -103,7 +103,8 @@ struct Leased<'a> {
 impl SqliteStore {
     /// One `BEGIN IMMEDIATE` transaction (the database's single writer lock stands in for row
     /// locks): per endpoint slot, leases its oldest due rows whose event exists; then removes
-    /// the orphans among the due rows those reads went past, and reads the leased rows' events.
+    /// the orphans among the due rows those reads went past (now and then, see `OrphanLooks`),
+    /// and reads the leased rows' events.
     pub(in crate::store) async fn claim_due_deliveries(
         &self,
         owner: &str,
@@ -112,6 +113,7 @@ impl SqliteStore {
         sent_at: Instant,
     ) -> Result<Claim> {
         let now = now_millis();
+        let looking = self.orphan_looks.due();
         let mut remaining = limit;
         let mut leased = Vec::new();
         let mut read_to = Vec::new();
@@ -129,7 +131,7 @@ impl SqliteStore {
             } else {
                 last
             };
-            if let Some(upto) = upto {
+            if let Some(upto) = upto.filter(|_| looking) {
                 read_to.push(serde_json::json!([
                     slot.endpoint.id.as_str(),
                     sqlite_ts(upto)
@@ -137,12 +139,19 @@ impl SqliteStore {
             }
             leased.extend(rows);
         }
-        let orphans = sqlx::query(REMOVE_ORPHANS_SQL)
-            .bind(serde_json::Value::Array(read_to).to_string())
-            .fetch_all(&mut *tx)
-            .await?;
+        let orphans = if read_to.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query(REMOVE_ORPHANS_SQL)
+                .bind(serde_json::Value::Array(read_to).to_string())
+                .fetch_all(&mut *tx)
+                .await?
+        };
         let events = events_of(&mut tx, &leased).await?;
         tx.commit().await?;
+        if looking {
+            self.orphan_looks.looked(!orphans.is_empty());
+        }
         Ok(Claim {
             deliveries: leased
                 .into_iter()
