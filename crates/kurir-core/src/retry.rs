@@ -1,5 +1,6 @@
 //! When to try a failed delivery again, and when to give up: [`RetryPolicy`] turns the outcome of a
-//! failed attempt into [`Next`], and [`parse_retry_after`] reads the header that can override the backoff.
+//! failed attempt into [`Next`], and [`parse_retry_after`] reads the header that can lengthen the
+//! backoff.
 //!
 //! Pure arithmetic on an injected `now`; scheduling and recording attempts belong to the dispatcher.
 
@@ -104,8 +105,9 @@ impl RetryPolicy {
 
     /// Like [`RetryPolicy::next`] with the jitter given: `jitter_sample` in `[-1, 1]` (clamped) scales
     /// the ±`jitter` fraction. Dead-letters when `attempt >= max_attempts` or the outcome is
-    /// [`AttemptOutcome::Gone`]; a Retry-After delay replaces the backoff, capped at `max_delay`,
-    /// without jitter.
+    /// [`AttemptOutcome::Gone`]. A Retry-After delay can lengthen the wait, never shorten it: the
+    /// next attempt waits `max(backoff, Retry-After)`, capped at `max_delay` (so `Retry-After: 0`
+    /// or a date in the past cannot make a receiver burn every attempt at once).
     pub fn next_with_jitter(
         &self,
         attempt: u32,
@@ -118,7 +120,10 @@ impl RetryPolicy {
         }
         let delay = match *outcome {
             AttemptOutcome::Gone => return Next::DeadLetter,
-            AttemptOutcome::FailedRetryAfter(retry_after) => retry_after.min(self.max_delay),
+            AttemptOutcome::FailedRetryAfter(retry_after) => self
+                .jittered(self.backoff(attempt), jitter_sample)
+                .max(retry_after)
+                .min(self.max_delay),
             AttemptOutcome::Failed => self.jittered(self.backoff(attempt), jitter_sample),
         };
         Next::Retry(add_saturating(now, delay))

@@ -81,7 +81,7 @@ pub use error::{ApiError, ConfigError};
 pub use event::{EventRecord, InboxEvent, InboxStatus, VerifiedEvent};
 pub use extract::Rejection;
 pub use kurir_core::{EventIdSource, RetryPolicy, Scheme};
-pub use process::{ProcessOutcome, Processor};
+pub use process::{Failure, ProcessOutcome, Processor};
 pub use receiver::{Accepted, EventStatus, Receiver};
 pub use runner::{Runner, StepCounts, StepOutcome, Waker};
 pub use source::WebhookSource;

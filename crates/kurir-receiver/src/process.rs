@@ -26,8 +26,63 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(5 * 60);
 const MAX_ERROR_LEN: usize = 2048;
 
 type BoxedHandler = Arc<
-    dyn Fn(InboxEvent) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync,
+    dyn Fn(InboxEvent) -> Pin<Box<dyn Future<Output = Result<(), Failure>> + Send>> + Send + Sync,
 >;
+
+/// Why a handler failed, and when it may be tried again: after the retry policy's backoff
+/// (the default), not before a given delay (e.g. what a `Retry-After` header asked for), or
+/// never. For handlers made with [`Processor::with_failures`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    message: String,
+    retry: Retry,
+}
+
+/// When a [`Failure`] may be tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    Backoff,
+    NotBefore(Duration),
+    Never,
+}
+
+impl Failure {
+    /// A failure retried after the policy's backoff; `message` becomes `last_error`.
+    pub fn new(message: impl Display) -> Failure {
+        Failure {
+            message: message.to_string(),
+            retry: Retry::Backoff,
+        }
+    }
+
+    /// Not tried again before `delay` has passed: the next attempt waits
+    /// `max(backoff, delay)`, capped by the policy's longest delay.
+    pub fn retry_after(mut self, delay: Duration) -> Failure {
+        self.retry = Retry::NotBefore(delay);
+        self
+    }
+
+    /// Never tried again: the event fails for good (status `failed`, no attempt scheduled)
+    /// until someone asks for a retry.
+    pub fn give_up(mut self) -> Failure {
+        self.retry = Retry::Never;
+        self
+    }
+
+    /// What becomes the event's `last_error`.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The retry policy's input for this failure.
+    fn outcome(&self) -> AttemptOutcome {
+        match self.retry {
+            Retry::Backoff => AttemptOutcome::Failed,
+            Retry::NotBefore(delay) => AttemptOutcome::FailedRetryAfter(delay),
+            Retry::Never => AttemptOutcome::Gone,
+        }
+    }
+}
 
 /// The application's handler with its retry policy and lease. Cheap to clone.
 #[derive(Clone)]
@@ -66,10 +121,21 @@ impl Processor {
         E: Display + 'static,
     {
         let handler = Arc::new(handler);
-        let boxed: BoxedHandler = Arc::new(move |event| {
+        Processor::with_failures(move |event| {
             let attempt = handler(event);
-            Box::pin(async move { attempt.await.map_err(|e| format!("{e:#}")) })
-        });
+            async move { attempt.await.map_err(|e| Failure::new(format!("{e:#}"))) }
+        })
+    }
+
+    /// Like [`Processor::new`], for a handler that says when a failure may be tried again:
+    /// after the backoff, not before a delay, or never (see [`Failure`]).
+    pub fn with_failures<F, Fut>(handler: F) -> Processor
+    where
+        F: Fn(InboxEvent) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), Failure>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let boxed: BoxedHandler = Arc::new(move |event| Box::pin(handler(event)));
         Processor {
             handler: boxed,
             policy: RetryPolicy::default(),
@@ -132,7 +198,9 @@ impl Processor {
         let started = Instant::now();
         let result = if attempt > self.policy.max_attempts {
             // Only a worker that died during the last attempt leaves a lease to expire this late.
-            Err("gave up: the last attempt's worker stopped before finishing".to_owned())
+            Err(Failure::new(
+                "gave up: the last attempt's worker stopped before finishing",
+            ))
         } else {
             self.run_handler(claimed.event.clone()).await
         };
@@ -148,27 +216,28 @@ impl Processor {
 
     /// The handler's result. It runs in its own task, which ends when the lease does even if no one
     /// awaits it any more, and where a panic is only a failed attempt.
-    async fn run_handler(&self, event: InboxEvent) -> Result<(), String> {
+    async fn run_handler(&self, event: InboxEvent) -> Result<(), Failure> {
         let lease = self.lease;
         let task = tokio::spawn(tokio::time::timeout(lease, (self.handler)(event)));
         match task.await {
             Ok(Ok(result)) => result,
-            Ok(Err(_elapsed)) => Err(format!("handler timed out after {lease:?} (the lease)")),
-            Err(join) if join.is_panic() => Err("handler panicked".to_owned()),
-            Err(_) => Err("handler task was cancelled".to_owned()),
+            Ok(Err(_elapsed)) => Err(Failure::new(format!(
+                "handler timed out after {lease:?} (the lease)"
+            ))),
+            Err(join) if join.is_panic() => Err(Failure::new("handler panicked")),
+            Err(_) => Err(Failure::new("handler task was cancelled")),
         }
     }
 
     /// What the store records for attempt `attempt`'s `result`, and what that means.
-    fn judge(&self, attempt: u32, result: Result<(), String>) -> (Completion, ProcessOutcome) {
-        let error = match result {
+    fn judge(&self, attempt: u32, result: Result<(), Failure>) -> (Completion, ProcessOutcome) {
+        let failure = match result {
             Ok(()) => return (Completion::Completed, ProcessOutcome::Completed),
-            Err(error) => truncate(error),
+            Err(failure) => failure,
         };
-        match self
-            .policy
-            .next(attempt, &AttemptOutcome::Failed, Utc::now())
-        {
+        let next = self.policy.next(attempt, &failure.outcome(), Utc::now());
+        let error = truncate(failure.message);
+        match next {
             Next::Retry(at) => (
                 Completion::Retry { at, error },
                 ProcessOutcome::Retrying(at),
@@ -216,8 +285,12 @@ fn log_attempt(event: &InboxEvent, outcome: &ProcessOutcome, elapsed: Duration) 
     }
 }
 
-/// `error` cut to [`MAX_ERROR_LEN`] bytes on a character boundary.
+/// `error` cut to [`MAX_ERROR_LEN`] bytes on a character boundary, with NUL (which
+/// PostgreSQL's `text` refuses) replaced by U+FFFD, so it can always be stored.
 fn truncate(mut error: String) -> String {
+    if error.contains('\0') {
+        error = error.replace('\0', "\u{FFFD}");
+    }
     if error.len() > MAX_ERROR_LEN {
         let cut = (0..=MAX_ERROR_LEN)
             .rev()
@@ -239,5 +312,6 @@ mod tests {
         assert!(cut.len() <= MAX_ERROR_LEN + '…'.len_utf8());
         assert!(cut.ends_with('…'));
         assert_eq!(truncate("short".to_owned()), "short");
+        assert_eq!(truncate("nul\0".to_owned()), "nul\u{FFFD}");
     }
 }

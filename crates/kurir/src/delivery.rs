@@ -1,9 +1,11 @@
 //! Deliveries: one per (event, endpoint), and the attempts made for each.
 //!
 //! This module owns the delivery vocabulary shared by the store and the dispatcher: statuses,
-//! what a claim hands to the dispatcher, and what the dispatcher hands back to be recorded.
+//! what a claim hands to the dispatcher, and what the dispatcher hands back to be recorded,
+//! including [`WireText`], the only form in which text from the wire reaches the database.
 
 use std::fmt;
+use std::ops::Deref;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -72,6 +74,69 @@ impl FromStr for DeliveryStatus {
     }
 }
 
+/// Text kurir keeps from the wire (a response body, an error message): storable on both
+/// backends whatever arrived. Bytes that are not UTF-8 become U+FFFD, and so does NUL, which
+/// PostgreSQL's `text` refuses; the text is cut to at most [`WireText::MAX_BYTES`] on a character
+/// boundary. Every such value is built here, so no call site can forget it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WireText(String);
+
+impl WireText {
+    /// The most bytes kept.
+    pub const MAX_BYTES: usize = 4096;
+
+    /// Decodes `bytes` as UTF-8, replacing what is not, then makes it storable.
+    pub fn from_bytes(bytes: &[u8]) -> Self {
+        Self::from(String::from_utf8_lossy(bytes).as_ref())
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for WireText {
+    fn from(text: &str) -> Self {
+        let mut kept = if text.contains('\0') {
+            text.replace('\0', "\u{FFFD}")
+        } else {
+            text.to_owned()
+        };
+        if kept.len() > Self::MAX_BYTES {
+            let cut = (0..=Self::MAX_BYTES)
+                .rev()
+                .find(|&i| kept.is_char_boundary(i))
+                .unwrap_or(0);
+            kept.truncate(cut);
+        }
+        Self(kept)
+    }
+}
+
+impl From<String> for WireText {
+    fn from(text: String) -> Self {
+        if text.len() <= Self::MAX_BYTES && !text.contains('\0') {
+            return Self(text);
+        }
+        Self::from(text.as_str())
+    }
+}
+
+impl Deref for WireText {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for WireText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Why an attempt was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trigger {
@@ -129,6 +194,10 @@ pub struct ClaimedDelivery {
     pub event: EventSnapshot,
     /// Where to send it.
     pub endpoint: Arc<Endpoint>,
+    /// When the lease ends, by this process's clock: the instant the claim was sent plus the
+    /// lease, so never later than the `lease_expires_at` the database stamped (its clock, when
+    /// the statement ran) and the lease sweeps compare with.
+    pub lease_deadline: tokio::time::Instant,
 }
 
 /// What should happen to a delivery after an attempt.
@@ -162,9 +231,9 @@ pub struct Completion {
     /// The HTTP status, when a response arrived.
     pub status_code: Option<u16>,
     /// What went wrong, when something did.
-    pub error: Option<String>,
+    pub error: Option<WireText>,
     /// At most the first 4 KiB of the response body.
-    pub response_body: Option<String>,
+    pub response_body: Option<WireText>,
     /// What happens next.
     pub next: NextState,
 }
@@ -213,4 +282,25 @@ pub struct AttemptRecord {
     pub error: Option<String>,
     /// The first bytes of the response body.
     pub response_body: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_text_replaces_nul_and_bytes_that_are_not_utf8() {
+        let text = WireText::from_bytes(b"\x00\x00bad\xff");
+        assert_eq!(text.as_str(), "\u{FFFD}\u{FFFD}bad\u{FFFD}");
+        assert_eq!(WireText::from("plain").as_str(), "plain");
+    }
+
+    #[test]
+    fn wire_text_is_cut_on_a_char_boundary() {
+        let long = WireText::from("é".repeat(WireText::MAX_BYTES));
+        assert!(long.len() <= WireText::MAX_BYTES);
+        assert!(long.len() > WireText::MAX_BYTES - 2);
+        let nul = WireText::from_bytes(&[0; WireText::MAX_BYTES]);
+        assert_eq!(nul.len(), WireText::MAX_BYTES / 3 * 3);
+    }
 }

@@ -274,7 +274,9 @@ impl NewEndpoint {
     }
 }
 
-/// Changes to an endpoint; `None` leaves a field as it is.
+/// Changes to an endpoint; `None` leaves a field as it is. The store writes only the columns
+/// of the fields given, so concurrent changes to other fields (a `410` disabling it, a secret
+/// rotation) stay.
 #[derive(Clone, Debug, Default)]
 pub struct EndpointUpdate {
     /// New URL.
@@ -287,14 +289,51 @@ pub struct EndpointUpdate {
     pub enabled: Option<bool>,
     /// Reason recorded with `enabled: Some(false)`.
     pub disabled_reason: Option<String>,
-    /// New overrides (replaces all of them).
-    pub overrides: Option<Overrides>,
     /// New per-process concurrency cap.
     pub max_in_flight: Option<u32>,
+    /// Override changes: `Some(Some(v))` sets one, `Some(None)` clears it (back to the
+    /// process-wide setting).
+    pub overrides: OverridesUpdate,
+}
+
+/// Changes to an endpoint's [`Overrides`], field by field.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OverridesUpdate {
+    /// Connect timeout.
+    pub connect_timeout_ms: Option<Option<u32>>,
+    /// Response timeout.
+    pub request_timeout_ms: Option<Option<u32>>,
+    /// First retry delay.
+    pub retry_initial_delay_ms: Option<Option<u64>>,
+    /// Longest retry delay.
+    pub retry_max_delay_ms: Option<Option<u64>>,
+    /// Attempts before dead-letter.
+    pub retry_max_attempts: Option<Option<u32>>,
+}
+
+impl OverridesUpdate {
+    /// `current` with these changes applied.
+    pub fn applied_to(&self, current: &Overrides) -> Overrides {
+        fn pick<T: Copy>(change: Option<Option<T>>, current: Option<T>) -> Option<T> {
+            change.unwrap_or(current)
+        }
+        Overrides {
+            connect_timeout_ms: pick(self.connect_timeout_ms, current.connect_timeout_ms),
+            request_timeout_ms: pick(self.request_timeout_ms, current.request_timeout_ms),
+            retry_initial_delay_ms: pick(
+                self.retry_initial_delay_ms,
+                current.retry_initial_delay_ms,
+            ),
+            retry_max_delay_ms: pick(self.retry_max_delay_ms, current.retry_max_delay_ms),
+            retry_max_attempts: pick(self.retry_max_attempts, current.retry_max_attempts),
+        }
+    }
 }
 
 impl EndpointUpdate {
-    /// Checks each field given, as [`NewEndpoint::validate`] does.
+    /// Checks each field given, as [`NewEndpoint::validate`] does, but the overrides: those are
+    /// checked once applied to the stored ones ([`OverridesUpdate::applied_to`]), since a first
+    /// retry delay must not exceed the longest, whichever of the two the update gives.
     pub fn validate(&self) -> Result<(), InvalidEndpoint> {
         if let Some(url) = &self.url {
             validate_url(url)?;
@@ -305,8 +344,7 @@ impl EndpointUpdate {
         if let Some(reason) = &self.disabled_reason {
             check_text("disabled_reason", reason)?;
         }
-        check_max_in_flight(self.max_in_flight)?;
-        self.overrides.as_ref().map_or(Ok(()), Overrides::validate)
+        check_max_in_flight(self.max_in_flight)
     }
 }
 

@@ -94,6 +94,8 @@ impl Probe {
                 payload: payload.to_string(),
             },
             endpoint: Arc::new(endpoint),
+            // Not leased: nothing else can send a test event, so no deadline binds it.
+            lease_deadline: tokio::time::Instant::now() + std::time::Duration::from_secs(3600),
         };
         let c = self.sender.attempt(&claimed).await.completion;
         tracing::info!(endpoint_id = %claimed.endpoint.id, event_id = %event_id,
@@ -104,8 +106,8 @@ impl Probe {
             delivered: c.status_code.is_some_and(|s| (200..300).contains(&s)),
             status_code: c.status_code,
             duration_ms: c.duration_ms,
-            error: c.error,
-            response_body: c.response_body,
+            error: c.error.map(|t| t.as_str().to_owned()),
+            response_body: c.response_body.map(|t| t.as_str().to_owned()),
         }
     }
 }

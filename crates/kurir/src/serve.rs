@@ -222,6 +222,8 @@ fn spawn_workers(
     tasks.spawn(crate::relay::sweep_leases(
         store.clone(),
         SWEEP_INTERVAL,
+        delivery.retry,
+        state.metrics.clone(),
         shutdown.clone(),
     ));
     tasks.spawn(dispatcher.run(state.dispatch_wake.clone(), shutdown.clone()));

@@ -164,7 +164,8 @@ async fn claim_complete(ctx: &Ctx) -> anyhow::Result<ScenarioResult> {
         let t = now_ns();
         let claimed = store
             .claim_due_deliveries(&owner, std::slice::from_ref(&slot), BATCH)
-            .await?;
+            .await?
+            .deliveries;
         claim_times.push(now_ns() - t);
         if claimed.is_empty() {
             break;
@@ -180,7 +181,7 @@ async fn claim_complete(ctx: &Ctx) -> anyhow::Result<ScenarioResult> {
                 duration_ms: 0,
                 status_code: Some(200),
                 error: None,
-                response_body: Some(String::new()),
+                response_body: Some(Default::default()),
                 next: NextState::Sent,
             };
             tx.send(done).await?;

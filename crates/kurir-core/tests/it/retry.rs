@@ -182,14 +182,27 @@ fn gone_dead_letters_at_once() {
     );
 }
 
+/// Issue 11, item 5: `Retry-After` lengthens the wait, never shortens it.
 #[test]
-fn retry_after_replaces_the_backoff_capped_without_jitter() {
+fn retry_after_is_a_floor_under_the_backoff_capped_at_the_longest_delay() {
     let policy = RetryPolicy::default();
     let short = AttemptOutcome::FailedRetryAfter(secs(1));
     assert_eq!(
-        policy.next_with_jitter(5, &short, now(), 1.0),
-        retry_in(secs(1)),
-        "shorter than the 32 s backoff"
+        policy.next_with_jitter(5, &short, now(), 0.0),
+        retry_in(secs(32)),
+        "shorter than the 32 s backoff: the backoff"
+    );
+    let zero = AttemptOutcome::FailedRetryAfter(Duration::ZERO);
+    assert_eq!(
+        policy.next_with_jitter(1, &zero, now(), 0.0),
+        retry_in(secs(2)),
+        "Retry-After: 0 (or a date in the past) waits the backoff"
+    );
+    let longer = AttemptOutcome::FailedRetryAfter(secs(60));
+    assert_eq!(
+        policy.next_with_jitter(1, &longer, now(), 1.0),
+        retry_in(secs(60)),
+        "longer than the backoff with jitter: Retry-After"
     );
     let long = AttemptOutcome::FailedRetryAfter(secs(3_600));
     assert_eq!(

@@ -59,21 +59,29 @@ impl StoreError {
     }
 }
 
-/// Whether `e` means the database cannot be had for now, rather than that the statement is wrong:
-/// no connection (pool timeout, refused, reset, TLS), PostgreSQL's connection exceptions (SQLSTATE
-/// class 08), shutdown or start-up (57P01 to 57P03), too many connections (53300), or SQLite busy
-/// or locked past its busy timeout.
+/// Whether `e` means the database cannot do the work for now, for a reason of its own rather than
+/// the statement's or the data's: no connection (pool timeout, refused, reset, TLS), the server
+/// shutting down, starting up, out of connections, memory or space, or a transaction that lost a
+/// conflict; SQLite busy or locked past its busy timeout. The same work may succeed later, so
+/// such errors are answered `503` with `Retry-After` and kurir's own writes retry them.
 pub fn database_unavailable(e: &sqlx::Error) -> bool {
+    use sqlx::Error as E;
     match e {
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| match code.len() {
-            // PostgreSQL's SQLSTATEs have five characters; SQLite's codes are shorter numbers.
-            5 => code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300"),
-            _ => code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)),
+        E::Io(_) | E::Tls(_) | E::Protocol(_) | E::PoolTimedOut | E::PoolClosed => true,
+        E::WorkerCrashed => true,
+        E::Database(db) => db.code().is_some_and(|code| match code.len() {
+            // A PostgreSQL SQLSTATE (five characters), by class: connection exception,
+            // insufficient resources, operator intervention, system error, transaction rollback
+            // (serialisation, deadlock), object not in prerequisite state (lock not available),
+            // invalid authorisation, unknown database, internal error.
+            5 => ["08", "53", "57", "58", "40", "55", "28", "3D", "XX"]
+                .iter()
+                .any(|class| code.starts_with(class)),
+            // A SQLite result code (the primary code is the low byte of an extended one): BUSY,
+            // LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL.
+            _ => code
+                .parse::<i32>()
+                .is_ok_and(|c| matches!(c & 0xff, 5 | 6 | 7 | 8 | 10 | 13 | 14 | 15)),
         }),
         _ => false,
     }

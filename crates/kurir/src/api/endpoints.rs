@@ -18,6 +18,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
 use crate::endpoint::{
     Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint, Overrides,
+    OverridesUpdate,
 };
 use crate::redact::Sensitive;
 use crate::serve::AppState;
@@ -183,13 +184,6 @@ fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
     Option::<T>::deserialize(d).map(Some)
 }
 
-/// Sets `slot` to `value` when the field was given (`null` clears it).
-fn patch<T>(slot: &mut Option<T>, value: Option<Option<T>>) {
-    if let Some(value) = value {
-        *slot = value;
-    }
-}
-
 /// Body of `POST /v1/endpoints/{id}/rotate-secret`; may be empty.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -300,32 +294,31 @@ pub async fn update(
             "only allowed together with \"enabled\": false",
         ));
     }
-    let mut update = EndpointUpdate {
-        url: body.url,
-        description: body.description,
-        event_types: body.event_types.map(EventFilter::parse).transpose()?,
-        enabled: body.enabled,
-        disabled_reason: body.disabled_reason,
-        overrides: None,
-        max_in_flight: body.max_in_flight,
+    let event_types = body.event_types.map(EventFilter::parse).transpose()?;
+    let overrides = OverridesUpdate {
+        connect_timeout_ms: body.connect_timeout_ms,
+        request_timeout_ms: body.request_timeout_ms,
+        retry_initial_delay_ms: body.retry_initial_delay_ms,
+        retry_max_delay_ms: body.retry_max_delay_ms,
+        retry_max_attempts: body.retry_max_attempts,
     };
-    update.validate()?;
+    // Checked against the stored overrides; only the fields given are written.
     let current = state
         .store
         .get_endpoint(&eid)
         .await?
         .ok_or_else(|| not_found(&id))?;
-    let mut overrides = current.overrides.clone();
-    patch(&mut overrides.connect_timeout_ms, body.connect_timeout_ms);
-    patch(&mut overrides.request_timeout_ms, body.request_timeout_ms);
-    patch(
-        &mut overrides.retry_initial_delay_ms,
-        body.retry_initial_delay_ms,
-    );
-    patch(&mut overrides.retry_max_delay_ms, body.retry_max_delay_ms);
-    patch(&mut overrides.retry_max_attempts, body.retry_max_attempts);
-    overrides.validate()?;
-    update.overrides = (overrides != current.overrides).then_some(overrides);
+    overrides.applied_to(&current.overrides).validate()?;
+    let update = EndpointUpdate {
+        url: body.url,
+        description: body.description,
+        event_types,
+        enabled: body.enabled,
+        disabled_reason: body.disabled_reason,
+        max_in_flight: body.max_in_flight,
+        overrides,
+    };
+    update.validate()?;
     let endpoint = state
         .store
         .update_endpoint(&eid, update)

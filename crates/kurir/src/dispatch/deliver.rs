@@ -14,7 +14,8 @@ use serde_json::value::RawValue;
 
 use super::http::{PostError, Response, Timeouts, WebhookClient};
 use crate::config::DeliveryConfig;
-use crate::delivery::{ClaimedDelivery, Completion, NextState};
+use crate::delivery::{ClaimedDelivery, Completion, NextState, WireText};
+use crate::endpoint::Endpoint;
 
 pub use super::http::RESPONSE_CAPTURE_BYTES;
 
@@ -143,7 +144,7 @@ impl Sender {
                 let class = ResponseClass::of_error(&e);
                 (
                     None,
-                    Some(e.to_string()),
+                    Some(WireText::from(e.to_string())),
                     None,
                     AttemptOutcome::Failed,
                     class,
@@ -196,28 +197,41 @@ impl Sender {
             at,
             &body,
         ));
-        let o = &d.endpoint.overrides;
-        let timeouts = Timeouts {
-            connect: o
-                .connect_timeout_ms
-                .map_or(self.config.connect_timeout, |ms| {
-                    Duration::from_millis(ms.into())
-                }),
-            response: o
-                .request_timeout_ms
-                .map_or(self.config.request_timeout, |ms| {
-                    Duration::from_millis(ms.into())
-                }),
-        };
         self.http
-            .post(&d.endpoint.url, &headers, body, timeouts)
+            .post(&d.endpoint.url, &headers, body, self.timeouts(&d.endpoint))
             .await
+    }
+
+    /// `endpoint`'s connect and response timeouts: its overrides, else the process's.
+    pub fn timeouts(&self, endpoint: &Endpoint) -> Timeouts {
+        let o = &endpoint.overrides;
+        let ms = |v: Option<u32>, default| v.map_or(default, |ms| Duration::from_millis(ms.into()));
+        Timeouts {
+            connect: ms(o.connect_timeout_ms, self.config.connect_timeout),
+            response: ms(o.request_timeout_ms, self.config.request_timeout),
+        }
+    }
+
+    /// The longest one attempt to `endpoint` can take, from connecting to the end of the
+    /// response, plus the lease margin (the time to record it).
+    pub fn attempt_budget(&self, endpoint: &Endpoint) -> Duration {
+        let t = self.timeouts(endpoint);
+        t.connect + t.response + self.config.lease_margin
+    }
+
+    /// The last instant `d`'s attempt may start and still be over, and recorded, within its
+    /// lease. A delivery not started by then is handed back instead.
+    pub fn latest_start(&self, d: &ClaimedDelivery) -> tokio::time::Instant {
+        // Before the clock's own start: long past.
+        d.lease_deadline
+            .checked_sub(self.attempt_budget(&d.endpoint))
+            .unwrap_or_else(tokio::time::Instant::now)
     }
 }
 
 fn envelope_body(d: &ClaimedDelivery) -> Result<Vec<u8>, PostError> {
     let data: &RawValue = serde_json::from_str(&d.event.payload)
-        .map_err(|e| PostError::Request(format!("stored payload is not JSON: {e}")))?;
+        .map_err(|e| PostError::Request(format!("stored payload is not JSON: {e}").into()))?;
     Ok(Envelope {
         event_id: &d.event.event_id,
         event_type: &d.event.event_type,

@@ -10,29 +10,36 @@
 //! take every slot, and a prefetch of [`WAITING_ROUNDS`] rounds of `max_in_flight` claimed but
 //! unsent deliveries per lane, only for an endpoint whose last answer came within
 //! [`QUICK_ANSWER`]: a slow endpoint's deliveries stay in the database, where another process
-//! may take them. The lease covers those rounds, so a delivery waiting in its lane never
-//! outlives its lease. Completions go through a channel to one writer task that records them
-//! in batches.
+//! may take them. The lease covers those rounds; a delivery that still cannot start in time
+//! (every global slot held by slow requests) is handed back unattempted, so no request is ever
+//! made under a lease that may have run out (`lanes`). Completions go through a channel to
+//! one writer task that records them in batches ([`record`]).
+//!
+//! At shutdown the dispatcher stops claiming, hands back what waits in its lanes (not charged:
+//! never attempted), lets the requests in flight finish (each bounded by its timeouts), records
+//! them, and ends what leases are left, each counted as an attempt.
 
 pub mod deliver;
 pub mod http;
+mod lanes;
+pub mod record;
 pub mod ssrf;
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::seq::SliceRandom;
-use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::config::DeliveryConfig;
 use crate::delivery::{ClaimedDelivery, Completion, NextState};
-use crate::endpoint::EndpointId;
 use crate::metrics::Metrics;
-use crate::store::{EndpointSlot, Store};
+use crate::store::{EndpointSlot, Orphan, Store};
 use deliver::{Attempted, Sender};
+use lanes::Lanes;
+use record::SHUTDOWN_RECORDING_PATIENCE;
 
 /// How many rounds of `max_in_flight` requests a lane may hold claimed beyond those in flight.
 /// Deep enough that an endpoint answering in a millisecond does not drain its lane while the
@@ -54,28 +61,6 @@ pub enum StepOutcome {
     Saturated,
 }
 
-/// One endpoint's deliveries in this process: requests in flight and claimed ones waiting.
-#[derive(Default)]
-struct Lane {
-    in_flight: u32,
-    max_in_flight: u32,
-    waiting: VecDeque<ClaimedDelivery>,
-    /// The last attempt finished within [`QUICK_ANSWER`].
-    quick: bool,
-}
-
-/// What the dispatcher and its delivery tasks share.
-struct Lanes {
-    sender: Arc<Sender>,
-    slots: Arc<Semaphore>,
-    lanes: Mutex<HashMap<EndpointId, Lane>>,
-    completions: mpsc::Sender<Completion>,
-    freed: Notify,
-    tracker: TaskTracker,
-    /// Counts every attempt, when set (without, attempts are only logged).
-    metrics: std::sync::OnceLock<Metrics>,
-}
-
 /// Shared state of one process's dispatcher.
 pub struct Dispatcher {
     store: Store,
@@ -90,15 +75,11 @@ impl Dispatcher {
     pub fn new(store: Store, config: DeliveryConfig, owner: String) -> Self {
         let (tx, rx) = mpsc::channel(4096);
         Self {
-            lanes: Arc::new(Lanes {
-                sender: Arc::new(Sender::new(config.clone())),
-                slots: Arc::new(Semaphore::new(config.max_concurrency as usize)),
-                lanes: Mutex::default(),
-                completions: tx,
-                freed: Notify::new(),
-                tracker: TaskTracker::new(),
-                metrics: std::sync::OnceLock::new(),
-            }),
+            lanes: Arc::new(Lanes::new(
+                Sender::new(config.clone()),
+                config.max_concurrency as usize,
+                tx,
+            )),
             store,
             config,
             owner,
@@ -117,10 +98,13 @@ impl Dispatcher {
         &self.owner
     }
 
-    /// Claims as many due deliveries as there is room for and starts sending them.
+    /// Hands back what waits in the lanes and can no longer start within its lease, claims as
+    /// many due deliveries as there is room for and starts sending them.
     pub async fn step(&self) -> Result<StepOutcome, crate::store::StoreError> {
         // Lanes that waited for a global slot get one now, if any came free.
         self.lanes.start_waiting();
+        self.lanes.expire_waiting();
+        self.hand_back_late("lease").await;
         // Claimed but not yet sent counts against room too.
         let outstanding = self.lanes.outstanding();
         let room = ((1 + WAITING_ROUNDS) * self.config.max_concurrency) as usize;
@@ -137,12 +121,13 @@ impl Dispatcher {
                 StepOutcome::Partial(0)
             });
         }
-        let claimed = self
+        let claim = self
             .store
             .claim_due_deliveries(&self.owner, &endpoint_slots, free as u32)
             .await?;
-        let n = claimed.len();
-        self.lanes.enqueue(claimed);
+        report_orphans(&claim.orphans, self.lanes.metrics.get());
+        let n = claim.deliveries.len();
+        self.lanes.enqueue(claim.deliveries);
         Ok(if n == free {
             StepOutcome::Full(n)
         } else {
@@ -177,19 +162,11 @@ impl Dispatcher {
                 let limit = (rounds * e.max_in_flight)
                     .saturating_sub(busy)
                     .min(share.max(1));
-                let o = &e.overrides;
-                let attempt = o
-                    .connect_timeout_ms
-                    .map_or(self.config.connect_timeout, |ms| {
-                        Duration::from_millis(ms.into())
-                    })
-                    + o.request_timeout_ms
-                        .map_or(self.config.request_timeout, |ms| {
-                            Duration::from_millis(ms.into())
-                        });
                 // Waiting rounds plus its own attempt, each bounded by the timeouts; the margin
                 // keeps a live worker's lease from running out before it records the attempt.
-                let lease = self.config.lease_margin + attempt * (1 + WAITING_ROUNDS);
+                let t = self.lanes.sender.timeouts(&e);
+                let lease =
+                    self.config.lease_margin + (t.connect + t.response) * (1 + WAITING_ROUNDS);
                 (limit > 0).then(|| EndpointSlot {
                     endpoint: Arc::new(e),
                     limit,
@@ -202,9 +179,9 @@ impl Dispatcher {
         Ok(slots)
     }
 
-    /// Runs until `shutdown`: claims and sends; then stops claiming, lets requests in flight
-    /// and deliveries already claimed finish (each is bounded by its timeouts), records them,
-    /// and releases any lease left. `wake` is notified by the relay when new deliveries exist.
+    /// Runs until `shutdown`: claims and sends, waking for the relay's `wake` (new deliveries
+    /// exist), a slot coming free, the poll interval, or the moment a waiting delivery could
+    /// no longer start within its lease; then shuts down as the module doc says.
     pub async fn run(self: Arc<Self>, wake: Arc<Notify>, shutdown: CancellationToken) {
         let rx = self
             .completions_rx
@@ -215,31 +192,42 @@ impl Dispatcher {
             tracing::error!("dispatcher started twice");
             return;
         };
-        let writer = tokio::spawn(write_completions(
+        let writer = record::Writer::new(
             self.store.clone(),
             self.owner.clone(),
-            rx,
-        ));
+            self.lanes.metrics.get().cloned(),
+            shutdown.clone(),
+        );
+        let writer = tokio::spawn(writer.run(rx));
         while !shutdown.is_cancelled() {
             let wait = match self.step().await {
                 Ok(StepOutcome::Full(_)) => continue,
                 Ok(StepOutcome::Partial(_)) => self.config.poll_interval,
-                Ok(StepOutcome::Saturated) => Duration::MAX,
+                Ok(StepOutcome::Saturated) => Duration::from_secs(3600),
                 Err(e) => {
                     tracing::warn!(error = %e, "claiming deliveries failed; retrying");
                     self.config.poll_interval.max(Duration::from_millis(500))
                 }
             };
+            let until = tokio::time::Instant::now() + wait;
+            let until = self.lanes.next_expiry().map_or(until, |at| at.min(until));
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = wake.notified() => {}
                 _ = self.lanes.freed.notified() => {}
-                _ = tokio::time::sleep(wait.min(Duration::from_secs(3600))) => {}
+                _ = tokio::time::sleep_until(until) => {}
             }
         }
-        // Lanes drain what they hold: those deliveries are claimed, and an attempt never made
-        // must not count as one.
-        self.lanes.start_waiting();
+        self.shut_down(writer).await;
+    }
+
+    /// Hands back what waits, lets the tasks finish, ends the writer, ends leases left over.
+    /// Each step that needs the database is bounded, so an unreachable database cannot hold
+    /// shutdown up for long.
+    async fn shut_down(self: Arc<Self>, writer: JoinHandle<()>) {
+        self.lanes.drain_waiting();
+        let _ = tokio::time::timeout(SHUTDOWN_RECORDING_PATIENCE, self.hand_back_late("shutdown"))
+            .await;
         self.lanes.tracker.close();
         self.lanes.tracker.wait().await;
         // Every task has sent its completion; dropping our senders ends the writer.
@@ -251,175 +239,75 @@ impl Dispatcher {
             store,
             owner,
             lanes,
+            config,
             ..
         } = this;
         drop(lanes);
         let _ = writer.await;
-        match store.release_leases(&owner).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(released = n, "released leases at shutdown"),
-            Err(e) => tracing::warn!(error = %e, "could not release leases; they will expire"),
+        let release = store.release_leases(&owner, &config.retry);
+        match tokio::time::timeout(SHUTDOWN_RECORDING_PATIENCE, release).await {
+            Ok(Ok(r)) if r.total() == 0 => {}
+            Ok(Ok(r)) => tracing::warn!(
+                retried = r.retried,
+                dead_lettered = r.dead_lettered,
+                "leases left unrecorded at shutdown; each counts as an attempt"
+            ),
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not release leases; they will expire"),
+            Err(_) => tracing::warn!("releasing leases timed out; they will expire"),
+        }
+    }
+
+    /// Gives back the deliveries taken out of their lanes unattempted (not charged; due again
+    /// where they were in the queue). If the database cannot take them now, they are kept for
+    /// the next step; if it never can, their leases expire and each counts as an attempt.
+    async fn hand_back_late(&self, reason: &'static str) {
+        let late = self.lanes.take_late();
+        if late.is_empty() {
+            return;
+        }
+        match self.store.hand_back(&self.owner, &late).await {
+            Ok(n) => {
+                tracing::info!(
+                    handed_back = n,
+                    reason,
+                    "claimed deliveries given back unattempted"
+                );
+                if let Some(metrics) = self.lanes.metrics.get() {
+                    metrics.record_handed_back(reason, n);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, deliveries = late.len(), "handing back deliveries failed; trying again");
+                self.lanes.return_late(late);
+            }
         }
     }
 }
 
-impl Lanes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<EndpointId, Lane>> {
-        self.lanes.lock().unwrap_or_else(|p| p.into_inner())
+/// Logs once and counts deliveries removed because their event or endpoint was deleted by
+/// hand: one line per removal, naming at most 20 of them.
+pub(crate) fn report_orphans(orphans: &[Orphan], metrics: Option<&Metrics>) {
+    let Some(first) = orphans.first() else {
+        return;
+    };
+    if let Some(metrics) = metrics {
+        metrics.record_orphans(orphans);
     }
-
-    /// Deliveries in flight or waiting, all endpoints together.
-    fn outstanding(&self) -> usize {
-        self.lock()
-            .values()
-            .map(|l| l.in_flight as usize + l.waiting.len())
-            .sum()
-    }
-
-    /// Puts claimed deliveries in their lanes and starts what the caps allow.
-    fn enqueue(self: &Arc<Self>, claimed: Vec<ClaimedDelivery>) {
-        {
-            let mut lanes = self.lock();
-            for d in claimed {
-                let lane = lanes.entry(d.endpoint.id.clone()).or_default();
-                lane.max_in_flight = d.endpoint.max_in_flight.max(1);
-                lane.waiting.push_back(d);
-            }
-        }
-        self.start_waiting();
-    }
-
-    /// Starts waiting deliveries, in random lane order, while their endpoint and the process
-    /// have room.
-    fn start_waiting(self: &Arc<Self>) {
-        let mut started = Vec::new();
-        {
-            let mut lanes = self.lock();
-            let mut ids: Vec<EndpointId> = lanes
-                .iter()
-                .filter(|(_, l)| !l.waiting.is_empty() && l.in_flight < l.max_in_flight)
-                .map(|(id, _)| id.clone())
-                .collect();
-            ids.shuffle(&mut rand::thread_rng());
-            'lanes: for id in ids {
-                let Some(lane) = lanes.get_mut(&id) else {
-                    continue;
-                };
-                while lane.in_flight < lane.max_in_flight && !lane.waiting.is_empty() {
-                    let Ok(permit) = self.slots.clone().try_acquire_owned() else {
-                        break 'lanes;
-                    };
-                    if let Some(d) = lane.waiting.pop_front() {
-                        lane.in_flight += 1;
-                        started.push((d, permit));
-                    }
-                }
-            }
-        }
-        for (d, permit) in started {
-            self.spawn(d, permit);
-        }
-    }
-
-    fn spawn(self: &Arc<Self>, delivery: ClaimedDelivery, permit: OwnedSemaphorePermit) {
-        let lanes = self.clone();
-        self.tracker.spawn(async move {
-            let mut next = Some((delivery, permit));
-            while let Some((delivery, permit)) = next.take() {
-                let attempted = lanes.sender.attempt(&delivery).await;
-                log_attempt(&delivery, &attempted);
-                if let Some(metrics) = lanes.metrics.get() {
-                    metrics.record_attempt(&delivery, &attempted);
-                }
-                let quick = attempted.completion.duration_ms < QUICK_ANSWER.as_millis() as i64;
-                // The writer only stops after every task has finished, so this send succeeds.
-                let _ = lanes.completions.send(attempted.completion).await;
-                // With every global slot taken, other lanes may be waiting for one: give this
-                // one back and let a random waiting lane (maybe this one) have it, rather than
-                // keep it for this lane until its queue runs dry.
-                let contended = lanes.slots.available_permits() == 0;
-                let (following, low) = lanes.next_in_lane(&delivery.endpoint.id, quick, !contended);
-                next = following.map(|d| (d, permit));
-                if next.is_none() && contended {
-                    lanes.start_waiting();
-                }
-                // The dispatcher claims again when a slot came free or a lane runs low, not
-                // after every delivery.
-                if next.is_none() || low {
-                    lanes.freed.notify_one();
-                }
-            }
-        });
-    }
-
-    /// The next waiting delivery of `endpoint`, keeping the finished task's slot, and whether
-    /// the lane has less than a round left waiting; or `None`, and the slot is given back (the
-    /// caller drops the permit).
-    ///
-    /// `quick` tells whether the attempt just made finished within [`QUICK_ANSWER`]; an idle
-    /// lane stays in the map (one small entry per endpoint) to remember it. With `keep` false
-    /// the slot is given back even if the lane has deliveries waiting.
-    fn next_in_lane(
-        &self,
-        endpoint: &EndpointId,
-        quick: bool,
-        keep: bool,
-    ) -> (Option<ClaimedDelivery>, bool) {
-        let mut lanes = self.lock();
-        let Some(lane) = lanes.get_mut(endpoint) else {
-            return (None, true);
-        };
-        lane.quick = quick;
-        if keep {
-            if let Some(d) = lane.waiting.pop_front() {
-                let low = (lane.waiting.len() as u32) < lane.max_in_flight;
-                return (Some(d), low);
-            }
-        }
-        lane.in_flight -= 1;
-        (None, true)
-    }
-}
-
-/// The most completions written in one transaction.
-const COMPLETION_BATCH: usize = 512;
-
-/// How long the completion writer waits for more after the first of a batch. A steady trickle of
-/// deliveries is then written in a couple of hundred transactions a second instead of one
-/// per delivery; the lease (far longer) is all that waits on it.
-const COMPLETION_LINGER: Duration = Duration::from_millis(5);
-
-/// Records completions in batches: waits for one, gathers what else arrives within
-/// [`COMPLETION_LINGER`] (up to [`COMPLETION_BATCH`]), writes them in one transaction. A failed
-/// write is retried, never dropped.
-async fn write_completions(store: Store, owner: String, mut rx: mpsc::Receiver<Completion>) {
-    let mut batch = Vec::with_capacity(COMPLETION_BATCH);
-    while rx.recv_many(&mut batch, COMPLETION_BATCH).await > 0 {
-        let deadline = tokio::time::Instant::now() + COMPLETION_LINGER;
-        while batch.len() < COMPLETION_BATCH {
-            let room = COMPLETION_BATCH - batch.len();
-            match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-        }
-        let mut backoff = Duration::from_millis(100);
-        loop {
-            match store.complete_deliveries(&owner, &batch).await {
-                Ok(0) => break,
-                Ok(fenced) => {
-                    tracing::warn!(fenced, "completions arrived after their lease was taken over; attempts recorded, state left to the newer lease");
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, pending = batch.len(), "recording completions failed; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
-                }
-            }
-        }
-        batch.clear();
-    }
+    let mut endpoints: Vec<&str> = orphans.iter().map(|o| o.endpoint_id.as_str()).collect();
+    endpoints.sort_unstable();
+    endpoints.dedup();
+    let events: Vec<&str> = orphans
+        .iter()
+        .take(20)
+        .map(|o| o.event_id.as_str())
+        .collect();
+    tracing::warn!(
+        removed = orphans.len(),
+        reason = first.reason.as_str(),
+        endpoint_ids = ?endpoints,
+        event_ids = ?events,
+        "deliveries removed: their event or endpoint was deleted outside kurir"
+    );
 }
 
 /// One line per attempt (INFO when it delivered, WARN when it failed), and one more at ERROR when

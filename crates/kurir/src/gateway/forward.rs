@@ -1,15 +1,19 @@
 //! One forward: POST an accepted inbox event to its source's `forward_url`, with the original
 //! body, signed under the `kurir` scheme (and Standard Webhooks alongside) with the source's
-//! forward secret. Only a 2xx answer completes the event; anything else is a failed attempt that
-//! the runner retries with backoff.
+//! forward secret. Only a 2xx answer completes the event. `410 Gone` fails it for good: the
+//! application refuses it, and it is not forwarded again unless someone asks for a retry.
+//! Anything else is a failed attempt that the runner retries with backoff, waiting at least what
+//! a `429` or `503` asked for in `Retry-After`, as deliveries do.
 //!
 //! The source is read afresh for every attempt, so a changed forward URL applies to the next
 //! retry. The HTTP mechanics (SSRF guard, timeouts, no redirects) are the dispatcher's client's.
 
+use std::time::Duration;
+
 use axum::http::header::CONTENT_TYPE;
 use chrono::Utc;
 use kurir_core::sign::{headers::WEBHOOK_EVENT, signature_headers};
-use kurir_receiver::InboxEvent;
+use kurir_receiver::{Failure, InboxEvent};
 
 use crate::dispatch::http::{PostError, Timeouts, WebhookClient};
 use crate::store::{Store, StoreError};
@@ -30,9 +34,32 @@ pub enum ForwardError {
     /// No answer: refused by the SSRF guard, a connect error, a timeout.
     #[error("forward failed: {0}")]
     Post(#[from] PostError),
-    /// An answer other than 2xx.
-    #[error("forward answered HTTP {0}")]
-    Status(u16),
+    /// An answer other than 2xx or 410; `429` and `503` may ask to wait (`Retry-After`).
+    #[error("forward answered HTTP {status}")]
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The wait a `429` or `503` asked for.
+        retry_after: Option<Duration>,
+    },
+    /// The forward URL answered `410 Gone`.
+    #[error("forward answered HTTP 410 Gone: the event is not forwarded again")]
+    Gone,
+}
+
+impl From<ForwardError> for Failure {
+    /// `410` gives up on the event; a `429` or `503` with `Retry-After` is not retried before
+    /// that; anything else after the backoff.
+    fn from(e: ForwardError) -> Failure {
+        match e {
+            ForwardError::Gone => Failure::new(e).give_up(),
+            ForwardError::Status {
+                status: 429 | 503,
+                retry_after: Some(after),
+            } => Failure::new(e).retry_after(after),
+            e => Failure::new(e),
+        }
+    }
 }
 
 /// Sends forwards. One per process, shared by every attempt.
@@ -87,7 +114,11 @@ impl Forwarder {
             .await?;
         match response.status {
             200..=299 => Ok(()),
-            status => Err(ForwardError::Status(status)),
+            410 => Err(ForwardError::Gone),
+            status => Err(ForwardError::Status {
+                status,
+                retry_after: response.retry_after,
+            }),
         }
     }
 }

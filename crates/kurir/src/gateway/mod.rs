@@ -1,7 +1,8 @@
 //! The inbox gateway: kurir's receiving side for applications in any language. A partner POSTs
 //! to `/inbox/{source}`; kurir verifies the request under the source's scheme, stores the event
 //! once in `kurir_inbox`, answers at once, and forwards the event to the source's `forward_url`,
-//! signed with the `kurir` scheme and retried with backoff until it is answered 2xx.
+//! signed with the `kurir` scheme and retried with backoff until it is answered 2xx (or `410`,
+//! which fails it for good; see [`forward`]).
 //!
 //! All of it is kurir-receiver's machinery (verification, the inbox store, the runner and its
 //! processor) with kurir's parts plugged in: sources from `kurir_inbox_sources` ([`source`]),
@@ -18,7 +19,9 @@ pub mod source;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use kurir_receiver::{CancellationToken, ConfigError, Processor, Runner, SourceSet, Waker};
+use kurir_receiver::{
+    CancellationToken, ConfigError, Failure, Processor, Runner, SourceSet, Waker,
+};
 
 use crate::config::DeliveryConfig;
 use crate::dispatch::http::{Timeouts, WebhookClient};
@@ -59,7 +62,7 @@ impl Gateway {
         let lease = config.connect_timeout + config.request_timeout + config.lease_margin;
         let metrics: Arc<OnceLock<Metrics>> = Arc::default();
         let counted = Arc::clone(&metrics);
-        let processor = Processor::new(move |event| {
+        let processor = Processor::with_failures(move |event| {
             let forwarder = Arc::clone(&forwarder);
             let metrics = Arc::clone(&counted);
             async move {
@@ -68,7 +71,7 @@ impl Gateway {
                 if let Some(metrics) = metrics.get() {
                     metrics.record_forward(&source, forward_outcome(&result), started.elapsed());
                 }
-                result
+                result.map_err(Failure::from)
             }
         })
         .retry_policy(config.retry)?
@@ -133,7 +136,7 @@ impl Gateway {
 fn forward_outcome(result: &Result<(), ForwardError>) -> &'static str {
     match result {
         Ok(()) => "forwarded",
-        Err(ForwardError::Status(_)) => "rejected",
+        Err(ForwardError::Status { .. } | ForwardError::Gone) => "rejected",
         Err(ForwardError::Post(_)) => "unreachable",
         Err(ForwardError::SourceGone(_) | ForwardError::Store(_)) => "error",
     }

@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::delivery::ClaimedDelivery;
 use crate::dispatch::deliver::{Attempted, Outcome};
-use crate::store::RelayOutcome;
+use crate::endpoint::EndpointId;
+use crate::store::{Orphan, OrphanReason, RelayOutcome};
 
 /// Events fanned out by the relay, per `event_type`.
 pub const EVENTS_ENQUEUED: &str = "kurir_events_enqueued_total";
@@ -39,6 +40,15 @@ pub const ATTEMPT_DURATION: &str = "kurir_delivery_attempt_duration_seconds";
 pub const DELIVERY_LATENCY: &str = "kurir_delivery_latency_seconds";
 /// The attempt number of each successful attempt.
 pub const ATTEMPTS_AT_SUCCESS: &str = "kurir_delivery_attempts_at_success";
+/// Attempts whose record the database refused, per `endpoint_id`: set aside, due again when
+/// their lease expires.
+pub const COMPLETIONS_REFUSED: &str = "kurir_completions_refused_total";
+/// Deliveries removed because their event or endpoint was deleted outside kurir, per `reason`
+/// (`event_deleted`, `endpoint_deleted`).
+pub const ORPHANED_DELIVERIES: &str = "kurir_orphaned_deliveries_total";
+/// Claimed deliveries given back unattempted, per `reason`: `lease` (could not start within
+/// it), `shutdown`.
+pub const HANDED_BACK: &str = "kurir_deliveries_handed_back_total";
 /// Webhooks received, per `source` and `outcome`: recorded by `kurir-receiver` (its
 /// `metrics::INBOX_EVENTS`) into the recorder its sources are given; described here.
 pub const INBOX_EVENTS: &str = "kurir_inbox_events_total";
@@ -68,6 +78,9 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (ATTEMPTS_AT_SUCCESS, "Attempt number of each successful delivery attempt (1 = first try)."),
     (INBOX_FORWARDS, "Inbox gateway forward attempts by source and outcome: forwarded (2xx), rejected (another status), unreachable (no answer: refused, timeout, connect error), error (the source is gone or could not be read)."),
     (INBOX_FORWARD_DURATION, "Duration of each inbox gateway forward attempt, in seconds."),
+    (COMPLETIONS_REFUSED, "Delivery attempts whose record the database refused (logged at ERROR with the delivery id); the delivery is due again when its lease expires."),
+    (ORPHANED_DELIVERIES, "Deliveries removed because their event (reason event_deleted) or endpoint (endpoint_deleted) was deleted outside kurir, e.g. pruned by hand."),
+    (HANDED_BACK, "Claimed deliveries given back unattempted and uncharged: reason lease (every slot was busy until the delivery could no longer finish within its lease) or shutdown."),
     (INBOX_EVENTS, "Webhooks received by the inbox, by source and outcome (accepted, duplicate, error, or the rejection code)."),
 ];
 
@@ -189,6 +202,38 @@ impl Metrics {
         .increment(1);
         self.histogram(INBOX_FORWARD_DURATION, vec![source()])
             .record(took.as_secs_f64());
+    }
+
+    /// Counts an attempt whose record the database refused.
+    pub fn record_completion_refused(&self, endpoint_id: &EndpointId) {
+        self.counter(
+            COMPLETIONS_REFUSED,
+            vec![Label::new("endpoint_id", endpoint_id.to_string())],
+        )
+        .increment(1);
+    }
+
+    /// Counts deliveries removed because their event or endpoint no longer exists.
+    pub fn record_orphans(&self, orphans: &[Orphan]) {
+        for reason in [OrphanReason::EventDeleted, OrphanReason::EndpointDeleted] {
+            let n = orphans.iter().filter(|o| o.reason == reason).count();
+            if n > 0 {
+                self.counter(
+                    ORPHANED_DELIVERIES,
+                    vec![Label::from_static_parts("reason", reason.as_str())],
+                )
+                .increment(n as u64);
+            }
+        }
+    }
+
+    /// Counts `n` deliveries given back unattempted, for `reason` (`lease` or `shutdown`).
+    pub fn record_handed_back(&self, reason: &'static str, n: u64) {
+        self.counter(
+            HANDED_BACK,
+            vec![Label::from_static_parts("reason", reason)],
+        )
+        .increment(n);
     }
 
     /// Folds recorded histogram samples into their buckets every `interval` until `shutdown`,

@@ -13,12 +13,15 @@
 pub mod activity;
 pub mod admin;
 pub mod backlog;
+mod claims;
+mod endpoint_changes;
 pub mod inbox;
 pub mod postgres;
 pub mod replay_preview;
 pub mod sources;
 pub mod sqlite;
 mod time;
+mod unavailable;
 pub mod waiting;
 
 use std::collections::BTreeMap;
@@ -26,6 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use kurir_core::retry::RetryPolicy;
 
 use crate::delivery::{AttemptRecord, ClaimedDelivery, Completion, DeliveryRecord};
 use crate::endpoint::{Endpoint, EndpointId, EndpointUpdate, NewEndpoint};
@@ -35,6 +39,9 @@ pub use admin::{
     ReplayRecord, ReplayRequest, Stats, StatusCount,
 };
 pub use backlog::Backlog;
+pub use claims::{Claim, Orphan, OrphanReason, Requeued};
+pub(crate) use claims::{OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
+pub(crate) use endpoint_changes::{endpoint_changes, rotated_secrets, ColumnValue};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
@@ -72,19 +79,6 @@ pub enum StoreError {
     /// Any other database error.
     #[error(transparent)]
     Database(#[from] sqlx::Error),
-}
-
-impl StoreError {
-    /// Whether the database is away or refusing work for now (see
-    /// [`kurir_receiver::database_unavailable`]): worth retrying later, no fault of the caller.
-    pub fn is_unavailable(&self) -> bool {
-        match self {
-            Self::Connect { .. } => true,
-            Self::Database(e) => kurir_receiver::database_unavailable(e),
-            Self::Inbox(e) => e.is_unavailable(),
-            _ => false,
-        }
-    }
 }
 
 /// The result type of store operations.
@@ -218,34 +212,6 @@ pub(crate) fn endpoint_from_new(new: NewEndpoint, now: DateTime<Utc>) -> Endpoin
     }
 }
 
-/// Applies `update` to `endpoint` in memory.
-pub(crate) fn apply_update(endpoint: &mut Endpoint, update: EndpointUpdate, now: DateTime<Utc>) {
-    if let Some(url) = update.url {
-        endpoint.url = url;
-    }
-    if let Some(d) = update.description {
-        endpoint.description = d;
-    }
-    if let Some(f) = update.event_types {
-        endpoint.event_types = f;
-    }
-    if let Some(enabled) = update.enabled {
-        endpoint.enabled = enabled;
-        endpoint.disabled_reason = if enabled {
-            None
-        } else {
-            update.disabled_reason
-        };
-    }
-    if let Some(o) = update.overrides {
-        endpoint.overrides = o;
-    }
-    if let Some(m) = update.max_in_flight {
-        endpoint.max_in_flight = m;
-    }
-    endpoint.updated_at = now;
-}
-
 /// The store: PostgreSQL for production, SQLite embedded.
 #[derive(Clone, Debug)]
 pub enum Store {
@@ -339,48 +305,28 @@ impl Store {
     }
 
     /// Applies `update` and returns the endpoint as stored, or `None` if it does not exist.
-    /// Read-modify-write: of two concurrent updates to one endpoint, the later write wins whole.
+    /// Only the columns of the fields given are written, in one statement, so a concurrent
+    /// change to other fields (a `410` disabling the endpoint, a secret rotation) stays.
     pub async fn update_endpoint(
         &self,
         id: &EndpointId,
         update: EndpointUpdate,
     ) -> Result<Option<Endpoint>> {
-        let Some(mut endpoint) = self.get_endpoint(id).await? else {
-            return Ok(None);
-        };
-        apply_update(&mut endpoint, update, now_millis());
-        on_backend!(self, s => s.save_endpoint(&endpoint).await)?;
-        Ok(Some(endpoint))
+        let changes = endpoint_changes(&update);
+        on_backend!(self, s => s.update_endpoint(id, &changes).await)
     }
 
     /// Makes `new_secret` current; the old secret keeps signing until `grace` has passed.
-    /// Rotated-out secrets that have already expired are dropped.
+    /// Rotated-out secrets that have already expired are dropped. Reads and writes the secrets
+    /// under the row's lock, so concurrent rotations take turns and each keeps the secret it
+    /// replaced signing for its grace period.
     pub async fn rotate_secret(
         &self,
         id: &EndpointId,
         new_secret: kurir_core::secret::Secret,
         grace: Duration,
     ) -> Result<Option<Endpoint>> {
-        let Some(mut endpoint) = self.get_endpoint(id).await? else {
-            return Ok(None);
-        };
-        let now = now_millis();
-        let old = std::mem::replace(&mut endpoint.secret, new_secret);
-        endpoint.previous_secrets.retain(|p| p.expires_at > now);
-        if !grace.is_zero() {
-            let expires_at =
-                now + chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
-            endpoint.previous_secrets.insert(
-                0,
-                crate::endpoint::PreviousSecret {
-                    secret: old,
-                    expires_at,
-                },
-            );
-        }
-        endpoint.updated_at = now;
-        on_backend!(self, s => s.save_endpoint(&endpoint).await)?;
-        Ok(Some(endpoint))
+        on_backend!(self, s => s.rotate_secret(id, &new_secret, grace).await)
     }
 
     /// Deletes an endpoint and its deliveries; `false` if it did not exist.
@@ -395,19 +341,34 @@ impl Store {
         on_backend!(self, s => s.relay_batch(limit).await)
     }
 
-    /// Leases due deliveries for `owner`: at most `slot.limit` per endpoint and `limit` in all.
-    /// Each claimed row's `attempt_count` is incremented: it is the number of the attempt about
-    /// to be made, and the fence its completion must match.
+    /// Leases due deliveries for `owner`: at most `slot.limit` per endpoint and `limit` in all,
+    /// each for its slot's lease (see [`ClaimedDelivery::lease_deadline`]). Each claimed row's
+    /// `attempt_count` is incremented: it is the number of the attempt about to be made, and
+    /// the fence its completion must match.
+    ///
+    /// Only deliveries whose event exists are claimed, so one whose outbox row was deleted by
+    /// hand never takes a claim's place; those the claim reads past are removed, with their
+    /// attempts, and returned as [`Claim::orphans`] (not at every claim: at most every second
+    /// while none are found).
     pub async fn claim_due_deliveries(
         &self,
         owner: &str,
         slots: &[EndpointSlot],
         limit: u32,
-    ) -> Result<Vec<ClaimedDelivery>> {
+    ) -> Result<Claim> {
         if slots.is_empty() || limit == 0 {
-            return Ok(Vec::new());
+            return Ok(Claim::default());
         }
-        on_backend!(self, s => s.claim_due_deliveries(owner, slots, limit).await)
+        let sent_at = tokio::time::Instant::now();
+        on_backend!(self, s => s.claim_due_deliveries(owner, slots, limit, sent_at).await)
+    }
+
+    /// Removes, with their attempts, up to `limit` deliveries of endpoints that no longer exist
+    /// (deleted by hand; [`Store::delete_endpoint`] takes an endpoint's deliveries with it).
+    /// Their endpoint ids are found by skipping through an index, so the cost follows the
+    /// number of endpoints, not of deliveries.
+    pub async fn remove_deliveries_of_deleted_endpoints(&self, limit: u32) -> Result<Vec<Orphan>> {
+        on_backend!(self, s => s.remove_deliveries_of_deleted_endpoints(limit).await)
     }
 
     /// Records attempts and moves their deliveries on, in one transaction. A delivery whose
@@ -420,16 +381,31 @@ impl Store {
         on_backend!(self, s => s.complete_deliveries(owner, done).await)
     }
 
-    /// Gives back every lease `owner` still holds (graceful shutdown): those deliveries become
-    /// due again at once.
-    pub async fn release_leases(&self, owner: &str) -> Result<u64> {
-        on_backend!(self, s => s.release_leases(owner).await)
+    /// Gives back leases of deliveries `owner` claimed and never attempted (they could not
+    /// start within their lease, or the process is shutting down): un-leased, due again where
+    /// they were in the queue, and not charged an attempt (`attempt_count` goes back by one).
+    /// Fenced like a completion: a lease no longer `owner`'s at that attempt number is left
+    /// alone. Returns how many were given back.
+    pub async fn hand_back(&self, owner: &str, deliveries: &[ClaimedDelivery]) -> Result<u64> {
+        if deliveries.is_empty() {
+            return Ok(0);
+        }
+        on_backend!(self, s => s.hand_back(owner, deliveries).await)
     }
 
-    /// Makes deliveries whose lease expired (their worker died) due again. Safe to run in every
-    /// process at once.
-    pub async fn sweep_expired_leases(&self) -> Result<u64> {
-        on_backend!(self, s => s.sweep_expired_leases().await)
+    /// Ends every lease `owner` still holds at shutdown, after its attempts in flight were
+    /// recorded: what is left may have been attempted without being recorded, so each counts
+    /// as an attempt, as an expired lease does (see [`Store::sweep_expired_leases`]).
+    pub async fn release_leases(&self, owner: &str, defaults: &RetryPolicy) -> Result<Requeued> {
+        on_backend!(self, s => s.release_leases(owner, defaults).await)
+    }
+
+    /// Ends the leases that expired (their worker died; the attempt may have been made): each
+    /// counts as an attempt, so the delivery is due again after the retry backoff, or
+    /// dead-lettered if that was its endpoint's last attempt. The endpoint's overrides apply,
+    /// else `defaults`. Safe to run in every process at once.
+    pub async fn sweep_expired_leases(&self, defaults: &RetryPolicy) -> Result<Requeued> {
+        on_backend!(self, s => s.sweep_expired_leases(defaults).await)
     }
 
     /// One event by its id.

@@ -2,9 +2,10 @@
 //! row locks (`FOR UPDATE SKIP LOCKED`), leases and fences.
 
 mod admin;
+mod endpoints;
+mod leases;
 mod sources;
 
-use std::collections::HashMap;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
@@ -12,10 +13,8 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPool
 use sqlx::query::Query;
 use sqlx::{Connection, Postgres, Row};
 
-use super::{EndpointRow, EndpointSlot, RelayOutcome, Result, StoreError, StoredEvent};
-use crate::delivery::{
-    AttemptRecord, ClaimedDelivery, Completion, DeliveryRecord, EventSnapshot, NextState, Trigger,
-};
+use super::{EndpointRow, RelayOutcome, Result, StoreError, StoredEvent};
+use crate::delivery::{AttemptRecord, Completion, DeliveryRecord, NextState, Trigger};
 use crate::endpoint::{Endpoint, EndpointId};
 
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event_types, secret, \
@@ -39,6 +38,12 @@ const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, 
      WHERE d.id = x.id AND CASE WHEN d.status = 'processing' AND d.lease_owner = $7 \
          THEN d.attempt_count = x.attempt ELSE FALSE END";
 
+/// The advisory lock that orders fan-out and endpoint deletion: each relay batch holds it
+/// shared, a deletion exclusively, so a relay never writes deliveries for an endpoint whose
+/// deletion committed after the relay read it (the hot tables have no foreign keys to refuse
+/// them, see migration 0004). "kurir" in ASCII, then 1.
+const FAN_OUT_LOCK: i64 = 0x6b75_7269_7200_0001;
+
 /// kurir's tables in a PostgreSQL database.
 #[derive(Clone, Debug)]
 pub struct PgStore {
@@ -50,6 +55,8 @@ pub struct PgStore {
     /// duplicate, never a lost event). Writes made for someone else (the admin API's publish,
     /// endpoints, replays) stay on `pool`, durable when they return.
     bookkeeping: PgPool,
+    /// When claims look for orphans past the rows they take.
+    orphan_looks: std::sync::Arc<super::OrphanLooks>,
 }
 
 impl PgStore {
@@ -78,7 +85,11 @@ impl PgStore {
             .max_connections(16)
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect_lazy_with(options);
-        Ok(Self { pool, bookkeeping })
+        Ok(Self {
+            pool,
+            bookkeeping,
+            orphan_looks: Default::default(),
+        })
     }
 
     /// Wraps an existing pool (the application's own, for example); bookkeeping then commits
@@ -86,6 +97,7 @@ impl PgStore {
     pub fn from_pool(pool: PgPool) -> Self {
         Self {
             bookkeeping: pool.clone(),
+            orphan_looks: Default::default(),
             pool,
         }
     }
@@ -131,19 +143,6 @@ impl PgStore {
         Ok(row.try_get("created_at")?)
     }
 
-    /// Overwrites every mutable column of one endpoint row.
-    pub(super) async fn save_endpoint(&self, e: &Endpoint) -> Result<()> {
-        let sql = "UPDATE kurir_endpoints SET url = $2, description = $3, event_types = $4::json, \
-            secret = $5, previous_secrets = $6::json, enabled = $7, disabled_reason = $8, \
-            connect_timeout_ms = $9, request_timeout_ms = $10, retry_initial_delay_ms = $11, \
-            retry_max_delay_ms = $12, retry_max_attempts = $13, max_in_flight = $14, \
-            updated_at = now() WHERE id = $1";
-        bind_endpoint(sqlx::query(sql), e)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
     pub(super) async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {
         let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE id = $1");
         let row = sqlx::query(&sql)
@@ -167,9 +166,15 @@ impl PgStore {
     }
 
     /// One transaction: the endpoint, its deliveries and their attempts (the hot tables carry no
-    /// foreign keys, see migration 0004, so this is the cascade).
+    /// foreign keys, see migration 0004, so this is the cascade). It first takes
+    /// [`FAN_OUT_LOCK`] exclusively, so it waits for relay batches in progress and the next
+    /// ones see the endpoint gone.
     pub(super) async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(FAN_OUT_LOCK)
+            .execute(&mut *tx)
+            .await?;
         let done = sqlx::query("DELETE FROM kurir_endpoints WHERE id = $1")
             .bind(id.as_str())
             .execute(&mut *tx)
@@ -191,7 +196,8 @@ impl PgStore {
 
     /// Locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP LOCKED` (so concurrent
     /// relays take disjoint batches), inserts their deliveries and marks them dispatched, all in
-    /// one transaction.
+    /// one transaction, which holds [`FAN_OUT_LOCK`] shared (relays never wait for each other
+    /// on it, only for an endpoint's deletion).
     ///
     /// An idle relay costs one index probe (no transaction, no lock) per look.
     pub(super) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
@@ -204,6 +210,12 @@ impl PgStore {
             return Ok(RelayOutcome::default());
         }
         let mut tx = self.bookkeeping.begin().await?;
+        // Before the endpoints are read: their snapshot then shows every deletion that
+        // committed, and none can commit until this transaction does.
+        sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
+            .bind(FAN_OUT_LOCK)
+            .execute(&mut *tx)
+            .await?;
         let events = sqlx::query(
             "SELECT id, event_id, event_type, created_at FROM kurir_outbox \
              WHERE dispatched_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
@@ -270,80 +282,6 @@ impl PgStore {
             deliveries: inserted as usize,
             events_by_type,
         })
-    }
-
-    /// One statement: for each endpoint slot, locks up to its limit of due rows with
-    /// `FOR UPDATE SKIP LOCKED` (rows another process is claiming are skipped, never waited
-    /// for), then leases them. The lock ends with the statement; the lease is what protects the
-    /// row during the HTTP call.
-    pub(super) async fn claim_due_deliveries(
-        &self,
-        owner: &str,
-        slots: &[EndpointSlot],
-        limit: u32,
-    ) -> Result<Vec<ClaimedDelivery>> {
-        let ids: Vec<&str> = slots.iter().map(|s| s.endpoint.id.as_str()).collect();
-        let limits: Vec<i32> = slots
-            .iter()
-            .map(|s| s.limit.try_into().unwrap_or(i32::MAX))
-            .collect();
-        let leases: Vec<f64> = slots.iter().map(|s| s.lease.as_secs_f64()).collect();
-        let rows = sqlx::query(
-            "WITH slots AS ( \
-                SELECT * FROM unnest($2::text[], $3::int4[], $4::float8[]) AS s(endpoint_id, lim, lease_s) \
-             ), due AS ( \
-                SELECT c.id, s.lease_s FROM slots s CROSS JOIN LATERAL ( \
-                    SELECT id FROM kurir_deliveries \
-                    WHERE endpoint_id = s.endpoint_id AND status IN ('pending', 'failed') \
-                      AND available_at <= now() \
-                    ORDER BY available_at LIMIT s.lim \
-                    FOR UPDATE SKIP LOCKED \
-                ) c LIMIT $5 \
-             ) \
-             UPDATE kurir_deliveries AS d \
-             SET status = 'processing', lease_owner = $1, \
-                 lease_expires_at = now() + make_interval(secs => due.lease_s), \
-                 attempt_count = d.attempt_count + 1, updated_at = now() \
-             FROM due, kurir_outbox o \
-             WHERE d.id = due.id AND o.id = d.outbox_id \
-             RETURNING d.id, d.endpoint_id, d.attempt_count, d.trigger, o.event_id, o.event_type, \
-                 o.version, o.occurred_at, o.aggregate_id, o.payload::text AS payload",
-        )
-        .bind(owner)
-        .bind(&ids)
-        .bind(&limits)
-        .bind(&leases)
-        .bind(i64::from(limit))
-        .fetch_all(&self.bookkeeping)
-        .await?;
-        let by_id: HashMap<&str, &EndpointSlot> =
-            slots.iter().map(|s| (s.endpoint.id.as_str(), s)).collect();
-        rows.iter()
-            .map(|r| {
-                let endpoint_id: String = r.try_get("endpoint_id")?;
-                let endpoint = by_id
-                    .get(endpoint_id.as_str())
-                    .map(|s| s.endpoint.clone())
-                    .ok_or_else(|| StoreError::Corrupt {
-                        table: "kurir_deliveries",
-                        message: format!("claimed a row of unrequested endpoint {endpoint_id}"),
-                    })?;
-                Ok(ClaimedDelivery {
-                    delivery_id: r.try_get("id")?,
-                    attempt: u32::try_from(r.try_get::<i32, _>("attempt_count")?).unwrap_or(0),
-                    trigger: Trigger::from_db(r.try_get("trigger")?),
-                    event: EventSnapshot {
-                        event_id: r.try_get("event_id")?,
-                        event_type: r.try_get("event_type")?,
-                        version: r.try_get("version")?,
-                        occurred_at: r.try_get("occurred_at")?,
-                        aggregate_id: r.try_get("aggregate_id")?,
-                        payload: r.try_get("payload")?,
-                    },
-                    endpoint,
-                })
-            })
-            .collect()
     }
 
     /// One transaction: inserts every attempt, moves each delivery on only where the lease is
@@ -439,33 +377,6 @@ impl PgStore {
         }
         tx.commit().await?;
         Ok(done.len() as u64 - moved)
-    }
-
-    /// Gives back `owner`'s leases; the rows are due at once.
-    pub(super) async fn release_leases(&self, owner: &str) -> Result<u64> {
-        let done = sqlx::query(
-            "UPDATE kurir_deliveries SET status = 'failed', available_at = now(), \
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = now(), \
-                 last_error = 'released at shutdown before the attempt was recorded' \
-             WHERE lease_owner = $1 AND status = 'processing'",
-        )
-        .bind(owner)
-        .execute(&self.bookkeeping)
-        .await?;
-        Ok(done.rows_affected())
-    }
-
-    /// Row locks serialise concurrent sweeps; a row is only ever moved once per expiry.
-    pub(super) async fn sweep_expired_leases(&self) -> Result<u64> {
-        let done = sqlx::query(
-            "UPDATE kurir_deliveries SET status = 'failed', available_at = now(), \
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = now(), \
-                 last_error = 'lease expired: the worker stopped before recording the attempt' \
-             WHERE status = 'processing' AND lease_expires_at < now()",
-        )
-        .execute(&self.bookkeeping)
-        .await?;
-        Ok(done.rows_affected())
     }
 
     pub(super) async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {

@@ -3,9 +3,10 @@
 //! upgrade a read lock halfway through.
 
 mod admin;
+mod endpoints;
+mod leases;
 mod sources;
 
-use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -19,12 +20,10 @@ use sqlx::{Row, Sqlite};
 
 use super::postgres::{fan_out_target, next_status};
 use super::{
-    ensure_sqlite_dir, now_millis, parse_sqlite_ts, sqlite_ts, EndpointRow, EndpointSlot,
-    RelayOutcome, Result, StoreError, StoredEvent,
+    ensure_sqlite_dir, now_millis, parse_sqlite_ts, sqlite_ts, EndpointRow, RelayOutcome, Result,
+    StoreError, StoredEvent,
 };
-use crate::delivery::{
-    AttemptRecord, ClaimedDelivery, Completion, DeliveryRecord, EventSnapshot, NextState, Trigger,
-};
+use crate::delivery::{AttemptRecord, Completion, DeliveryRecord, NextState, Trigger};
 use crate::endpoint::{Endpoint, EndpointId};
 
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
@@ -89,6 +88,8 @@ pub struct SqliteStore {
     /// Taken while waiting for SQLite's write lock, so kurir's writers (relay, claims,
     /// completions) try for it one at a time, as they did inside SQLite's busy handler.
     lock_turn: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// When claims look for orphans past the rows they take.
+    orphan_looks: std::sync::Arc<super::OrphanLooks>,
 }
 
 impl SqliteStore {
@@ -128,6 +129,7 @@ impl SqliteStore {
             pool,
             bookkeeping,
             lock_turn: Default::default(),
+            orphan_looks: Default::default(),
         })
     }
 
@@ -136,6 +138,7 @@ impl SqliteStore {
         Self {
             bookkeeping: pool.clone(),
             lock_turn: Default::default(),
+            orphan_looks: Default::default(),
             pool,
         }
     }
@@ -199,19 +202,6 @@ impl SqliteStore {
             .execute(&self.pool)
             .await?;
         Ok(e.created_at)
-    }
-
-    pub(super) async fn save_endpoint(&self, e: &Endpoint) -> Result<()> {
-        let sql = "UPDATE kurir_endpoints SET url = ?2, description = ?3, event_types = ?4, \
-            secret = ?5, previous_secrets = ?6, enabled = ?7, disabled_reason = ?8, \
-            connect_timeout_ms = ?9, request_timeout_ms = ?10, retry_initial_delay_ms = ?11, \
-            retry_max_delay_ms = ?12, retry_max_attempts = ?13, max_in_flight = ?14, \
-            updated_at = ?15 WHERE id = ?1";
-        bind_endpoint(sqlx::query(sql), e)
-            .bind(sqlite_ts(e.updated_at))
-            .execute(&self.pool)
-            .await?;
-        Ok(())
     }
 
     pub(super) async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {
@@ -329,106 +319,6 @@ impl SqliteStore {
         })
     }
 
-    /// One `BEGIN IMMEDIATE` transaction (the database's single writer lock stands in for row
-    /// locks): per endpoint slot, leases its oldest due rows, then reads their events.
-    ///
-    /// `INDEXED BY`: with statistics gathered on a deep backlog, SQLite preferred the
-    /// `(status, created_at)` index and sorted every pending row of the endpoint per claim
-    /// (12.8 ms for 37 rows with 100,000 pending); the due index reads only the rows it returns.
-    pub(super) async fn claim_due_deliveries(
-        &self,
-        owner: &str,
-        slots: &[EndpointSlot],
-        limit: u32,
-    ) -> Result<Vec<ClaimedDelivery>> {
-        let now = now_millis();
-        let now_s = sqlite_ts(now);
-        let mut remaining = limit;
-        let mut leased = Vec::new();
-        let mut tx = self.begin_immediate().await?;
-        for slot in slots {
-            if remaining == 0 {
-                break;
-            }
-            let expires = sqlite_ts(
-                now + chrono::Duration::from_std(slot.lease).unwrap_or(chrono::Duration::MAX),
-            );
-            let rows = sqlx::query(
-                "UPDATE kurir_deliveries SET status = 'processing', lease_owner = ?1, \
-                     lease_expires_at = ?2, attempt_count = attempt_count + 1, updated_at = ?3 \
-                 WHERE id IN (SELECT id FROM kurir_deliveries INDEXED BY kurir_deliveries_due \
-                     WHERE endpoint_id = ?4 AND status IN ('pending', 'failed') AND available_at <= ?3 \
-                     ORDER BY available_at LIMIT ?5) \
-                 RETURNING id, outbox_id, attempt_count, trigger",
-            )
-            .bind(owner)
-            .bind(&expires)
-            .bind(&now_s)
-            .bind(slot.endpoint.id.as_str())
-            .bind(i64::from(slot.limit.min(remaining)))
-            .fetch_all(&mut *tx)
-            .await?;
-            remaining -= rows.len() as u32;
-            for r in rows {
-                let delivery_id: i64 = r.try_get("id")?;
-                let outbox_id: i64 = r.try_get("outbox_id")?;
-                let attempt = u32::try_from(r.try_get::<i64, _>("attempt_count")?).unwrap_or(0);
-                let trigger = Trigger::from_db(r.try_get("trigger")?);
-                leased.push((delivery_id, outbox_id, attempt, trigger, slot));
-            }
-        }
-        if leased.is_empty() {
-            return Ok(Vec::new());
-        }
-        let outbox_ids: Vec<i64> = leased.iter().map(|l| l.1).collect();
-        let events = sqlx::query(
-            "SELECT id, event_id, event_type, version, occurred_at, aggregate_id, payload \
-             FROM kurir_outbox WHERE id IN (SELECT value FROM json_each(?1))",
-        )
-        .bind(serde_json::to_string(&outbox_ids).unwrap_or_default())
-        .fetch_all(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        let events: HashMap<i64, EventSnapshot> = events
-            .iter()
-            .map(|r| {
-                Ok((
-                    r.try_get("id")?,
-                    EventSnapshot {
-                        event_id: r.try_get("event_id")?,
-                        event_type: r.try_get("event_type")?,
-                        version: r.try_get("version")?,
-                        occurred_at: ts(r, "occurred_at")?,
-                        aggregate_id: r.try_get("aggregate_id")?,
-                        payload: r.try_get("payload")?,
-                    },
-                ))
-            })
-            .collect::<Result<_>>()?;
-        leased
-            .into_iter()
-            .map(|(delivery_id, outbox_id, attempt, trigger, slot)| {
-                // Several deliveries of one event can be claimed together: each gets a copy.
-                let event = events
-                    .get(&outbox_id)
-                    .cloned()
-                    .ok_or_else(|| StoreError::Corrupt {
-                        table: "kurir_deliveries",
-                        message: format!(
-                            "delivery {delivery_id} points at missing outbox row {outbox_id}"
-                        ),
-                    })?;
-                Ok(ClaimedDelivery {
-                    delivery_id,
-                    attempt,
-                    trigger,
-                    event,
-                    endpoint: slot.endpoint.clone(),
-                })
-            })
-            .collect()
-    }
-
     /// One `BEGIN IMMEDIATE` transaction of three statements over the completions as one flat
     /// JSON array, ten values each (one round trip to SQLite's thread per
     /// statement, not two per completion; flat, so no element is parsed twice): the attempt
@@ -450,8 +340,8 @@ impl SqliteStore {
                     serde_json::json!(sqlite_ts(c.started_at)),
                     serde_json::json!(c.duration_ms),
                     serde_json::json!(c.status_code),
-                    serde_json::json!(c.error),
-                    serde_json::json!(c.response_body),
+                    serde_json::json!(c.error.as_deref()),
+                    serde_json::json!(c.response_body.as_deref()),
                     serde_json::json!(next_status(&c.next)),
                     serde_json::json!(match c.next {
                         NextState::Retry(at) => Some(sqlite_ts(at)),
@@ -510,37 +400,6 @@ impl SqliteStore {
         }
         tx.commit().await?;
         Ok(done.len() as u64 - moved)
-    }
-
-    pub(super) async fn release_leases(&self, owner: &str) -> Result<u64> {
-        let now = sqlite_ts(now_millis());
-        let release = sqlx::query(
-            "UPDATE kurir_deliveries SET status = 'failed', available_at = ?2, \
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2, \
-                 last_error = 'released at shutdown before the attempt was recorded' \
-             WHERE lease_owner = ?1 AND status = 'processing'",
-        )
-        .bind(owner)
-        .bind(&now);
-        let mut tx = self.begin_immediate().await?;
-        let done = release.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(done.rows_affected())
-    }
-
-    pub(super) async fn sweep_expired_leases(&self) -> Result<u64> {
-        let now = sqlite_ts(now_millis());
-        let sweep = sqlx::query(
-            "UPDATE kurir_deliveries SET status = 'failed', available_at = ?1, \
-                 lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1, \
-                 last_error = 'lease expired: the worker stopped before recording the attempt' \
-             WHERE status = 'processing' AND lease_expires_at < ?1",
-        )
-        .bind(&now);
-        let mut tx = self.begin_immediate().await?;
-        let done = sweep.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(done.rows_affected())
     }
 
     pub(super) async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
@@ -716,10 +575,10 @@ mod tests {
         );
         let waiting = tokio::spawn({
             let store = store.clone();
-            async move { store.sweep_expired_leases().await }
+            async move { store.sweep_expired_leases(&Default::default()).await }
         });
         app.execute("COMMIT").await.unwrap();
-        assert_eq!(waiting.await.unwrap().unwrap(), 0);
+        assert_eq!(waiting.await.unwrap().unwrap().total(), 0);
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use kurir::delivery::DeliveryStatus;
 use kurir::endpoint::NewEndpoint;
 use kurir::store::Store;
@@ -16,10 +18,35 @@ use crate::support::{enqueue_events, eventually, TestDb};
 on_both_backends!(
     sigkill_mid_delivery_loses_no_event,
     sigterm_lets_requests_in_flight_finish_and_exits_zero,
+    an_answer_the_database_cannot_store_wedges_nothing,
 );
 
+/// A `kurir serve` child process, killed when dropped so a failing test leaves none behind.
+struct Kurir(Child);
+
+impl std::ops::Deref for Kurir {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Kurir {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Kurir {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The real binary against `db`, with short leases and retries so recovery is quick.
-fn spawn_kurir(db: &TestDb, data_dir: &std::path::Path) -> Child {
+fn spawn_kurir(db: &TestDb, data_dir: &std::path::Path) -> Kurir {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kurir"));
     for (k, _) in std::env::vars() {
         if k.starts_with("KURIR_") {
@@ -44,6 +71,7 @@ fn spawn_kurir(db: &TestDb, data_dir: &std::path::Path) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .map(Kurir)
         .expect("start kurir")
 }
 
@@ -150,6 +178,71 @@ async fn sigterm_lets_requests_in_flight_finish_and_exits_zero(db: TestDb) {
     assert_eq!(rx.requests().len(), 3, "nothing was sent twice");
 }
 
+/// Issue 11, item 1: a receiver answering `500` with NUL bytes (and bytes that are not UTF-8) in
+/// its body, beside a healthy one. PostgreSQL's `text` refuses NUL, and the completion batch
+/// holding that attempt used to be retried forever: nothing was recorded for any endpoint, the
+/// healthy endpoint got every event again after each lease expiry, and SIGTERM never finished.
+async fn an_answer_the_database_cannot_store_wedges_nothing(db: TestDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = Receiver::scripted(|_, _| {
+        (StatusCode::INTERNAL_SERVER_ERROR, &b"\x00\x00bad\xff"[..]).into_response()
+    })
+    .await;
+    let good = Receiver::ok().await;
+    let mut unstorable = NewEndpoint::new(bad.url("/nul"));
+    unstorable.overrides.retry_max_attempts = Some(1);
+    let unstorable = db.store.create_endpoint(unstorable).await.unwrap();
+    db.store
+        .create_endpoint(NewEndpoint::new(good.url("/ok")))
+        .await
+        .unwrap();
+    let ids = enqueue_events(&db.store, "order.paid", 20).await;
+
+    let mut child = spawn_kurir(&db, dir.path());
+    eventually("every delivery to be recorded", || async {
+        let done = count_status(&db.store, DeliveryStatus::Sent).await
+            + count_status(&db.store, DeliveryStatus::DeadLetter).await;
+        (done == 2 * ids.len() as i64).then_some(())
+    })
+    .await;
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = wait_exit(&mut child).await;
+    assert!(status.success(), "graceful shutdown exits 0, got {status}");
+
+    let seen = receipts(&good.requests());
+    assert_eq!(
+        seen.len(),
+        ids.len(),
+        "every event reached the healthy endpoint"
+    );
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "the healthy endpoint got each event once: {seen:?}"
+    );
+    for id in &ids {
+        let deliveries = db.store.deliveries_for_event(id).await.unwrap();
+        let d = deliveries
+            .iter()
+            .find(|d| d.endpoint_id == unstorable.id.as_str())
+            .unwrap();
+        assert_eq!(
+            (d.status, d.last_status_code),
+            (DeliveryStatus::DeadLetter, Some(500))
+        );
+        let attempts = db.store.attempts_for_delivery(d.id).await.unwrap();
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(
+            attempts[0].response_body.as_deref(),
+            Some("\u{FFFD}\u{FFFD}bad\u{FFFD}"),
+            "NUL and the byte that is not UTF-8 are stored as U+FFFD"
+        );
+    }
+}
+
 mod scale_out {
     use super::*;
 
@@ -165,7 +258,7 @@ mod scale_out {
         let (dir, rx, ids) = held_receiver_with_events(&db, 2000).await;
 
         let started = Instant::now();
-        let mut children: Vec<Child> = (0..3).map(|_| spawn_kurir(&db, dir.path())).collect();
+        let mut children: Vec<Kurir> = (0..3).map(|_| spawn_kurir(&db, dir.path())).collect();
         // Each process may have 16 requests to the endpoint in flight: 48 open means all three
         // are delivering at the same time.
         rx.wait_until("48 requests held open by three processes", |_, open| {
@@ -209,7 +302,7 @@ mod scale_out {
         let Some(db) = postgres().await else { return };
         let (dir, rx, ids) = held_receiver_with_events(&db, 2000).await;
 
-        let mut children: Vec<Child> = (0..3).map(|_| spawn_kurir(&db, dir.path())).collect();
+        let mut children: Vec<Kurir> = (0..3).map(|_| spawn_kurir(&db, dir.path())).collect();
         rx.wait_until("48 requests held open by three processes", |_, open| {
             open == 48
         })

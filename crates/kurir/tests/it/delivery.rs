@@ -21,6 +21,7 @@ on_both_backends!(
     a_receiver_that_always_fails_dead_letters_after_max_attempts,
     gone_dead_letters_and_disables_the_endpoint,
     retry_after_is_honoured,
+    retry_after_zero_or_in_the_past_does_not_shorten_the_backoff,
     fan_out_delivers_exactly_the_subscribed_events,
     a_slow_endpoint_does_not_hold_up_a_fast_one,
     ssrf_guard_refuses_loopback_unless_allowed,
@@ -60,6 +61,11 @@ async fn events_arrive_signed_with_every_header_and_field_of_the_contract(db: Te
 
     let req = &rx.requests()[0];
     assert_eq!(req.header("content-type"), "application/json");
+    assert_eq!(
+        req.header("content-length"),
+        req.body.len().to_string(),
+        "a plain body with its length, never chunked"
+    );
     assert!(req.header("user-agent").starts_with("kurir/"));
     assert_eq!(req.header("x-webhook-event"), "order.paid");
     assert_eq!(req.header("x-webhook-event-id"), ids[0]);
@@ -193,6 +199,39 @@ async fn retry_after_is_honoured(db: TestDb) {
         gap >= Duration::from_secs(1),
         "Retry-After: 1 honoured, waited {gap:?}"
     );
+}
+
+/// Issue 11, item 5: `Retry-After: 0`, or a date already past, replaced the backoff, so a
+/// receiver answering that way took every attempt in well under a second.
+async fn retry_after_zero_or_in_the_past_does_not_shorten_the_backoff(db: TestDb) {
+    let rx = Receiver::scripted(|n, _| {
+        if n % 2 == 0 {
+            (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "0")]).into_response()
+        } else {
+            let past = "Wed, 21 Oct 2015 07:28:00 GMT";
+            (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", past)]).into_response()
+        }
+    })
+    .await;
+    add_endpoint(&db.store, rx.url("/busy"), &[]).await;
+    let ids = enqueue_events(&db.store, "order.paid", 1).await;
+    let mut config = test_delivery_config();
+    config.retry.initial_delay = Duration::from_millis(300);
+    config.retry.max_delay = Duration::from_secs(5);
+    config.retry.max_attempts = 3;
+    let policy = config.retry;
+    let server = TestServer::start(&db, config).await;
+    wait_status(&db.store, &ids[0], DeliveryStatus::DeadLetter).await;
+    server.stop().await;
+    let reqs = rx.requests();
+    assert_eq!(reqs.len(), 3);
+    for (attempt, pair) in (1u32..).zip(reqs.windows(2)) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(
+            gap >= policy.backoff(attempt),
+            "attempt {attempt} was followed after {gap:?}, less than the backoff"
+        );
+    }
 }
 
 async fn fan_out_delivers_exactly_the_subscribed_events(db: TestDb) {

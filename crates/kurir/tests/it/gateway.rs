@@ -8,7 +8,12 @@ use kurir_core::{Scheme, Secret, Verifier};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::api::support::{eventually, on_both_backends, Received, Receiver, TestApp, TOKEN};
+use axum::response::IntoResponse;
+
+use crate::api::support::{
+    eventually, on_both_backends, Backend, Received, Receiver, TestApp, TestDatabase, TOKEN,
+};
+use crate::support::receiver::Receiver as ScriptedReceiver;
 
 on_both_backends!(
     a_standard_webhooks_request_is_forwarded_once_signed_and_reported_completed,
@@ -17,6 +22,7 @@ on_both_backends!(
     the_status_route_needs_the_admin_token_or_the_sources_read_token,
     kurir_delivers_to_its_own_inbox_gateway_which_forwards_once_with_the_same_event_id,
     a_replay_under_new_id_headers_is_refused_and_forwarded_once,
+    a_forward_answered_410_fails_for_good,
 );
 
 /// The Standard Webhooks secret partners sign with in these tests.
@@ -454,4 +460,88 @@ async fn a_replay_under_new_id_headers_is_refused_and_forwarded_once(app: TestAp
         2,
         "the replays were not forwarded"
     );
+}
+/// Issue 11, item 5: a forward URL answering `410 Gone` was retried like any failure. Now the
+/// event fails for good, with a `last_error` that says so and no attempt scheduled.
+async fn a_forward_answered_410_fails_for_good(app: TestApp) {
+    let target = ScriptedReceiver::scripted(|n, _| {
+        let status = if n == 0 { 410 } else { 200 };
+        StatusCode::from_u16(status).unwrap().into_response()
+    })
+    .await;
+    let source = create_source(
+        &app,
+        "gone",
+        "standard-webhooks",
+        PARTNER_SECRET,
+        &target.url("/app"),
+    )
+    .await;
+    let webhook = standard_webhook("msg_gone", "invoice.paid");
+    assert_eq!(
+        post_inbox(&app, "gone", &webhook).await.0,
+        StatusCode::ACCEPTED
+    );
+    let failed = eventually("the event to fail", || async {
+        let (_, body) = poll(&app, "gone", "msg_gone", Some(&source.read_token)).await;
+        (body["status"] == "failed").then_some(body)
+    })
+    .await;
+    assert_eq!(failed["attempts"], 1, "{failed}");
+    assert_eq!(failed["next_attempt_at"], Value::Null, "no retry: {failed}");
+    let error = failed["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("410 Gone") && error.contains("not forwarded again"),
+        "{error}"
+    );
+}
+
+/// Issue 11, item 5: a forward URL's `Retry-After` was ignored; the next attempt came after the
+/// runner's backoff alone. (The longest delay, which caps `Retry-After`, is 5 s here.)
+async fn a_forward_answered_429_waits_for_its_retry_after(backend: Backend) {
+    let Some(database) = TestDatabase::create(backend).await else {
+        return;
+    };
+    let app = TestApp::spawn_with(&database, &[("retry_max_delay", "5s")]).await;
+    let target = ScriptedReceiver::scripted(|n, _| {
+        if n == 0 {
+            (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")]).into_response()
+        } else {
+            StatusCode::OK.into_response()
+        }
+    })
+    .await;
+    create_source(
+        &app,
+        "busy",
+        "standard-webhooks",
+        PARTNER_SECRET,
+        &target.url("/app"),
+    )
+    .await;
+    let webhook = standard_webhook("msg_busy", "invoice.paid");
+    assert_eq!(
+        post_inbox(&app, "busy", &webhook).await.0,
+        StatusCode::ACCEPTED
+    );
+    wait_completed(&app, "busy", "msg_busy", TOKEN).await;
+    let forwards = target.requests();
+    assert_eq!(forwards.len(), 2);
+    let gap = forwards[1].at - forwards[0].at;
+    app.stopper().stop().await;
+    database.drop().await;
+    assert!(
+        gap >= std::time::Duration::from_secs(1),
+        "Retry-After: 1 honoured, waited {gap:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forward_answered_429_waits_for_its_retry_after_on_sqlite() {
+    a_forward_answered_429_waits_for_its_retry_after(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forward_answered_429_waits_for_its_retry_after_on_postgres() {
+    a_forward_answered_429_waits_for_its_retry_after(Backend::Postgres).await;
 }

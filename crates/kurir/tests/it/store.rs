@@ -25,7 +25,8 @@ on_both_backends!(
     completion_moves_deliveries_to_their_next_state,
     gone_disables_the_endpoint,
     deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batch,
-    released_leases_are_due_again,
+    released_leases_count_as_attempts_and_are_due_again,
+    a_delivery_handed_back_unattempted_is_not_charged,
     rotated_secret_keeps_signing_during_grace,
 );
 
@@ -40,6 +41,16 @@ fn slot(e: &kurir::endpoint::Endpoint, limit: u32, lease: Duration) -> EndpointS
         endpoint: Arc::new(e.clone()),
         limit,
         lease,
+    }
+}
+
+/// Ten attempts, each retry due at once.
+fn no_backoff() -> kurir_core::retry::RetryPolicy {
+    kurir_core::retry::RetryPolicy {
+        initial_delay: Duration::ZERO,
+        max_delay: Duration::ZERO,
+        max_attempts: 10,
+        jitter: 0.0,
     }
 }
 
@@ -286,7 +297,8 @@ async fn claims_respect_endpoint_and_total_limits(db: TestDb) {
     let claimed = s
         .claim_due_deliveries("w1", &[slot(&a, 3, lease), slot(&b, 100, lease)], 8)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(claimed.len(), 8);
     assert_eq!(claimed.iter().filter(|c| c.endpoint.id == a.id).count(), 3);
     assert!(claimed
@@ -313,28 +325,32 @@ async fn a_claimed_delivery_is_not_claimed_again_until_its_lease_expires(db: Tes
     let long = s
         .claim_due_deliveries("w1", &[slot(&a, 1, Duration::from_secs(60))], 10)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     let short = s
         .claim_due_deliveries("w2", &[slot(&a, 1, Duration::ZERO)], 10)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!((long.len(), short.len()), (1, 1));
     assert_ne!(long[0].delivery_id, short[0].delivery_id);
     assert!(s
         .claim_due_deliveries("w3", &[slot(&a, 10, Duration::ZERO)], 10)
         .await
         .unwrap()
+        .deliveries
         .is_empty());
 
     // Only the expired lease is swept; the live one stays with its owner.
     crate::support::eventually("the zero-length lease to be swept", || async {
-        (s.sweep_expired_leases().await.unwrap() == 1).then_some(())
+        (s.sweep_expired_leases(&no_backoff()).await.unwrap().total() == 1).then_some(())
     })
     .await;
     let again = s
         .claim_due_deliveries("w3", &[slot(&a, 10, Duration::from_secs(60))], 10)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].delivery_id, short[0].delivery_id);
     assert_eq!(again[0].attempt, 2, "the interrupted attempt counts");
@@ -351,15 +367,17 @@ async fn a_late_completion_is_fenced_out_but_its_attempt_is_recorded(db: TestDb)
     let stale = s
         .claim_due_deliveries("w1", &[slot(&a, 1, Duration::ZERO)], 1)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     crate::support::eventually("the lease to be swept", || async {
-        (s.sweep_expired_leases().await.unwrap() == 1).then_some(())
+        (s.sweep_expired_leases(&no_backoff()).await.unwrap().total() == 1).then_some(())
     })
     .await;
     let fresh = s
         .claim_due_deliveries("w2", &[slot(&a, 1, Duration::from_secs(60))], 1)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(fresh[0].attempt, 2);
 
     let fenced = s
@@ -397,7 +415,8 @@ async fn completion_moves_deliveries_to_their_next_state(db: TestDb) {
     let claimed = s
         .claim_due_deliveries("w1", &[slot(&a, 10, Duration::from_secs(60))], 10)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     let by_event = |id: &str| {
         claimed
             .iter()
@@ -431,6 +450,7 @@ async fn completion_moves_deliveries_to_their_next_state(db: TestDb) {
         s.claim_due_deliveries("w1", &[slot(&a, 10, Duration::from_secs(60))], 10)
             .await
             .unwrap()
+            .deliveries
             .is_empty(),
         "a retry scheduled in an hour is not due"
     );
@@ -447,7 +467,8 @@ async fn gone_disables_the_endpoint(db: TestDb) {
     let claimed = s
         .claim_due_deliveries("w1", &[slot(&a, 1, Duration::from_secs(60))], 1)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     s.complete_deliveries("w1", &[completion(&claimed[0], NextState::Gone)])
         .await
         .unwrap();
@@ -473,7 +494,8 @@ async fn deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batc
     let first = s
         .claim_due_deliveries("w1", &[slot(&doomed, 1, lease), slot(&kept, 1, lease)], 2)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(first.len(), 2);
     let on = |claimed: &[kurir::delivery::ClaimedDelivery], e: &kurir::endpoint::Endpoint| {
         claimed
@@ -497,7 +519,8 @@ async fn deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batc
     let in_flight = s
         .claim_due_deliveries("w1", &[slot(&doomed, 1, lease)], 1)
         .await
-        .unwrap();
+        .unwrap()
+        .deliveries;
     assert_eq!(in_flight.len(), 1);
 
     assert!(s.delete_endpoint(&doomed.id).await.unwrap());
@@ -541,7 +564,9 @@ async fn deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batc
         .is_empty());
 }
 
-async fn released_leases_are_due_again(db: TestDb) {
+/// What a process still holds at shutdown, after recording its attempts in flight, may have
+/// been attempted: each counts as an attempt, as an expired lease does.
+async fn released_leases_count_as_attempts_and_are_due_again(db: TestDb) {
     let s = &db.store;
     let a = s
         .create_endpoint(endpoint("https://a.example/", &[]))
@@ -554,17 +579,77 @@ async fn released_leases_are_due_again(db: TestDb) {
         s.claim_due_deliveries("w1", &slots, 10)
             .await
             .unwrap()
+            .deliveries
             .len(),
         2
     );
-    assert_eq!(s.release_leases("someone-else").await.unwrap(), 0);
-    assert_eq!(s.release_leases("w1").await.unwrap(), 2);
     assert_eq!(
-        s.claim_due_deliveries("w2", &slots, 10)
+        s.release_leases("someone-else", &no_backoff())
             .await
             .unwrap()
-            .len(),
+            .total(),
+        0
+    );
+    assert_eq!(
+        s.release_leases("w1", &no_backoff()).await.unwrap().retried,
         2
+    );
+    let again = s
+        .claim_due_deliveries("w2", &slots, 10)
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(again.len(), 2);
+    assert!(again.iter().all(|d| d.attempt == 2), "{again:?}");
+}
+
+/// Issue 11, item 3: a delivery claimed but never attempted goes back uncharged, fenced like
+/// a completion.
+async fn a_delivery_handed_back_unattempted_is_not_charged(db: TestDb) {
+    let s = &db.store;
+    let a = s
+        .create_endpoint(endpoint("https://a.example/", &[]))
+        .await
+        .unwrap();
+    let ids = enqueue_events(s, "order.paid", 2).await;
+    s.relay_batch(100).await.unwrap();
+    let slots = [slot(&a, 10, Duration::from_secs(60))];
+    let claimed = s
+        .claim_due_deliveries("w1", &slots, 10)
+        .await
+        .unwrap()
+        .deliveries;
+    let first = claimed.iter().find(|d| d.event.event_id == ids[0]).unwrap();
+    assert_eq!(
+        s.hand_back("w2", std::slice::from_ref(first))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        s.hand_back("w1", std::slice::from_ref(first))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        s.hand_back("w1", std::slice::from_ref(first))
+            .await
+            .unwrap(),
+        0
+    );
+    let d = &s.deliveries_for_event(&ids[0]).await.unwrap()[0];
+    assert_eq!((d.status, d.attempt_count), (DeliveryStatus::Pending, 0));
+    assert_eq!(statuses(s, &ids[1]).await, vec![DeliveryStatus::Processing]);
+    let again = s
+        .claim_due_deliveries("w2", &slots, 10)
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0].delivery_id, again[0].attempt),
+        (first.delivery_id, 1)
     );
 }
 

@@ -123,7 +123,11 @@ async fn attempt_all(s: &Store, owner: &str, answer: Option<u16>, next: NextStat
             lease: Duration::from_secs(60),
         })
         .collect();
-    let claimed = s.claim_due_deliveries(owner, &slots, 1000).await.unwrap();
+    let claimed = s
+        .claim_due_deliveries(owner, &slots, 1000)
+        .await
+        .unwrap()
+        .deliveries;
     let done: Vec<Completion> = claimed
         .iter()
         .map(|d| Completion {
@@ -136,7 +140,7 @@ async fn attempt_all(s: &Store, owner: &str, answer: Option<u16>, next: NextStat
             status_code: answer,
             error: answer
                 .is_none()
-                .then(|| "timeout: operation timed out".to_owned()),
+                .then(|| "timeout: operation timed out".into()),
             response_body: None,
             next: next.clone(),
         })

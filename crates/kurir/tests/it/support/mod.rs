@@ -276,3 +276,15 @@ pub async fn enqueue_events(store: &Store, event_type: &str, n: usize) -> Vec<St
     }
     ids
 }
+
+/// Sessions of `pg`'s database waiting for a lock: how a test knows a statement it started is
+/// queued behind a lock the test holds.
+pub async fn pg_lock_waiters(pg: &kurir::store::PgStore) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+         WHERE NOT l.granted AND a.datname = current_database()",
+    )
+    .fetch_one(pg.pool())
+    .await
+    .unwrap()
+}

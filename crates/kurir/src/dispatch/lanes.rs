@@ -1,0 +1,281 @@
+//! The lanes: per endpoint, this process's claimed deliveries, in flight or waiting for a slot,
+//! and the tasks that send them.
+//!
+//! A delivery is only started while it can still finish, and be recorded, within its lease
+//! ([`Sender::latest_start`]); one that waited too long for a slot is taken out of its lane
+//! unattempted, for the dispatcher to hand back (due again at once, its attempt not charged).
+//! So no request is ever made under a lease that may have run out, which another process's
+//! sweep would have ended and another process could hold by then.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use rand::seq::SliceRandom;
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+
+use super::deliver::Sender;
+use super::{log_attempt, QUICK_ANSWER};
+use crate::delivery::{ClaimedDelivery, Completion};
+use crate::endpoint::EndpointId;
+use crate::metrics::Metrics;
+
+/// One endpoint's deliveries in this process: requests in flight and claimed ones waiting.
+#[derive(Default)]
+pub(super) struct Lane {
+    pub in_flight: u32,
+    pub max_in_flight: u32,
+    pub waiting: VecDeque<ClaimedDelivery>,
+    /// The last attempt finished within [`QUICK_ANSWER`].
+    pub quick: bool,
+}
+
+impl Lane {
+    /// The first waiting delivery that can still start at `now`; those that cannot are moved
+    /// to `late`.
+    fn next_startable(
+        &mut self,
+        sender: &Sender,
+        now: Instant,
+        late: &mut Vec<ClaimedDelivery>,
+    ) -> Option<ClaimedDelivery> {
+        while let Some(d) = self.waiting.pop_front() {
+            if now <= sender.latest_start(&d) {
+                return Some(d);
+            }
+            late.push(d);
+        }
+        None
+    }
+}
+
+/// What the dispatcher and its delivery tasks share.
+pub(super) struct Lanes {
+    pub sender: Arc<Sender>,
+    pub slots: Arc<Semaphore>,
+    lanes: Mutex<HashMap<EndpointId, Lane>>,
+    pub completions: mpsc::Sender<Completion>,
+    /// Notified when a slot came free, a lane runs low, or deliveries wait to be handed back:
+    /// time for the dispatcher's next step.
+    pub freed: Notify,
+    pub tracker: TaskTracker,
+    /// Counts every attempt, when set (without, attempts are only logged).
+    pub metrics: OnceLock<Metrics>,
+    /// Deliveries taken out of their lanes unattempted, for the dispatcher to hand back.
+    late: Mutex<Vec<ClaimedDelivery>>,
+}
+
+impl Lanes {
+    /// Lanes sending through `sender`, at most `max_concurrency` requests at once, sending
+    /// what they attempted to `completions`.
+    pub fn new(
+        sender: Sender,
+        max_concurrency: usize,
+        completions: mpsc::Sender<Completion>,
+    ) -> Self {
+        Self {
+            sender: Arc::new(sender),
+            slots: Arc::new(Semaphore::new(max_concurrency)),
+            lanes: Mutex::default(),
+            completions,
+            freed: Notify::new(),
+            tracker: TaskTracker::new(),
+            metrics: OnceLock::new(),
+            late: Mutex::default(),
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, HashMap<EndpointId, Lane>> {
+        self.lanes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn late(&self) -> MutexGuard<'_, Vec<ClaimedDelivery>> {
+        self.late.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Deliveries in flight or waiting, all endpoints together.
+    pub fn outstanding(&self) -> usize {
+        self.lock()
+            .values()
+            .map(|l| l.in_flight as usize + l.waiting.len())
+            .sum()
+    }
+
+    /// Puts claimed deliveries in their lanes and starts what the caps allow.
+    pub fn enqueue(self: &Arc<Self>, claimed: Vec<ClaimedDelivery>) {
+        {
+            let mut lanes = self.lock();
+            for d in claimed {
+                let lane = lanes.entry(d.endpoint.id.clone()).or_default();
+                lane.max_in_flight = d.endpoint.max_in_flight.max(1);
+                lane.waiting.push_back(d);
+            }
+        }
+        self.start_waiting();
+    }
+
+    /// Moves every waiting delivery that can no longer start in time to the late ones.
+    pub fn expire_waiting(&self) {
+        let now = Instant::now();
+        let mut late = Vec::new();
+        for lane in self.lock().values_mut() {
+            if lane
+                .waiting
+                .iter()
+                .any(|d| now > self.sender.latest_start(d))
+            {
+                let (keep, expired): (VecDeque<_>, VecDeque<_>) = lane
+                    .waiting
+                    .drain(..)
+                    .partition(|d| now <= self.sender.latest_start(d));
+                late.extend(expired);
+                lane.waiting = keep;
+            }
+        }
+        self.late().extend(late);
+    }
+
+    /// The earliest instant a waiting delivery stops being able to start in time.
+    pub fn next_expiry(&self) -> Option<Instant> {
+        self.lock()
+            .values()
+            .flat_map(|lane| lane.waiting.iter())
+            .map(|d| self.sender.latest_start(d))
+            .min()
+    }
+
+    /// Takes every waiting delivery out of its lane (shutdown), with the late ones.
+    pub fn drain_waiting(&self) {
+        let waiting: Vec<ClaimedDelivery> = self
+            .lock()
+            .values_mut()
+            .flat_map(|lane| lane.waiting.drain(..))
+            .collect();
+        self.late().extend(waiting);
+    }
+
+    /// Adds deliveries that can no longer start in time to the late ones, and wakes the
+    /// dispatcher to hand them back before their leases run out.
+    fn divert(&self, late: Vec<ClaimedDelivery>) {
+        if !late.is_empty() {
+            self.late().extend(late);
+            self.freed.notify_one();
+        }
+    }
+
+    /// The deliveries to hand back, taken.
+    pub fn take_late(&self) -> Vec<ClaimedDelivery> {
+        std::mem::take(&mut *self.late())
+    }
+
+    /// Puts back deliveries whose hand-back failed, to try again.
+    pub fn return_late(&self, deliveries: Vec<ClaimedDelivery>) {
+        self.late().extend(deliveries);
+    }
+
+    /// Starts waiting deliveries, in random lane order, while their endpoint and the process
+    /// have room; those that can no longer start in time go to the late ones.
+    pub fn start_waiting(self: &Arc<Self>) {
+        let now = Instant::now();
+        let mut started = Vec::new();
+        let mut late = Vec::new();
+        {
+            let mut lanes = self.lock();
+            let mut ids: Vec<EndpointId> = lanes
+                .iter()
+                .filter(|(_, l)| !l.waiting.is_empty() && l.in_flight < l.max_in_flight)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.shuffle(&mut rand::thread_rng());
+            'lanes: for id in ids {
+                let Some(lane) = lanes.get_mut(&id) else {
+                    continue;
+                };
+                while lane.in_flight < lane.max_in_flight && !lane.waiting.is_empty() {
+                    let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+                        break 'lanes;
+                    };
+                    if let Some(d) = lane.next_startable(&self.sender, now, &mut late) {
+                        lane.in_flight += 1;
+                        started.push((d, permit));
+                    }
+                }
+            }
+        }
+        self.divert(late);
+        for (d, permit) in started {
+            self.spawn(d, permit);
+        }
+    }
+
+    fn spawn(self: &Arc<Self>, delivery: ClaimedDelivery, permit: OwnedSemaphorePermit) {
+        let lanes = self.clone();
+        self.tracker.spawn(async move {
+            let mut next = Some((delivery, permit));
+            while let Some((delivery, permit)) = next.take() {
+                let attempted = lanes.sender.attempt(&delivery).await;
+                log_attempt(&delivery, &attempted);
+                if let Some(metrics) = lanes.metrics.get() {
+                    metrics.record_attempt(&delivery, &attempted);
+                }
+                let quick = attempted.completion.duration_ms < QUICK_ANSWER.as_millis() as i64;
+                // The writer only stops after every task has finished, so this send succeeds.
+                let _ = lanes.completions.send(attempted.completion).await;
+                // With every global slot taken, other lanes may be waiting for one: give this
+                // one back and let a random waiting lane (maybe this one) have it, rather than
+                // keep it for this lane until its queue runs dry.
+                let contended = lanes.slots.available_permits() == 0;
+                let (following, low) = lanes.next_in_lane(&delivery.endpoint.id, quick, !contended);
+                next = following.map(|d| (d, permit));
+                if next.is_none() && contended {
+                    lanes.start_waiting();
+                }
+                // The dispatcher claims again when a slot came free or a lane runs low, not
+                // after every delivery.
+                if next.is_none() || low {
+                    lanes.freed.notify_one();
+                }
+            }
+        });
+    }
+
+    /// The next waiting delivery of `endpoint`, keeping the finished task's slot, and whether
+    /// the lane has less than a round left waiting; or `None`, and the slot is given back (the
+    /// caller drops the permit).
+    ///
+    /// `quick` tells whether the attempt just made finished within [`QUICK_ANSWER`]; an idle
+    /// lane stays in the map (one small entry per endpoint) to remember it. With `keep` false
+    /// the slot is given back even if the lane has deliveries waiting. Deliveries that can no
+    /// longer start in time go to the late ones.
+    fn next_in_lane(
+        &self,
+        endpoint: &EndpointId,
+        quick: bool,
+        keep: bool,
+    ) -> (Option<ClaimedDelivery>, bool) {
+        let mut late = Vec::new();
+        let next = {
+            let mut lanes = self.lock();
+            let Some(lane) = lanes.get_mut(endpoint) else {
+                return (None, true);
+            };
+            lane.quick = quick;
+            let next = if keep {
+                lane.next_startable(&self.sender, Instant::now(), &mut late)
+                    .map(|d| (d, (lane.waiting.len() as u32) < lane.max_in_flight))
+            } else {
+                None
+            };
+            if next.is_none() {
+                lane.in_flight -= 1;
+            }
+            next
+        };
+        self.divert(late);
+        match next {
+            Some((d, low)) => (Some(d), low),
+            None => (None, true),
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! What a change to an endpoint writes: only the columns it changes ([`endpoint_changes`]), and
+//! for a rotation the secrets as they follow from the row read under its lock
+//! ([`rotated_secrets`]).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::{Result, StoreError};
+use crate::endpoint::EndpointUpdate;
+
+/// A value an endpoint update writes into one column.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ColumnValue {
+    Text(String),
+    NullableText(Option<String>),
+    /// JSON, as text.
+    Json(String),
+    Bool(bool),
+    Int(Option<i64>),
+}
+
+/// The columns `update` writes, with their values, and nothing else: enabling an endpoint
+/// clears `disabled_reason`, disabling sets it (to `NULL` without a reason).
+pub(crate) fn endpoint_changes(update: &EndpointUpdate) -> Vec<(&'static str, ColumnValue)> {
+    use ColumnValue::*;
+    let mut changes = Vec::new();
+    if let Some(url) = &update.url {
+        changes.push(("url", Text(url.clone())));
+    }
+    if let Some(d) = &update.description {
+        changes.push(("description", Text(d.clone())));
+    }
+    if let Some(f) = &update.event_types {
+        let json = serde_json::to_string(f).unwrap_or_else(|_| "[]".into());
+        changes.push(("event_types", Json(json)));
+    }
+    if let Some(enabled) = update.enabled {
+        let reason = (!enabled).then(|| update.disabled_reason.clone()).flatten();
+        changes.push(("enabled", Bool(enabled)));
+        changes.push(("disabled_reason", NullableText(reason)));
+    }
+    if let Some(m) = update.max_in_flight {
+        changes.push(("max_in_flight", Int(Some(m.into()))));
+    }
+    let o = &update.overrides;
+    let ms = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+    for (column, change) in [
+        (
+            "connect_timeout_ms",
+            o.connect_timeout_ms.map(|v| v.map(u64::from)),
+        ),
+        (
+            "request_timeout_ms",
+            o.request_timeout_ms.map(|v| v.map(u64::from)),
+        ),
+        ("retry_initial_delay_ms", o.retry_initial_delay_ms),
+        ("retry_max_delay_ms", o.retry_max_delay_ms),
+        (
+            "retry_max_attempts",
+            o.retry_max_attempts.map(|v| v.map(u64::from)),
+        ),
+    ] {
+        if let Some(value) = change {
+            changes.push((column, Int(ms(value))));
+        }
+    }
+    changes
+}
+
+/// The secret columns after making `new` current at `now`, from the stored `secret` and
+/// `previous_secrets` (JSON) of endpoint `id`: the old secret signs for `grace` more (none when
+/// zero), and rotated-out secrets already expired are dropped. Returns the new
+/// `previous_secrets` as JSON.
+pub(crate) fn rotated_secrets(
+    id: &str,
+    secret: &str,
+    previous: &str,
+    grace: Duration,
+    now: DateTime<Utc>,
+) -> Result<String> {
+    let corrupt = |m: String| StoreError::Corrupt {
+        table: "kurir_endpoints",
+        message: m,
+    };
+    let old = kurir_core::secret::Secret::parse(secret)
+        .map_err(|e| corrupt(format!("secret of {id}: {e}")))?;
+    let mut previous: Vec<crate::endpoint::PreviousSecret> = serde_json::from_str(previous)
+        .map_err(|e| corrupt(format!("previous_secrets of {id}: {e}")))?;
+    previous.retain(|p| p.expires_at > now);
+    if !grace.is_zero() {
+        let expires_at = now + chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
+        let old = crate::endpoint::PreviousSecret {
+            secret: old,
+            expires_at,
+        };
+        previous.insert(0, old);
+    }
+    serde_json::to_string(&previous).map_err(|e| corrupt(format!("previous_secrets of {id}: {e}")))
+}

@@ -1,0 +1,78 @@
+//! Changing endpoints on PostgreSQL: each change writes only its own columns.
+
+use std::time::Duration;
+
+use kurir_core::secret::Secret;
+use sqlx::{Postgres, QueryBuilder, Row};
+
+use super::{endpoint_row, PgStore, ENDPOINT_COLUMNS};
+use crate::endpoint::{Endpoint, EndpointId};
+use crate::store::{now_millis, rotated_secrets, ColumnValue, Result};
+
+impl PgStore {
+    /// One statement writing only `changes` (and `updated_at`); it waits for the row's lock
+    /// like any update, and answers the row as stored.
+    pub(in crate::store) async fn update_endpoint(
+        &self,
+        id: &EndpointId,
+        changes: &[(&'static str, ColumnValue)],
+    ) -> Result<Option<Endpoint>> {
+        let mut q = QueryBuilder::<Postgres>::new("UPDATE kurir_endpoints SET updated_at = now()");
+        for (column, value) in changes {
+            q.push(", ").push(*column).push(" = ");
+            match value.clone() {
+                ColumnValue::Text(v) => q.push_bind(v),
+                ColumnValue::NullableText(v) => q.push_bind(v),
+                ColumnValue::Json(v) => q.push_bind(v).push("::json"),
+                ColumnValue::Bool(v) => q.push_bind(v),
+                ColumnValue::Int(v) => q.push_bind(v),
+            };
+        }
+        q.push(" WHERE id = ")
+            .push_bind(id.as_str())
+            .push(" RETURNING ")
+            .push(ENDPOINT_COLUMNS);
+        let row = q.build().fetch_optional(&self.pool).await?;
+        row.map(|r| endpoint_row(&r)?.into_endpoint()).transpose()
+    }
+
+    /// One transaction: reads the secrets `FOR UPDATE` (a concurrent rotation or update of the
+    /// row waits), then writes `secret`, `previous_secrets` and `updated_at`.
+    pub(in crate::store) async fn rotate_secret(
+        &self,
+        id: &EndpointId,
+        new: &Secret,
+        grace: Duration,
+    ) -> Result<Option<Endpoint>> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(
+            "SELECT secret, previous_secrets::text AS previous_secrets FROM kurir_endpoints \
+             WHERE id = $1 FOR UPDATE",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let previous = rotated_secrets(
+            id.as_str(),
+            row.try_get("secret")?,
+            row.try_get("previous_secrets")?,
+            grace,
+            now_millis(),
+        )?;
+        let sql = format!(
+            "UPDATE kurir_endpoints SET secret = $2, previous_secrets = $3::json, \
+             updated_at = now() WHERE id = $1 RETURNING {ENDPOINT_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(id.as_str())
+            .bind(new.expose())
+            .bind(previous)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(endpoint_row(&row)?.into_endpoint()?))
+    }
+}

@@ -1,0 +1,340 @@
+//! Taking and giving back leases on PostgreSQL: the claim, the shutdown release, the lease
+//! sweep, and the removal of deliveries whose event or endpoint was deleted by hand.
+
+use std::collections::HashMap;
+
+use sqlx::postgres::PgRow;
+use sqlx::Row;
+
+use kurir_core::retry::RetryPolicy;
+use tokio::time::Instant;
+
+use super::PgStore;
+use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
+use crate::store::{
+    Claim, EndpointSlot, Orphan, OrphanReason, Requeued, Result, StoreError, LEASE_EXPIRED,
+    LEASE_RELEASED,
+};
+
+/// The claim (see [`PgStore::claim_due_deliveries`]): `due` locks and `leased` leases the live
+/// rows; `$orphans` adds the look for orphans of [`CLAIM_LOOKING_SQL`], `$tail` is the final
+/// `SELECT`.
+///
+/// Every row is reached through an index whatever the statistics say, and the estimated cost
+/// stays far below `jit_above_cost` (an unbounded orphan walk was estimated at a third of each
+/// endpoint's rows, and compiling the plan with LLVM took 30 to 400 ms per claim): the
+/// deliveries by their due index or by `id = ANY(ARRAY(…))` (a primary-key probe per id; a join
+/// with the CTE was planned as a hash join over the whole table once the CTE's size could not
+/// be estimated), the outbox by a scalar sub-select on its key (planned as a hash anti-join
+/// over the whole outbox when written as `NOT EXISTS`).
+macro_rules! claim_sql {
+    ($orphans:literal, $tail:literal) => {
+        concat!(
+            "WITH slots AS ( \
+                SELECT * FROM unnest($2::text[], $3::int4[], $4::float8[]) \
+                    AS s(endpoint_id, lim, lease_s) \
+             ), due AS ( \
+                SELECT c.id, c.available_at, s.endpoint_id FROM slots s CROSS JOIN LATERAL ( \
+                    SELECT d.id, d.available_at FROM kurir_deliveries d \
+                    WHERE d.endpoint_id = s.endpoint_id AND d.status IN ('pending', 'failed') \
+                      AND d.available_at <= now() \
+                      AND (SELECT o.id FROM kurir_outbox o WHERE o.id = d.outbox_id) IS NOT NULL \
+                    ORDER BY d.available_at LIMIT s.lim \
+                    FOR UPDATE OF d SKIP LOCKED \
+                ) c LIMIT $5 ",
+            $orphans,
+            "), leased AS ( \
+                UPDATE kurir_deliveries AS d \
+                SET status = 'processing', lease_owner = $1, \
+                    lease_expires_at = now() + make_interval(secs => \
+                        (SELECT s.lease_s FROM slots s WHERE s.endpoint_id = d.endpoint_id)), \
+                    attempt_count = d.attempt_count + 1, updated_at = now() \
+                FROM kurir_outbox o \
+                WHERE d.id = ANY (ARRAY(SELECT id FROM due)) AND o.id = d.outbox_id \
+                RETURNING d.id, d.endpoint_id, d.attempt_count, d.trigger, o.event_id, \
+                    o.event_type, o.version, o.occurred_at, o.aggregate_id, \
+                    o.payload::text AS payload \
+             ) ",
+            $tail
+        )
+    };
+}
+
+/// The claim: only deliveries whose outbox row exists are taken, so an orphan never takes a
+/// claim's place.
+const CLAIM_SQL: &str = claim_sql!("", "SELECT FALSE AS orphan, * FROM leased");
+
+/// The claim that also removes the orphans it reads past (see `OrphanLooks` for when).
+/// `read_to` bounds, for each endpoint, the due rows the claim surely read: those before its
+/// last claimed row's `available_at` (rows tied with it may lie after it in the index: a relay
+/// batch shares one timestamp), or all of them when it took fewer than it could and the claim
+/// was not cut short by the overall limit. `orphaned` removes the rows within that bound whose
+/// outbox row is gone, and `forgotten` their attempts (the hot tables have no foreign keys, see
+/// migration 0004). Orphans tied with a claimed row are reached by a later look. The walk
+/// reads at most `$6` rows ([`ORPHAN_WALK`]): mostly the rows just claimed, read again; a
+/// longer run of orphans is removed over several claims. It takes no lock of its own (the
+/// deletion locks what it deletes), so it never holds up another process's claim.
+const CLAIM_LOOKING_SQL: &str = claim_sql!(
+    "), read_to AS ( \
+        SELECT s.endpoint_id, CASE WHEN count(due.id) < s.lim AND (SELECT count(*) FROM due) < $5 \
+            THEN 'infinity'::timestamptz ELSE max(due.available_at) END AS before \
+        FROM slots s LEFT JOIN due USING (endpoint_id) GROUP BY s.endpoint_id, s.lim \
+     ), orphaned AS ( \
+        DELETE FROM kurir_deliveries d WHERE d.status IN ('pending', 'failed') AND d.id = ANY (ARRAY( \
+            SELECT w.id FROM ( \
+                SELECT h.id, h.outbox_id FROM read_to r CROSS JOIN LATERAL ( \
+                    SELECT x.id, x.outbox_id FROM kurir_deliveries x \
+                    WHERE x.endpoint_id = r.endpoint_id AND x.status IN ('pending', 'failed') \
+                      AND x.available_at <= now() AND x.available_at < r.before \
+                    ORDER BY x.available_at LIMIT $6 \
+                ) h LIMIT $6 \
+            ) w WHERE (SELECT o.id FROM kurir_outbox o WHERE o.id = w.outbox_id) IS NULL)) \
+        RETURNING d.id, d.endpoint_id, d.event_id \
+     ), forgotten AS ( \
+        DELETE FROM kurir_attempts a WHERE a.delivery_id = ANY (ARRAY(SELECT id FROM orphaned)) ",
+    "SELECT FALSE AS orphan, * FROM leased \
+     UNION ALL \
+     SELECT TRUE, id, endpoint_id, NULL::int4, NULL::text, event_id, NULL::text, NULL::int4, \
+         NULL::timestamptz, NULL::text, NULL::text FROM orphaned"
+);
+
+/// Ends leases without a recorded attempt, counting each as an attempt: dead-letters the
+/// delivery at its endpoint's maximum, else makes it due after the retry backoff, as
+/// `kurir_core::retry::RetryPolicy` computes it after that attempt (`initial · 2^(n−1)` capped,
+/// moved by the jitter, capped again). The endpoint's overrides apply, else the defaults:
+/// `$1` attempts, `$2` initial and `$3` longest delay in ms, `$4` jitter; `$5` is the
+/// `last_error`, `$6` is free for the condition `$cond` on the leased row `x`. A delay is
+/// capped at 100 years, the most both backends' timestamps take. Rows are taken
+/// with `FOR UPDATE SKIP LOCKED` and reached through `id = ANY(ARRAY(…))` (see `claim_sql!`).
+macro_rules! requeue_sql {
+    ($cond:literal) => {
+        concat!(
+            "UPDATE kurir_deliveries AS d SET (status, available_at, last_error) = ( \
+                SELECT CASE WHEN d.attempt_count >= p.max_attempts THEN 'dead_letter' \
+                    ELSE 'failed' END, \
+                CASE WHEN d.attempt_count >= p.max_attempts THEN d.available_at \
+                ELSE now() + make_interval(secs => LEAST(3153600000000, p.max_ms, LEAST(p.max_ms, \
+                    p.initial_ms * power(2::float8, LEAST(GREATEST(d.attempt_count - 1, 0), 62))) \
+                    * (1 + $4 * (2 * random() - 1))) / 1000) END, \
+                CASE WHEN d.attempt_count >= p.max_attempts \
+                    THEN $5 || '; no attempts left' ELSE $5 END \
+                FROM (SELECT COALESCE(max(e.retry_max_attempts), $1) AS max_attempts, \
+                        COALESCE(max(e.retry_initial_delay_ms), $2)::float8 AS initial_ms, \
+                        COALESCE(max(e.retry_max_delay_ms), $3)::float8 AS max_ms \
+                      FROM kurir_endpoints e WHERE e.id = d.endpoint_id) p), \
+                lease_owner = NULL, lease_expires_at = NULL, updated_at = now() \
+             WHERE d.id = ANY (ARRAY( \
+                SELECT x.id FROM kurir_deliveries x WHERE x.status = 'processing' AND ",
+            $cond,
+            " FOR UPDATE SKIP LOCKED)) \
+             RETURNING d.status"
+        )
+    };
+}
+
+/// The most due rows one claim reads again to find orphans.
+const ORPHAN_WALK: i64 = 1024;
+
+/// Deliveries of endpoints that no longer exist (see
+/// [`PgStore::remove_deliveries_of_deleted_endpoints`]): `owners` skips through the
+/// `(endpoint_id, id)` index one endpoint at a time; the rest reaches rows by index probes
+/// (`= ANY(ARRAY(…))`, as in `claim_sql!`).
+const REMOVE_OF_DELETED_ENDPOINTS_SQL: &str = "WITH RECURSIVE owners(endpoint_id) AS ( \
+        (SELECT endpoint_id FROM kurir_deliveries ORDER BY endpoint_id LIMIT 1) \
+        UNION ALL \
+        SELECT (SELECT d.endpoint_id FROM kurir_deliveries d \
+                WHERE d.endpoint_id > o.endpoint_id ORDER BY d.endpoint_id LIMIT 1) \
+        FROM owners o WHERE o.endpoint_id IS NOT NULL \
+     ), removed AS ( \
+        DELETE FROM kurir_deliveries d WHERE d.id = ANY (ARRAY( \
+            SELECT x.id FROM kurir_deliveries x WHERE x.endpoint_id = ANY (ARRAY( \
+                SELECT o.endpoint_id FROM owners o WHERE o.endpoint_id IS NOT NULL \
+                  AND NOT EXISTS (SELECT 1 FROM kurir_endpoints e WHERE e.id = o.endpoint_id))) \
+            LIMIT $1)) \
+        RETURNING d.id, d.endpoint_id, d.event_id \
+     ), forgotten AS ( \
+        DELETE FROM kurir_attempts a WHERE a.delivery_id = ANY (ARRAY(SELECT id FROM removed)) \
+     ) \
+     SELECT id, endpoint_id, event_id FROM removed";
+
+impl PgStore {
+    /// One statement: for each endpoint slot, locks up to its limit of due rows whose event
+    /// exists with `FOR UPDATE SKIP LOCKED` (rows another process is claiming are skipped,
+    /// never waited for), then leases them; now and then also removes the orphans among the
+    /// due rows it read past. The locks end with the statement; the lease is what protects a
+    /// row during the HTTP call.
+    pub(in crate::store) async fn claim_due_deliveries(
+        &self,
+        owner: &str,
+        slots: &[EndpointSlot],
+        limit: u32,
+        sent_at: Instant,
+    ) -> Result<Claim> {
+        let ids: Vec<&str> = slots.iter().map(|s| s.endpoint.id.as_str()).collect();
+        let limits: Vec<i32> = slots
+            .iter()
+            .map(|s| s.limit.try_into().unwrap_or(i32::MAX))
+            .collect();
+        let leases: Vec<f64> = slots.iter().map(|s| s.lease.as_secs_f64()).collect();
+        let looking = self.orphan_looks.due();
+        let sql = if looking {
+            CLAIM_LOOKING_SQL
+        } else {
+            CLAIM_SQL
+        };
+        let mut query = sqlx::query(sql)
+            .bind(owner)
+            .bind(&ids)
+            .bind(&limits)
+            .bind(&leases)
+            .bind(i64::from(limit));
+        if looking {
+            query = query.bind(ORPHAN_WALK);
+        }
+        let rows = query.fetch_all(&self.bookkeeping).await?;
+        let by_id: HashMap<&str, &EndpointSlot> =
+            slots.iter().map(|s| (s.endpoint.id.as_str(), s)).collect();
+        let mut claim = Claim::default();
+        for r in &rows {
+            if r.try_get("orphan")? {
+                claim.orphans.push(orphan(r, OrphanReason::EventDeleted)?);
+            } else {
+                claim.deliveries.push(claimed(r, &by_id, sent_at)?);
+            }
+        }
+        if looking {
+            self.orphan_looks.looked(!claim.orphans.is_empty());
+        }
+        Ok(claim)
+    }
+
+    /// One statement; the deletions take row locks, so two processes removing the same rows
+    /// take turns.
+    pub(in crate::store) async fn remove_deliveries_of_deleted_endpoints(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<Orphan>> {
+        let rows = sqlx::query(REMOVE_OF_DELETED_ENDPOINTS_SQL)
+            .bind(i64::from(limit))
+            .fetch_all(&self.bookkeeping)
+            .await?;
+        rows.iter()
+            .map(|r| orphan(r, OrphanReason::EndpointDeleted))
+            .collect()
+    }
+
+    /// One statement, fenced like a completion (the `CASE` keeps each row a primary-key
+    /// lookup, see `COMPLETE_SQL`).
+    pub(in crate::store) async fn hand_back(
+        &self,
+        owner: &str,
+        deliveries: &[ClaimedDelivery],
+    ) -> Result<u64> {
+        let ids: Vec<i64> = deliveries.iter().map(|d| d.delivery_id).collect();
+        let attempts: Vec<i32> = deliveries.iter().map(|d| d.attempt as i32).collect();
+        let done = sqlx::query(
+            "UPDATE kurir_deliveries AS d \
+             SET status = CASE WHEN d.attempt_count > 1 THEN 'failed' ELSE 'pending' END, \
+                 attempt_count = d.attempt_count - 1, lease_owner = NULL, \
+                 lease_expires_at = NULL, updated_at = now() \
+             FROM unnest($2::int8[], $3::int4[]) AS x(id, attempt) \
+             WHERE d.id = x.id AND CASE WHEN d.status = 'processing' AND d.lease_owner = $1 \
+                 THEN d.attempt_count = x.attempt ELSE FALSE END",
+        )
+        .persistent(false)
+        .bind(owner)
+        .bind(&ids)
+        .bind(&attempts)
+        .execute(&self.bookkeeping)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// One statement over `owner`'s leases (see `requeue_sql!`).
+    pub(in crate::store) async fn release_leases(
+        &self,
+        owner: &str,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let sql = requeue_sql!("x.lease_owner = $6");
+        self.requeue(sql, LEASE_RELEASED, Some(owner), defaults)
+            .await
+    }
+
+    /// One statement over expired leases (see `requeue_sql!`), found through the partial index
+    /// of leased rows; the row locks it takes (skipping locked ones) keep concurrent sweeps from
+    /// moving a row twice.
+    pub(in crate::store) async fn sweep_expired_leases(
+        &self,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let sql = requeue_sql!("x.lease_expires_at < now()");
+        self.requeue(sql, LEASE_EXPIRED, None, defaults).await
+    }
+
+    async fn requeue(
+        &self,
+        sql: &'static str,
+        error: &str,
+        owner: Option<&str>,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let mut query = sqlx::query_scalar(sql)
+            .bind(i32::try_from(defaults.max_attempts).unwrap_or(i32::MAX))
+            .bind(millis(defaults.initial_delay))
+            .bind(millis(defaults.max_delay))
+            .bind(defaults.jitter)
+            .bind(error);
+        if let Some(owner) = owner {
+            query = query.bind(owner);
+        }
+        let statuses: Vec<String> = query.fetch_all(&self.bookkeeping).await?;
+        let dead_lettered = statuses.iter().filter(|s| *s == "dead_letter").count() as u64;
+        Ok(Requeued {
+            retried: statuses.len() as u64 - dead_lettered,
+            dead_lettered,
+        })
+    }
+}
+
+fn millis(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn claimed(
+    r: &PgRow,
+    slots: &HashMap<&str, &EndpointSlot>,
+    sent_at: Instant,
+) -> Result<ClaimedDelivery> {
+    let endpoint_id: String = r.try_get("endpoint_id")?;
+    let slot = slots
+        .get(endpoint_id.as_str())
+        .ok_or_else(|| StoreError::Corrupt {
+            table: "kurir_deliveries",
+            message: format!("claimed a row of unrequested endpoint {endpoint_id}"),
+        })?;
+    Ok(ClaimedDelivery {
+        delivery_id: r.try_get("id")?,
+        attempt: u32::try_from(r.try_get::<i32, _>("attempt_count")?).unwrap_or(0),
+        trigger: Trigger::from_db(r.try_get("trigger")?),
+        event: EventSnapshot {
+            event_id: r.try_get("event_id")?,
+            event_type: r.try_get("event_type")?,
+            version: r.try_get("version")?,
+            occurred_at: r.try_get("occurred_at")?,
+            aggregate_id: r.try_get("aggregate_id")?,
+            payload: r.try_get("payload")?,
+        },
+        endpoint: slot.endpoint.clone(),
+        lease_deadline: sent_at + slot.lease,
+    })
+}
+
+fn orphan(r: &PgRow, reason: OrphanReason) -> Result<Orphan> {
+    Ok(Orphan {
+        delivery_id: r.try_get("id")?,
+        endpoint_id: r.try_get("endpoint_id")?,
+        event_id: r.try_get("event_id")?,
+        reason,
+    })
+}

@@ -1,0 +1,410 @@
+//! Leases that end without a recorded attempt: an expired lease (the worker died; the attempt
+//! may have been made) counts as an attempt, backs off and dead-letters at the maximum; a
+//! delivery handed back unattempted (it could not start within its lease, or the process is
+//! shutting down) is not charged.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use kurir::config::DeliveryConfig;
+use kurir::delivery::DeliveryStatus;
+use kurir::dispatch::Dispatcher;
+use kurir::endpoint::{Endpoint, EventFilter, NewEndpoint};
+use kurir::metrics::Metrics;
+use kurir::store::{EndpointSlot, Store};
+use kurir_core::retry::RetryPolicy;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::on_both_backends;
+use crate::support::receiver::Receiver;
+use crate::support::{enqueue_events, eventually, test_delivery_config, TestDb};
+
+on_both_backends!(
+    a_crash_loop_never_takes_a_delivery_past_its_maximum,
+    an_expired_lease_backs_off_as_the_policy_says_with_the_process_default_maximum,
+    a_delivery_that_cannot_start_within_its_lease_is_handed_back_not_sent_late,
+    deliveries_waiting_in_their_lanes_at_shutdown_are_handed_back_not_sent,
+    an_attempt_ending_long_after_shutdown_began_is_still_recorded,
+);
+
+fn slot(e: &Endpoint, lease: Duration) -> EndpointSlot {
+    EndpointSlot {
+        endpoint: Arc::new(e.clone()),
+        limit: 1,
+        lease,
+    }
+}
+
+async fn endpoint(store: &Store, max_attempts: Option<u32>) -> Endpoint {
+    let mut new = NewEndpoint::new("https://partner.example/hooks");
+    new.overrides.retry_max_attempts = max_attempts;
+    store.create_endpoint(new).await.unwrap()
+}
+
+/// Ten attempts, 20 ms apart at first, without jitter.
+fn quick_retries() -> RetryPolicy {
+    RetryPolicy {
+        initial_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(200),
+        max_attempts: 10,
+        jitter: 0.0,
+    }
+}
+
+/// Claims `e`'s delivery with a lease that is over at once, as a worker that dies mid-attempt
+/// leaves it, and waits for the sweep to take it back. `false` when nothing was claimable.
+async fn crash(store: &Store, e: &Endpoint) -> bool {
+    let claimed = store
+        .claim_due_deliveries("doomed", &[slot(e, Duration::ZERO)], 1)
+        .await
+        .unwrap()
+        .deliveries;
+    if claimed.is_empty() {
+        return false;
+    }
+    eventually("the expired lease to be swept", || async {
+        (store
+            .sweep_expired_leases(&quick_retries())
+            .await
+            .unwrap()
+            .total()
+            == 1)
+            .then_some(())
+    })
+    .await;
+    true
+}
+
+/// Issue 11, item 7: the sweep made every expired lease due again at once, whatever the
+/// attempt count, so a crash loop took a delivery past its maximum.
+async fn a_crash_loop_never_takes_a_delivery_past_its_maximum(db: TestDb) {
+    let s = &db.store;
+    let e = endpoint(s, Some(3)).await;
+    let ids = enqueue_events(s, "order.paid", 1).await;
+    s.relay_batch(10).await.unwrap();
+    let mut crashes = 0;
+    for _ in 0..6 {
+        if !crash(s, &e).await {
+            break;
+        }
+        crashes += 1;
+        // Backed off: not due at once, but soon.
+        let d = &s.deliveries_for_event(&ids[0]).await.unwrap()[0];
+        if d.status == DeliveryStatus::Failed {
+            assert!(d.available_at > Utc::now(), "the sweep applies the backoff");
+            eventually("the backoff to pass", || async {
+                let d = &s.deliveries_for_event(&ids[0]).await.unwrap()[0];
+                (d.available_at <= Utc::now()).then_some(())
+            })
+            .await;
+        }
+    }
+    let d = &s.deliveries_for_event(&ids[0]).await.unwrap()[0];
+    assert_eq!(
+        (crashes, d.status, d.attempt_count),
+        (3, DeliveryStatus::DeadLetter, 3),
+        "the endpoint's maximum of 3 holds"
+    );
+    assert!(d
+        .last_error
+        .as_deref()
+        .unwrap_or("")
+        .contains("lease expired"));
+}
+
+/// The sweep's delay is the retry policy's after that attempt (here without jitter), and an
+/// endpoint without overrides gets the process's defaults.
+async fn an_expired_lease_backs_off_as_the_policy_says_with_the_process_default_maximum(
+    db: TestDb,
+) {
+    let s = &db.store;
+    let e = endpoint(s, None).await;
+    let ids = enqueue_events(s, "order.paid", 1).await;
+    s.relay_batch(10).await.unwrap();
+    let defaults = RetryPolicy {
+        initial_delay: Duration::from_secs(3600),
+        max_delay: Duration::from_secs(5 * 3600),
+        max_attempts: 2,
+        jitter: 0.0,
+    };
+    for attempt in 1..=2u32 {
+        s.claim_due_deliveries("doomed", &[slot(&e, Duration::ZERO)], 1)
+            .await
+            .unwrap();
+        let before = Utc::now();
+        let swept = eventually("the expired lease to be swept", || async {
+            let r = s.sweep_expired_leases(&defaults).await.unwrap();
+            (r.total() == 1).then_some(r)
+        })
+        .await;
+        let d = &s.deliveries_for_event(&ids[0]).await.unwrap()[0];
+        assert_eq!(d.attempt_count, attempt);
+        if attempt == 1 {
+            assert_eq!(swept.retried, 1);
+            let delay = d.available_at - before;
+            let want = chrono::Duration::from_std(defaults.backoff(1)).unwrap();
+            assert!(
+                (delay - want).num_seconds().abs() <= 5,
+                "{delay} after the first attempt, the policy says {want}"
+            );
+            // Due now, so the next crash can happen.
+            let sql = "UPDATE kurir_deliveries SET available_at = created_at";
+            match s {
+                Store::Postgres(pg) => sqlx::query(sql).execute(pg.pool()).await.map(|_| ()),
+                Store::Sqlite(sq) => sqlx::query(sql).execute(sq.pool()).await.map(|_| ()),
+            }
+            .unwrap();
+        } else {
+            assert_eq!(swept.dead_lettered, 1, "the default maximum of 2");
+            assert_eq!(d.status, DeliveryStatus::DeadLetter);
+        }
+    }
+}
+
+/// A dispatcher of its own, as one kurir process runs it, until its token is cancelled.
+struct Process {
+    wake: Arc<Notify>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    metrics: Metrics,
+}
+
+impl Process {
+    fn start(store: &Store, config: DeliveryConfig, owner: &str) -> Self {
+        let metrics = Metrics::new();
+        let dispatcher =
+            Dispatcher::new(store.clone(), config, owner.to_owned()).with_metrics(metrics.clone());
+        let (wake, shutdown) = (Arc::new(Notify::new()), CancellationToken::new());
+        let task = tokio::spawn(Arc::new(dispatcher).run(wake.clone(), shutdown.clone()));
+        Self {
+            wake,
+            shutdown,
+            task,
+            metrics,
+        }
+    }
+
+    /// How many deliveries it handed back for `reason`.
+    fn handed_back(&self, reason: &str) -> f64 {
+        let prefix = format!("kurir_deliveries_handed_back_total{{reason=\"{reason}\"}} ");
+        self.metrics
+            .render()
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str())?.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("the dispatcher stops")
+            .unwrap();
+    }
+}
+
+fn subscribed(url: String, filter: &str) -> NewEndpoint {
+    let mut e = NewEndpoint::new(url);
+    e.event_types = EventFilter::parse(vec![filter.to_owned()]).unwrap();
+    e
+}
+
+/// Publishes one event of `event_type` and fans it out.
+async fn publish(store: &Store, event_type: &str) -> String {
+    let id = enqueue_events(store, event_type, 1).await.remove(0);
+    store.relay_batch(10).await.unwrap();
+    id
+}
+
+/// The lease owner and expiry of `event_id`'s delivery, when it is leased.
+async fn lease_of(store: &Store, event_id: &str) -> Option<(String, chrono::DateTime<Utc>)> {
+    let sql = "SELECT lease_owner, lease_expires_at FROM kurir_deliveries \
+               WHERE event_id = $1 AND status = 'processing'";
+    match store {
+        Store::Postgres(pg) => sqlx::query_as(sql)
+            .bind(event_id)
+            .fetch_optional(pg.pool())
+            .await
+            .unwrap(),
+        Store::Sqlite(sq) => {
+            let row: Option<(String, String)> = sqlx::query_as(&sql.replace('$', "?"))
+                .bind(event_id)
+                .fetch_optional(sq.pool())
+                .await
+                .unwrap();
+            row.map(|(owner, at)| (owner, kurir::store::parse_sqlite_ts(&at).unwrap()))
+        }
+    }
+}
+
+/// Whether the database's clock (the one leases expire by) has passed `at`.
+async fn database_clock_passed(store: &Store, at: chrono::DateTime<Utc>) -> bool {
+    match store {
+        Store::Postgres(pg) => sqlx::query_scalar("SELECT now() > $1")
+            .bind(at)
+            .fetch_one(pg.pool())
+            .await
+            .unwrap(),
+        // SQLite's leases are stamped by this process's clock.
+        Store::Sqlite(_) => kurir::store::now_millis() > at,
+    }
+}
+
+/// Delivery settings for the lane tests: one request at a time in all, short lease margins.
+fn one_slot() -> DeliveryConfig {
+    DeliveryConfig {
+        max_concurrency: 1,
+        lease_margin: Duration::from_millis(200),
+        retry: quick_retries(),
+        ..test_delivery_config()
+    }
+}
+
+/// Issue 11, item 3: a claimed delivery waiting in its lane for a slot held by another
+/// endpoint's slow request outlived its lease; another process's sweep made it due, another
+/// process sent it, and the first sent it too when the slot came free.
+async fn a_delivery_that_cannot_start_within_its_lease_is_handed_back_not_sent_late(db: TestDb) {
+    let held = Receiver::holding().await;
+    let fast = Receiver::ok().await;
+    let mut slow = subscribed(held.url("/slow"), "slow.*");
+    slow.overrides.request_timeout_ms = Some(60_000);
+    db.store.create_endpoint(slow).await.unwrap();
+    // One second per attempt: a lease of 0.2 s + 4 × 1 s.
+    let mut quick = subscribed(fast.url("/fast"), "fast.*");
+    quick.overrides.connect_timeout_ms = Some(300);
+    quick.overrides.request_timeout_ms = Some(700);
+    db.store.create_endpoint(quick).await.unwrap();
+
+    let first = Process::start(&db.store, one_slot(), "first");
+    publish(&db.store, "slow.call").await;
+    first.wake.notify_one();
+    held.wait_until("the slow request to hold the only slot", |_, open| {
+        open == 1
+    })
+    .await;
+    let waiting = publish(&db.store, "fast.call").await;
+    first.wake.notify_one();
+    let (owner, expires) = eventually("the first process to lease it", || async {
+        lease_of(&db.store, &waiting).await
+    })
+    .await;
+    assert_eq!(owner, "first");
+    eventually("its lease to run out", || async {
+        database_clock_passed(&db.store, expires)
+            .await
+            .then_some(())
+    })
+    .await;
+    // Another process's sweep, and that process with slots to spare.
+    db.store
+        .sweep_expired_leases(&quick_retries())
+        .await
+        .unwrap();
+    let second = Process::start(&db.store, test_delivery_config(), "second");
+    second.wake.notify_one();
+    held.release(1);
+    eventually("the waiting delivery to be sent", || async {
+        let d = &db.store.deliveries_for_event(&waiting).await.unwrap()[0];
+        (d.status == DeliveryStatus::Sent).then_some(())
+    })
+    .await;
+    let handed_back = first.handed_back("lease");
+    first.stop().await;
+    second.stop().await;
+    assert!(handed_back >= 1.0, "the first process gave it back in time");
+
+    assert_eq!(fast.requests().len(), 1, "sent once, by one process");
+    let d = &db.store.deliveries_for_event(&waiting).await.unwrap()[0];
+    assert_eq!(d.attempt_count, 1, "giving it back cost no attempt");
+}
+
+/// Issue 11, items 3 and 7: at shutdown, deliveries waiting in their lanes were all sent (the
+/// drain), which made shutdown as long as the backlog it held. They go back, uncharged.
+async fn deliveries_waiting_in_their_lanes_at_shutdown_are_handed_back_not_sent(db: TestDb) {
+    let held = Receiver::holding().await;
+    let fast = Receiver::ok().await;
+    db.store
+        .create_endpoint(subscribed(held.url("/slow"), "slow.*"))
+        .await
+        .unwrap();
+    db.store
+        .create_endpoint(subscribed(fast.url("/fast"), "fast.*"))
+        .await
+        .unwrap();
+    let process = Process::start(&db.store, one_slot(), "only");
+    let in_flight = publish(&db.store, "slow.call").await;
+    process.wake.notify_one();
+    held.wait_until("the slow request to hold the only slot", |_, open| {
+        open == 1
+    })
+    .await;
+    let waiting = enqueue_events(&db.store, "fast.call", 3).await;
+    db.store.relay_batch(10).await.unwrap();
+    process.wake.notify_one();
+    for id in &waiting {
+        eventually("the waiting deliveries to be leased", || async {
+            lease_of(&db.store, id).await
+        })
+        .await;
+    }
+    let metrics = process.metrics.clone();
+    let stopping = tokio::spawn(process.stop());
+    held.release(1);
+    stopping.await.unwrap();
+    assert!(metrics
+        .render()
+        .contains("kurir_deliveries_handed_back_total{reason=\"shutdown\"} 3"));
+
+    assert!(fast.requests().is_empty(), "nothing waiting was sent");
+    for id in &waiting {
+        let d = &db.store.deliveries_for_event(id).await.unwrap()[0];
+        assert_eq!((d.status, d.attempt_count), (DeliveryStatus::Pending, 0));
+    }
+    let d = &db.store.deliveries_for_event(&in_flight).await.unwrap()[0];
+    assert_eq!(
+        d.status,
+        DeliveryStatus::Sent,
+        "the request in flight finished"
+    );
+}
+
+/// The recording patience at shutdown bounds waiting for an unavailable database only: a
+/// request still running past it (here 5.5 s after shutdown began, another attempt having been
+/// recorded meanwhile) is recorded like any other.
+async fn an_attempt_ending_long_after_shutdown_began_is_still_recorded(db: TestDb) {
+    let held = Receiver::holding().await;
+    let mut slow = NewEndpoint::new(held.url("/slow"));
+    slow.overrides.request_timeout_ms = Some(60_000);
+    db.store.create_endpoint(slow).await.unwrap();
+    let ids = enqueue_events(&db.store, "order.paid", 2).await;
+    db.store.relay_batch(10).await.unwrap();
+    let process = Process::start(&db.store, test_delivery_config(), "only");
+    process.wake.notify_one();
+    held.wait_until("both requests in flight", |_, open| open == 2)
+        .await;
+    let began = tokio::time::Instant::now();
+    let stopping = tokio::spawn(process.stop());
+    held.release(1);
+    eventually("the first attempt to be recorded", || async {
+        let mut sent = 0;
+        for id in &ids {
+            let d = &db.store.deliveries_for_event(id).await.unwrap()[0];
+            sent += usize::from(d.status == DeliveryStatus::Sent);
+        }
+        (sent == 1).then_some(())
+    })
+    .await;
+    let patience = kurir::dispatch::record::SHUTDOWN_RECORDING_PATIENCE;
+    eventually("the recording patience to pass", || async {
+        (began.elapsed() > patience + Duration::from_millis(500)).then_some(())
+    })
+    .await;
+    held.release(1);
+    stopping.await.unwrap();
+    for id in &ids {
+        let d = &db.store.deliveries_for_event(id).await.unwrap()[0];
+        assert_eq!(d.status, DeliveryStatus::Sent, "recorded before exit");
+    }
+}
