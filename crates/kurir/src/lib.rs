@@ -17,7 +17,8 @@
 //! - [`gateway`]: the inbox gateway: `POST /inbox/{source}` verifies and stores a partner's
 //!   webhook, a runner forwards it to the source's `forward_url`, signed; status polling.
 //! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
-//! - [`wake`]: the PostgreSQL `LISTEN` that wakes the relay when kurir itself publishes.
+//! - [`wake`]: wake-ups in the process and across processes (`NOTIFY` after commit, `LISTEN`),
+//!   and how rarely an idle process polls.
 //! - [`config`]: settings from `kurir.toml`, the environment and flags, validated.
 //! - [`serve`]: runs the HTTP server, relay, dispatcher, lease sweep and inbox gateway together
 //!   until shutdown.

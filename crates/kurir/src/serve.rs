@@ -10,7 +10,6 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin_token::{self, AdminToken, TokenSource, ADMIN_ACTOR};
@@ -19,9 +18,7 @@ use crate::dispatch::Dispatcher;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
 use crate::store::Store;
-
-/// How often each process sweeps expired leases.
-const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+use crate::wake::{Channel, Wake, Wakes};
 
 /// How often histogram samples are folded into buckets between scrapes.
 const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -33,10 +30,10 @@ pub struct AppState {
     pub store: Store,
     /// The admin API's token.
     pub admin: Arc<AdminToken>,
-    /// Wakes this process's relay (an event was published).
-    pub relay_wake: Arc<Notify>,
-    /// Wakes this process's dispatcher (deliveries were replayed).
-    pub dispatch_wake: Arc<Notify>,
+    /// Wakes the relays (an event was published).
+    pub relay_wake: Wake,
+    /// Wakes the dispatchers (deliveries were replayed).
+    pub dispatch_wake: Wake,
     /// Largest admin API request body, in bytes.
     pub max_body_bytes: usize,
     /// This process's metrics registry.
@@ -48,14 +45,15 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State for `store`, `admin` and `gateway`, with fresh wake-ups and the default body limit.
+    /// State for `store`, `admin` and `gateway`, with fresh wake-ups (this process's only) and
+    /// the default body limit.
     pub fn new(store: Store, admin: AdminToken, gateway: Gateway) -> Self {
         Self {
             store,
             admin: Arc::new(admin),
             gateway,
-            relay_wake: Arc::new(Notify::new()),
-            dispatch_wake: Arc::new(Notify::new()),
+            relay_wake: Wake::new(Channel::Outbox),
+            dispatch_wake: Wake::new(Channel::Deliveries),
             max_body_bytes: 256 * 1024,
             metrics: Metrics::new(),
             metrics_require_token: false,
@@ -118,17 +116,18 @@ pub async fn run(
     }
     let delivery = config.delivery.clone();
     let gateway = Gateway::new(store.clone(), &delivery)?;
+    let wakes = Wakes::announced();
     let state = AppState {
         max_body_bytes: config.max_body_bytes,
         metrics_require_token: config.metrics_require_token,
+        relay_wake: wakes.relay.clone(),
+        dispatch_wake: wakes.dispatcher.clone(),
         ..AppState::new(
             store.clone(),
             AdminToken::new(ADMIN_ACTOR, &token),
             gateway.clone(),
         )
     };
-    let relay_wake = state.relay_wake.clone();
-    let dispatch_wake = state.dispatch_wake.clone();
     let metrics = state.metrics.clone();
     let dispatcher = Arc::new(
         Dispatcher::new(store.clone(), delivery.clone(), owner_id()).with_metrics(metrics.clone()),
@@ -140,29 +139,23 @@ pub async fn run(
         "kurir serving"
     );
     let tasks = tokio_util::task::TaskTracker::new();
-    if let Store::Postgres(pg) = &store {
-        tasks.spawn(crate::wake::listen_for_outbox(
-            pg.pool().clone(),
-            relay_wake.clone(),
-            shutdown.clone(),
-        ));
-    }
+    wakes.spawn(&tasks, &store, dispatcher.owner(), &shutdown);
     tasks.spawn(crate::relay::run(
         store.clone(),
         delivery.batch_size,
         delivery.relay_poll_interval,
-        relay_wake,
-        dispatch_wake.clone(),
+        wakes.relay.clone(),
+        wakes.dispatcher.clone(),
         metrics.clone(),
         shutdown.clone(),
     ));
     tasks.spawn(metrics.upkeep(METRICS_UPKEEP_INTERVAL, shutdown.clone()));
     tasks.spawn(crate::relay::sweep_leases(
         store.clone(),
-        SWEEP_INTERVAL,
+        crate::wake::sweep_interval(delivery.lease_margin),
         shutdown.clone(),
     ));
-    tasks.spawn(dispatcher.run(dispatch_wake, shutdown.clone()));
+    tasks.spawn(dispatcher.run(wakes.dispatcher.handle(), shutdown.clone()));
     tasks.spawn(gateway.run(shutdown.clone()));
     let server_shutdown = shutdown.clone();
     let server = axum::serve(listener, app(state))

@@ -22,6 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kurir_core::IdlePoll;
 use rand::seq::SliceRandom;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -32,6 +33,7 @@ use crate::delivery::{ClaimedDelivery, Completion, NextState};
 use crate::endpoint::EndpointId;
 use crate::metrics::Metrics;
 use crate::store::{EndpointSlot, Store};
+use crate::wake::DISPATCHER_SLOWEST_POLL;
 use deliver::{Attempted, Sender};
 
 /// How many rounds of `max_in_flight` requests a lane may hold claimed beyond those in flight.
@@ -204,7 +206,9 @@ impl Dispatcher {
 
     /// Runs until `shutdown`: claims and sends; then stops claiming, lets requests in flight
     /// and deliveries already claimed finish (each is bounded by its timeouts), records them,
-    /// and releases any lease left. `wake` is notified by the relay when new deliveries exist.
+    /// and releases any lease left. `wake` is notified by the relay when new deliveries exist;
+    /// without it, the wait between claims grows while nothing is due, up to
+    /// [`DISPATCHER_SLOWEST_POLL`].
     pub async fn run(self: Arc<Self>, wake: Arc<Notify>, shutdown: CancellationToken) {
         let rx = self
             .completions_rx
@@ -220,16 +224,16 @@ impl Dispatcher {
             self.owner.clone(),
             rx,
         ));
+        let mut poll = IdlePoll::new(self.config.poll_interval, DISPATCHER_SLOWEST_POLL);
         while !shutdown.is_cancelled() {
-            let wait = match self.step().await {
-                Ok(StepOutcome::Full(_)) => continue,
-                Ok(StepOutcome::Partial(_)) => self.config.poll_interval,
-                Ok(StepOutcome::Saturated) => Duration::MAX,
-                Err(e) => {
-                    tracing::warn!(error = %e, "claiming deliveries failed; retrying");
-                    self.config.poll_interval.max(Duration::from_millis(500))
-                }
-            };
+            let step = self.step().await;
+            if let Err(e) = &step {
+                tracing::warn!(error = %e, "claiming deliveries failed; retrying");
+            }
+            let wait = wait_after(&step, &mut poll);
+            if wait.is_zero() {
+                continue;
+            }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = wake.notified() => {}
@@ -260,6 +264,22 @@ impl Dispatcher {
             Ok(n) => tracing::info!(released = n, "released leases at shutdown"),
             Err(e) => tracing::warn!(error = %e, "could not release leases; they will expire"),
         }
+    }
+}
+
+/// The wait after a step: none after a full claim, until a slot frees when saturated, else what
+/// the idle schedule says (at least 500 ms after a failure).
+fn wait_after(
+    step: &Result<StepOutcome, crate::store::StoreError>,
+    poll: &mut IdlePoll,
+) -> Duration {
+    let found = !matches!(step, Ok(StepOutcome::Partial(0)) | Err(_));
+    let wait = poll.next_wait(found);
+    match step {
+        Ok(StepOutcome::Full(_)) => Duration::ZERO,
+        Ok(StepOutcome::Saturated) => Duration::MAX,
+        Ok(StepOutcome::Partial(_)) => wait,
+        Err(_) => wait.max(Duration::from_millis(500)),
     }
 }
 

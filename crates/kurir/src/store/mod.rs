@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod backlog;
+pub mod notify;
 pub mod postgres;
 pub mod sources;
 pub mod sqlite;

@@ -2,6 +2,7 @@
 //! row locks (`FOR UPDATE SKIP LOCKED`), leases and fences.
 
 mod admin;
+mod notify;
 mod sources;
 
 use std::collections::HashMap;
