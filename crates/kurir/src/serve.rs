@@ -20,6 +20,10 @@ use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::wake::{Channel, Wake, Wakes};
 
+/// How often each process sweeps expired leases. Every lease is at least `lease_margin` (30 s by
+/// default) long, so this is a small part of it; an idle process pays one statement per sweep.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(2);
+
 /// How often histogram samples are folded into buckets between scrapes.
 const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -152,7 +156,7 @@ pub async fn run(
     tasks.spawn(metrics.upkeep(METRICS_UPKEEP_INTERVAL, shutdown.clone()));
     tasks.spawn(crate::relay::sweep_leases(
         store.clone(),
-        crate::wake::sweep_interval(delivery.lease_margin),
+        SWEEP_INTERVAL,
         shutdown.clone(),
     ));
     tasks.spawn(dispatcher.run(wakes.dispatcher.handle(), shutdown.clone()));

@@ -18,8 +18,8 @@
 //!
 //! An idle process so costs about 1.25 looks a second from the relay, one endpoint read and one
 //! claim every 2 s from the dispatcher, one inbox claim every 2 s (with inbox sources), a lease
-//! sweep every [`sweep_interval`] and a read of the inbox sources every 5 s: under 4
-//! statements a second in all.
+//! sweep every 2 s and a read of the inbox sources every 5 s: under 4 statements a second in
+//! all.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -46,13 +46,6 @@ pub const INBOX_SLOWEST_POLL: Duration = Duration::from_secs(2);
 
 /// The shortest time between two notifications of one channel from one process.
 pub const ANNOUNCE_GAP: Duration = Duration::from_millis(50);
-
-/// How often each process sweeps expired leases: a tenth of the lease margin, between 1 and
-/// 5 s. Every lease is at least the margin long, so an expired lease is noticed within a small
-/// part of it, and an idle process with the default 30 s margin sweeps every 3 s.
-pub fn sweep_interval(lease_margin: Duration) -> Duration {
-    (lease_margin / 10).clamp(Duration::from_secs(1), Duration::from_secs(5))
-}
 
 /// A channel processes announce work on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -22,7 +22,6 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kurir_core::IdlePoll;
 use rand::seq::SliceRandom;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -33,7 +32,6 @@ use crate::delivery::{ClaimedDelivery, Completion, NextState};
 use crate::endpoint::EndpointId;
 use crate::metrics::Metrics;
 use crate::store::{EndpointSlot, Store};
-use crate::wake::DISPATCHER_SLOWEST_POLL;
 use deliver::{Attempted, Sender};
 
 /// How many rounds of `max_in_flight` requests a lane may hold claimed beyond those in flight.
@@ -208,8 +206,10 @@ impl Dispatcher {
     /// and deliveries already claimed finish (each is bounded by its timeouts), records them,
     /// and releases any lease left. `wake` is notified by the relay when new deliveries exist;
     /// without it, the wait between claims grows while nothing is due, up to
-    /// [`DISPATCHER_SLOWEST_POLL`].
+    /// [`crate::wake::DISPATCHER_SLOWEST_POLL`].
     pub async fn run(self: Arc<Self>, wake: Arc<Notify>, shutdown: CancellationToken) {
+        let slowest = crate::wake::DISPATCHER_SLOWEST_POLL;
+        let mut poll = kurir_core::IdlePoll::new(self.config.poll_interval, slowest);
         let rx = self
             .completions_rx
             .lock()
@@ -224,7 +224,6 @@ impl Dispatcher {
             self.owner.clone(),
             rx,
         ));
-        let mut poll = IdlePoll::new(self.config.poll_interval, DISPATCHER_SLOWEST_POLL);
         while !shutdown.is_cancelled() {
             let step = self.step().await;
             if let Err(e) = &step {
@@ -271,7 +270,7 @@ impl Dispatcher {
 /// the idle schedule says (at least 500 ms after a failure).
 fn wait_after(
     step: &Result<StepOutcome, crate::store::StoreError>,
-    poll: &mut IdlePoll,
+    poll: &mut kurir_core::IdlePoll,
 ) -> Duration {
     let found = !matches!(step, Ok(StepOutcome::Partial(0)) | Err(_));
     let wait = poll.next_wait(found);
