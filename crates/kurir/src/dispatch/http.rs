@@ -1,7 +1,8 @@
 //! The HTTP client kurir POSTs webhooks with: to endpoints (the dispatcher) and to forward URLs
 //! (the inbox gateway). Every address connected to passes the SSRF guard, redirects are not
 //! followed, no proxy is used, the connect and response timeouts are separate, and at most the
-//! first [`RESPONSE_CAPTURE_BYTES`] of a response body are kept.
+//! first [`RESPONSE_CAPTURE_BYTES`] of a response body are kept. The connections themselves are
+//! [`super::transport`]'s.
 //!
 //! This module owns the wire mechanics only. What to send (body, signature headers) and what an
 //! answer means for the retry schedule are its callers' business.
@@ -10,10 +11,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use chrono::Utc;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use ipnet::IpNet;
 
 use super::ssrf::{Guard, GuardedResolver, Refused};
+use super::transport::{self, HttpClient};
 
 /// At most this much of a response body is kept.
 pub const RESPONSE_CAPTURE_BYTES: usize = 4096;
@@ -55,11 +60,12 @@ pub enum PostError {
     Request(String),
 }
 
-/// POSTs with the process's delivery settings. Holds one `reqwest` client per distinct connect
-/// timeout (reqwest sets it per client), all sharing the SSRF-guarded resolver.
+/// POSTs with the process's delivery settings. Holds one client per distinct connect timeout
+/// (a connector has one), all sharing the SSRF-guarded resolver.
 pub struct WebhookClient {
     guard: Arc<Guard>,
-    clients: Mutex<HashMap<Duration, reqwest::Client>>,
+    resolver: Arc<GuardedResolver>,
+    clients: Mutex<HashMap<Duration, HttpClient>>,
     user_agent: String,
     max_idle_per_host: usize,
 }
@@ -69,36 +75,36 @@ impl WebhookClient {
     /// `max_concurrency` idle connections per host: as many as the process may use at once, so
     /// connections that go idle together (a lane waiting for its next claim) are kept, not
     /// closed and opened again. At 64, ten endpoints on one host at 160 requests in flight put
-    /// 11 % of kurir's samples under reqwest's connect path, the kernel's handshakes aside
+    /// 11 % of kurir's samples under the client's connect path, the kernel's handshakes aside
     /// (`perf` with DWARF call graphs, BENCHMARKS.md).
     pub fn new(allowed_networks: Vec<IpNet>, max_concurrency: usize) -> Self {
+        let guard = Arc::new(Guard::new(allowed_networks));
         Self {
-            guard: Arc::new(Guard::new(allowed_networks)),
+            resolver: Arc::new(GuardedResolver::new(guard.clone())),
+            guard,
             clients: Mutex::new(HashMap::new()),
             user_agent: format!("kurir/{}", env!("CARGO_PKG_VERSION")),
             max_idle_per_host: max_concurrency.max(1),
         }
     }
 
-    fn client(&self, connect_timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
+    fn client(&self, connect_timeout: Duration) -> HttpClient {
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = clients.get(&connect_timeout) {
-            return Ok(c.clone());
-        }
-        let client = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(self.max_idle_per_host)
-            .dns_resolver(Arc::new(GuardedResolver::new(self.guard.clone())))
-            .build()?;
-        clients.insert(connect_timeout, client.clone());
-        Ok(client)
+        clients
+            .entry(connect_timeout)
+            .or_insert_with(|| {
+                transport::client(
+                    self.resolver.clone(),
+                    connect_timeout,
+                    self.max_idle_per_host,
+                )
+            })
+            .clone()
     }
 
     /// POSTs `body` to `url` with `headers` (and kurir's `User-Agent`). Any status is a
-    /// [`Response`]; only a request that got no status is an error.
+    /// [`Response`]; only a request that got no status is an error. The response timeout runs
+    /// from the start (connecting included) to the end of what is read of the body.
     pub async fn post(
         &self,
         url: &str,
@@ -109,38 +115,86 @@ impl WebhookClient {
         let url = reqwest::Url::parse(url)
             .map_err(|e| PostError::Request(format!("invalid URL: {e}")))?;
         self.guard.check_url(&url).map_err(PostError::Refused)?;
-        let client = self
-            .client(timeouts.connect)
-            .map_err(|e| PostError::Request(error_chain(&e)))?;
-        let mut request = client
-            .post(url)
-            .timeout(timeouts.response)
-            .header(reqwest::header::USER_AGENT, &self.user_agent);
+        let request = self.request(url, headers, body)?;
+        let deadline = tokio::time::Instant::now() + timeouts.response;
+        let sent = self.client(timeouts.connect).request(request);
+        let response = match tokio::time::timeout_at(deadline, sent).await {
+            Ok(result) => result.map_err(PostError::from_client)?,
+            Err(_) => {
+                return Err(PostError::Timeout(format!(
+                    "timeout: no answer within {:?}",
+                    timeouts.response
+                )))
+            }
+        };
+        Ok(capture(response, deadline).await)
+    }
+
+    /// The request: credentials in the URL become a Basic `Authorization` header, as browsers
+    /// and curl send them.
+    fn request(
+        &self,
+        mut url: reqwest::Url,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+    ) -> Result<http::Request<Full<Bytes>>, PostError> {
+        let basic = basic_auth(&mut url);
+        let mut request =
+            http::Request::post(url.as_str()).header(http::header::USER_AGENT, &self.user_agent);
+        if let Some(credentials) = basic {
+            request = request.header(http::header::AUTHORIZATION, credentials);
+        }
         for (name, value) in headers {
             request = request.header(*name, value);
         }
-        let response = request
-            .body(body)
-            .send()
-            .await
-            .map_err(PostError::from_reqwest)?;
-        Ok(capture(response).await)
+        request
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| PostError::Request(format!("invalid request: {e}")))
     }
 }
 
-/// The status, `Retry-After` and first bytes of `response`.
-async fn capture(mut response: reqwest::Response) -> Response {
+/// Takes the user name and password out of `url` as a Basic `Authorization` value.
+fn basic_auth(url: &mut reqwest::Url) -> Option<String> {
+    use base64::Engine as _;
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let pair = format!(
+        "{}:{}",
+        decode(url.username()),
+        decode(url.password().unwrap_or_default())
+    );
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    ))
+}
+
+/// The status, `Retry-After` and first bytes of `response`, reading no later than `deadline`.
+async fn capture(response: http::Response<Incoming>, deadline: tokio::time::Instant) -> Response {
     let status = response.status().as_u16();
     let retry_after = response
         .headers()
-        .get(reqwest::header::RETRY_AFTER)
+        .get(http::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| kurir_core::retry::parse_retry_after(v, Utc::now()));
+    let mut body = response.into_body();
     let mut captured = Vec::new();
     // A body that stops mid-way or times out still leaves the status: keep what arrived.
     while captured.len() < RESPONSE_CAPTURE_BYTES {
-        match response.chunk().await {
-            Ok(Some(chunk)) => captured.extend_from_slice(&chunk),
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    captured.extend_from_slice(data);
+                }
+            }
             _ => break,
         }
     }
@@ -153,19 +207,22 @@ async fn capture(mut response: reqwest::Response) -> Response {
 }
 
 impl PostError {
-    fn from_reqwest(e: reqwest::Error) -> Self {
+    fn from_client(e: hyper_util::client::legacy::Error) -> Self {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        let mut timed_out = false;
         while let Some(s) = source {
             if let Some(r) = s.downcast_ref::<Refused>() {
                 return Self::Refused(r.clone());
             }
+            timed_out |= s
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
             source = s.source();
         }
-        let (timeout, connect) = (e.is_timeout(), e.is_connect());
-        let chain = error_chain(&e.without_url());
-        if timeout {
+        let chain = error_chain(&e);
+        if timed_out {
             Self::Timeout(format!("timeout: {chain}"))
-        } else if connect {
+        } else if e.is_connect() {
             Self::Connect(format!("connect error: {chain}"))
         } else {
             Self::Request(format!("request error: {chain}"))

@@ -17,6 +17,7 @@
 pub mod deliver;
 pub mod http;
 pub mod ssrf;
+pub mod transport;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
