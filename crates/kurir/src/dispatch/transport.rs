@@ -194,3 +194,36 @@ impl Connection for Budgeted {
         self.tcp.connected()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::AsyncWriteExt;
+
+    use crate::dispatch::http::{PostError, Timeouts, WebhookClient};
+
+    /// TLS is wired in: an `https://` URL gets a handshake, which a plain-text server fails.
+    #[tokio::test]
+    async fn an_https_url_gets_a_tls_handshake() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
+            }
+        });
+        let allowed = crate::config::parse_networks("127.0.0.0/8").unwrap();
+        let client = WebhookClient::new(allowed, 1);
+        let timeouts = Timeouts {
+            connect: Duration::from_secs(5),
+            response: Duration::from_secs(5),
+        };
+        let url = format!("https://{addr}/hook");
+        let answer = client.post(&url, &[], b"{}".to_vec(), timeouts).await;
+        let Err(PostError::Connect(message)) = answer else {
+            panic!("expected a failed TLS handshake, got {answer:?}")
+        };
+        assert!(message.starts_with("connect error"), "{message}");
+    }
+}
