@@ -210,7 +210,9 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
             while let Ok((mut s, _)) = listener.accept().await {
-                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                    .await;
             }
         });
         let allowed = crate::config::parse_networks("127.0.0.0/8").unwrap();
