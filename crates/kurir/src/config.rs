@@ -43,8 +43,8 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "batch_size", env: "KURIR_BATCH_SIZE", default: Some("200"), help: "rows per relay batch and per claim" },
     Setting { key: "lease_margin", env: "KURIR_LEASE_MARGIN", default: Some("30s"), help: "added to an endpoint's timeouts to make a delivery's lease; after a crash, deliveries are retried once their lease expires" },
     Setting { key: "max_body_size", env: "KURIR_MAX_BODY_SIZE", default: Some("256KiB"), help: "largest admin API request body, e.g. an event with its data (bytes, or with KiB or MiB); larger requests get 413" },
-    Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long the dispatcher and the inbox gateway wait when there is no work (the relay wakes the dispatcher when it creates deliveries)" },
-    Setting { key: "relay_poll_interval", env: "KURIR_RELAY_POLL_INTERVAL", default: Some("5ms"), help: "how often the relay looks for new outbox rows when idle: the delay a plain SQL insert may wait (kurir's own publishes wake it at once); each look is one index probe" },
+    Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long the dispatcher and the inbox gateway wait between looks while they find work; with none, the wait grows to 2 s (the relay and kurir's own writes wake them at once)" },
+    Setting { key: "relay_poll_interval", env: "KURIR_RELAY_POLL_INTERVAL", default: Some("5ms"), help: "how often the relay looks for new outbox rows while it finds them; after a quiet spell it slows to one look per 800 ms, the longest a plain SQL insert waits (kurir's own publishes wake it at once); each look is one index probe" },
     Setting { key: "metrics_require_token", env: "KURIR_METRICS_REQUIRE_TOKEN", default: Some("false"), help: "whether GET /metrics needs the admin token (true or false)" },
 ];
 

@@ -138,9 +138,11 @@ impl WebhookClient {
         headers: &[(&'static str, String)],
         body: Vec<u8>,
     ) -> Result<http::Request<Full<Bytes>>, PostError> {
-        let basic = basic_auth(&mut url);
-        let mut request =
-            http::Request::post(url.as_str()).header(http::header::USER_AGENT, &self.user_agent);
+        let basic = transport::basic_auth(&mut url);
+        // The headers reqwest sent by default, so subscribers see what they saw before.
+        let mut request = http::Request::post(url.as_str())
+            .header(http::header::USER_AGENT, &self.user_agent)
+            .header(http::header::ACCEPT, "*/*");
         if let Some(credentials) = basic {
             request = request.header(http::header::AUTHORIZATION, credentials);
         }
@@ -151,30 +153,6 @@ impl WebhookClient {
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| PostError::Request(format!("invalid request: {e}")))
     }
-}
-
-/// Takes the user name and password out of `url` as a Basic `Authorization` value.
-fn basic_auth(url: &mut reqwest::Url) -> Option<String> {
-    use base64::Engine as _;
-    if url.username().is_empty() && url.password().is_none() {
-        return None;
-    }
-    let decode = |s: &str| {
-        percent_encoding::percent_decode_str(s)
-            .decode_utf8_lossy()
-            .into_owned()
-    };
-    let pair = format!(
-        "{}:{}",
-        decode(url.username()),
-        decode(url.password().unwrap_or_default())
-    );
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    Some(format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(pair)
-    ))
 }
 
 /// The status, `Retry-After` and first bytes of `response`, reading no later than `deadline`.

@@ -195,6 +195,30 @@ impl Connection for Budgeted {
     }
 }
 
+/// Takes the user name and password out of `url` as a Basic `Authorization` value.
+pub(super) fn basic_auth(url: &mut reqwest::Url) -> Option<String> {
+    use base64::Engine as _;
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let pair = format!(
+        "{}:{}",
+        decode(url.username()),
+        decode(url.password().unwrap_or_default())
+    );
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -202,6 +226,19 @@ mod tests {
     use tokio::io::AsyncWriteExt;
 
     use crate::dispatch::http::{PostError, Timeouts, WebhookClient};
+
+    #[test]
+    fn credentials_in_the_url_become_basic_authorization() {
+        let mut url = reqwest::Url::parse("https://hook%40acme:p%C3%A4ss@example.com/in").unwrap();
+        assert_eq!(
+            super::basic_auth(&mut url).as_deref(),
+            // base64("hook@acme:päss")
+            Some("Basic aG9va0BhY21lOnDDpHNz")
+        );
+        assert_eq!(url.as_str(), "https://example.com/in");
+        let mut plain = reqwest::Url::parse("https://example.com/in").unwrap();
+        assert_eq!(super::basic_auth(&mut plain), None);
+    }
 
     /// TLS is wired in: an `https://` URL gets a handshake, which a plain-text server fails.
     #[tokio::test]
