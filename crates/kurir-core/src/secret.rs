@@ -38,6 +38,10 @@ pub enum InvalidSecret {
         /// Length of the rejected secret in characters.
         len: usize,
     },
+    /// Holds a control character (a NUL, a newline): no secret has one, and a NUL cannot even be
+    /// stored in PostgreSQL's text.
+    #[error("secret contains a control character")]
+    ControlCharacter,
     /// Starts with `whsec_` but the rest is not standard base64, so no Standard Webhooks key can be had.
     #[error("secret starts with \"whsec_\" but the rest is not valid standard base64")]
     InvalidBase64,
@@ -54,7 +58,8 @@ impl Secret {
         Secret(format!("{STANDARD_PREFIX}{}", STANDARD.encode(key)))
     }
 
-    /// Accepts any string of 8 to 512 characters; one starting with `whsec_` must continue with valid
+    /// Accepts any string of 8 to 512 characters without control characters; one starting with
+    /// `whsec_` must continue with valid
     /// standard base64, which is its Standard Webhooks key.
     ///
     /// Use this for secrets kurir signs with and for Standard Webhooks sources. Providers whose secrets
@@ -72,7 +77,8 @@ impl Secret {
         Ok(secret)
     }
 
-    /// Accepts any string of 8 to 512 characters, without looking at a `whsec_` prefix.
+    /// Accepts any string of 8 to 512 characters without control characters, without looking at a
+    /// `whsec_` prefix.
     ///
     /// For schemes that key the HMAC on the secret string itself (every scheme but Standard Webhooks):
     /// Stripe's `whsec_…` secrets, for one, are not base64 after the prefix.
@@ -83,6 +89,9 @@ impl Secret {
         }
         if len > MAX_LEN {
             return Err(InvalidSecret::TooLong { len });
+        }
+        if s.chars().any(char::is_control) {
+            return Err(InvalidSecret::ControlCharacter);
         }
         Ok(Secret(s.to_owned()))
     }
@@ -142,6 +151,17 @@ mod tests {
             Err(InvalidSecret::TooLong { len: 513 })
         );
         assert!(Secret::parse("ééééééé").is_err(), "7 characters, 14 bytes");
+    }
+
+    #[test]
+    fn control_characters_are_refused() {
+        for bad in ["secret-\0-nul", "secret\nwith-newline", "secret\twith-tab"] {
+            assert_eq!(
+                Secret::parse_verbatim(bad),
+                Err(InvalidSecret::ControlCharacter),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -11,9 +11,13 @@
 
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use http::StatusCode;
+use http::header::RETRY_AFTER;
+use http::{HeaderValue, StatusCode};
 use kurir_core::{InvalidRetryPolicy, InvalidSecret};
 use serde::Serialize;
+
+/// The `Retry-After` of a `503`, in seconds.
+pub const RETRY_AFTER_SECONDS: u64 = 5;
 
 /// Why a [`WebhookSource`](crate::WebhookSource) or [`Processor`](crate::Processor) cannot be built.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +69,16 @@ impl ApiError {
         }
     }
 
+    /// `503 database_unavailable`, answered with `Retry-After`: the database cannot be had for
+    /// now; the sender should try again later.
+    pub fn unavailable() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database_unavailable",
+            "the database is unavailable; retry later",
+        )
+    }
+
     /// `500 internal`: the details stay in the log.
     pub fn internal() -> ApiError {
         ApiError::new(
@@ -94,6 +108,12 @@ impl IntoResponse for ApiError {
                 message: &self.message,
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        }
+        response
     }
 }

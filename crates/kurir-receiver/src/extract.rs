@@ -60,7 +60,8 @@ pub enum Rejection {
     /// The body could not be read (the client went away): `400 body_unreadable`.
     #[error("the request body could not be read")]
     BodyUnreadable,
-    /// Signature or timestamp check failed: `401`, code naming the check.
+    /// Signature or timestamp check failed: `401`, code naming the check; or a header names
+    /// another event than the signed id: `400 event_id_mismatch`.
     #[error("{0}")]
     Unverified(#[from] VerifyError),
     /// Authentic, but no event id where the scheme keeps it: `400 missing_event_id`.
@@ -78,7 +79,8 @@ impl Rejection {
             Rejection::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Rejection::BodyUnreadable
             | Rejection::MissingEventId
-            | Rejection::InvalidEventId(_) => StatusCode::BAD_REQUEST,
+            | Rejection::InvalidEventId(_)
+            | Rejection::Unverified(VerifyError::EventIdMismatch { .. }) => StatusCode::BAD_REQUEST,
             Rejection::Unverified(error) => match unverified_code(error) {
                 Some(_) => StatusCode::UNAUTHORIZED,
                 None => return ApiError::internal(),
@@ -100,7 +102,7 @@ impl Rejection {
     }
 }
 
-/// The `401` code naming the failed check; `None` for a fault of ours, not the sender's.
+/// The code naming the failed check; `None` for a fault of ours, not the sender's.
 fn unverified_code(error: &VerifyError) -> Option<&'static str> {
     match error {
         VerifyError::MissingHeader(_) => Some("missing_header"),
@@ -108,6 +110,7 @@ fn unverified_code(error: &VerifyError) -> Option<&'static str> {
         VerifyError::TimestampTooOld { .. } => Some("timestamp_too_old"),
         VerifyError::TimestampTooNew { .. } => Some("timestamp_too_new"),
         VerifyError::SignatureMismatch => Some("signature_mismatch"),
+        VerifyError::EventIdMismatch { .. } => Some("event_id_mismatch"),
         // WebhookSource::new refuses a source without secrets, so this cannot happen.
         VerifyError::NoSecrets => None,
     }
@@ -159,7 +162,7 @@ impl WebhookSource {
             scheme: self.scheme(),
             event_id: EventId::parse(&event_id)?,
             event_id_source: verified.event_id_source,
-            event_type: verified.event_type,
+            event_type: verified.event_type.filter(|t| storable_type(t)),
             payload: body,
             headers,
             idempotency_key: verified.idempotency_key,
@@ -181,6 +184,14 @@ impl WebhookSource {
         };
         Ok((parts.headers, body))
     }
+}
+
+/// Whether an event type can be stored and forwarded as a header value: 1 to 255 printable ASCII
+/// characters. A type that is not (a NUL, a control character, non-ASCII) is left out rather than
+/// failing the request: the body keeps it, byte for byte, and a failure would only make the
+/// sender retry the same request forever.
+fn storable_type(event_type: &str) -> bool {
+    (1..=255).contains(&event_type.len()) && event_type.bytes().all(|b| (b' '..=b'~').contains(&b))
 }
 
 fn declared_length(headers: &HeaderMap) -> Option<usize> {

@@ -50,11 +50,12 @@
 //! # Where the event id comes from
 //!
 //! Each scheme keeps it somewhere else ([`EventIdSource`] tells which): `standard-webhooks` in the
-//! signed `webhook-id` (or `svix-id`) header; `stripe` in the signed body's `id`; `slack` in the
-//! signed body's `event_id`; `kurir` in `X-Webhook-Event-Id`, `github` in `X-GitHub-Delivery`,
-//! `shopify` in `X-Shopify-Webhook-Id` and `hmac-body` in `X-Event-Id`, delivery headers that
-//! those schemes do not sign. A request without one is refused with `400 missing_event_id`, since it
-//! could not be stored once.
+//! signed `webhook-id` (or `svix-id`) header; `kurir` and `slack` in the signed body's `event_id`;
+//! `stripe` in the signed body's `id`; `github` in `X-GitHub-Delivery`, `shopify` in
+//! `X-Shopify-Webhook-Id` and `hmac-body` in `X-Event-Id`, delivery headers that those schemes do not
+//! sign. A request without one is refused with `400 missing_event_id`, since it could not be stored
+//! once; where the id is signed, an id header that disagrees with it is refused with
+//! `400 event_id_mismatch` (a captured request replayed under a new id).
 //!
 //! # Features
 //!
@@ -89,5 +90,7 @@ pub use source_set::SourceSet;
 pub use store::migrate_postgres;
 #[cfg(feature = "sqlite")]
 pub use store::migrate_sqlite;
-pub use store::{ClaimedEvent, Completion, Fence, Inbox, Receipt, RetryNow, StoreError};
+pub use store::{
+    database_unavailable, ClaimedEvent, Completion, Fence, Inbox, Receipt, RetryNow, StoreError,
+};
 pub use tokio_util::sync::CancellationToken;

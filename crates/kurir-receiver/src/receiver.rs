@@ -172,10 +172,7 @@ async fn receive(State(receiver): State<Receiver>, event: VerifiedEvent) -> Resp
     let source = event.source.clone();
     match receiver.accept(event).await {
         Ok(accepted) => accepted.into_response(),
-        Err(error) => {
-            tracing::error!(source, %error, "storing a webhook failed");
-            ApiError::internal().into_response()
-        }
+        Err(error) => store_failure(&source, &error, "storing a webhook failed"),
     }
 }
 
@@ -251,9 +248,18 @@ async fn status(State(receiver): State<Receiver>, Path(event_id): Path<String>) 
             format!("source {source} has no event with this id"),
         )
         .into_response(),
-        Err(error) => {
-            tracing::error!(source, %error, "reading an inbox event's status failed");
-            ApiError::internal().into_response()
-        }
+        Err(error) => store_failure(source, &error, "reading an inbox event's status failed"),
+    }
+}
+
+/// The answer to a store failure: `503` with `Retry-After` when the database is away, else
+/// `500`. Logged here, once.
+fn store_failure(source: &str, error: &StoreError, what: &str) -> Response {
+    if error.is_unavailable() {
+        tracing::warn!(source, %error, "{what}: the database is unavailable");
+        ApiError::unavailable().into_response()
+    } else {
+        tracing::error!(source, %error, "{what}");
+        ApiError::internal().into_response()
     }
 }

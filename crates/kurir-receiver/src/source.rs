@@ -128,9 +128,17 @@ impl WebhookSource {
     }
 }
 
+impl WebhookSource {
+    /// Whether `name` is a valid source name: 1 to 64 characters from `A-Z a-z 0-9 . _ -`. Any
+    /// other name cannot belong to a source.
+    pub fn is_valid_name(name: &str) -> bool {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        !name.is_empty() && name.len() <= MAX_NAME_LEN && name.chars().all(allowed)
+    }
+}
+
 fn check_name(name: &str) -> Result<(), ConfigError> {
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if name.is_empty() || name.len() > MAX_NAME_LEN || !name.chars().all(allowed) {
+    if !WebhookSource::is_valid_name(name) {
         return Err(ConfigError::InvalidSourceName(name.to_owned()));
     }
     Ok(())

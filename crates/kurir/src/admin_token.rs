@@ -17,6 +17,10 @@ use subtle::ConstantTimeEq;
 /// Name of the generated token's file inside the data directory.
 pub const TOKEN_FILE: &str = "admin-token";
 
+/// Shortest configured token accepted on an address other machines can reach: 32 characters,
+/// what `openssl rand -hex 16` gives (and half of what the suggested `openssl rand -hex 32` does).
+pub const MIN_EXPOSED_TOKEN_LEN: usize = 32;
+
 /// The name a request authenticated with the admin token acts as (recorded in replay audits).
 pub const ADMIN_ACTOR: &str = "admin";
 
@@ -49,6 +53,16 @@ impl AdminToken {
         &self.name
     }
 
+    /// A 32-byte key for `purpose`, derived from the token: HMAC-SHA256 keyed by the token's
+    /// digest. Every process configured with the same token derives the same key, so what one
+    /// signs (a dashboard session) the others accept; another token derives another key.
+    pub fn derive_key(&self, purpose: &str) -> [u8; 32] {
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<Sha256>::new_from_slice(&self.digest).expect("any key length");
+        mac.update(purpose.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
     /// Whether `presented` is this token. Compares digests in constant time, so neither the
     /// content nor the length of the real token leaks through timing.
     pub fn verify(&self, presented: &str) -> bool {
@@ -79,6 +93,19 @@ pub enum TokenError {
          secret, or listen on a loopback address such as 127.0.0.1:8080"
     )]
     ExposedWithoutToken(SocketAddr),
+    /// A non-loopback listen address with a configured token too short to resist guessing.
+    #[error(
+        "refusing to listen on {listen} with an admin token of {len} characters: an address other \
+         machines can reach needs a token of at least 32 random characters. Make one with \
+         `openssl rand -hex 32` and set it as KURIR_ADMIN_TOKEN (or admin_token in kurir.toml, or \
+         --admin-token)"
+    )]
+    WeakToken {
+        /// The listen address.
+        listen: SocketAddr,
+        /// The configured token's length in characters (never the token).
+        len: usize,
+    },
     /// The token file could not be read or written.
     #[error("cannot {action} the admin token file {}: {source}", path.display())]
     File {
@@ -101,10 +128,10 @@ pub fn for_serving(
     data_dir: &Path,
     listen: SocketAddr,
 ) -> Result<(String, TokenSource), TokenError> {
+    check_exposure(configured, listen)?;
     if let Some(token) = configured {
         return Ok((token.to_owned(), TokenSource::Configured));
     }
-    check_exposure(configured, listen)?;
     let path = data_dir.join(TOKEN_FILE);
     if let Some(token) = read_file(data_dir)? {
         return Ok((token, TokenSource::File(path)));
@@ -124,12 +151,18 @@ pub fn for_serving(
     }
 }
 
-/// Refuses a non-loopback `listen` without a configured token (checked before anything starts).
+/// Refuses a non-loopback `listen` without a configured token, or with one shorter than
+/// [`MIN_EXPOSED_TOKEN_LEN`] (checked before anything starts). On loopback any token will do:
+/// only this machine can reach it.
 pub fn check_exposure(configured: Option<&str>, listen: SocketAddr) -> Result<(), TokenError> {
-    if configured.is_none() && !listen.ip().is_loopback() {
-        return Err(TokenError::ExposedWithoutToken(listen));
+    if listen.ip().is_loopback() {
+        return Ok(());
     }
-    Ok(())
+    match configured.map(|t| t.chars().count()) {
+        None => Err(TokenError::ExposedWithoutToken(listen)),
+        Some(len) if len < MIN_EXPOSED_TOKEN_LEN => Err(TokenError::WeakToken { listen, len }),
+        Some(_) => Ok(()),
+    }
 }
 
 /// The token in `<data_dir>/admin-token`, if the file exists.
@@ -215,11 +248,22 @@ mod tests {
         let err = for_serving(None, dir.path(), addr("0.0.0.0:8080")).unwrap_err();
         assert!(err.to_string().contains("KURIR_ADMIN_TOKEN"), "{err}");
         assert!(!dir.path().join(TOKEN_FILE).exists());
-        let (token, source) =
-            for_serving(Some("chosen"), dir.path(), addr("0.0.0.0:8080")).unwrap();
-        assert_eq!(
-            (token.as_str(), source),
-            ("chosen", TokenSource::Configured)
-        );
+        let chosen = "0123456789abcdef0123456789abcdef";
+        let (token, source) = for_serving(Some(chosen), dir.path(), addr("0.0.0.0:8080")).unwrap();
+        assert_eq!((token.as_str(), source), (chosen, TokenSource::Configured));
+    }
+
+    #[test]
+    fn a_public_address_refuses_a_short_token_and_says_how_to_make_one() {
+        let dir = tempfile::tempdir().unwrap();
+        for listen in ["0.0.0.0:8080", "[::]:8080", "192.0.2.10:8080"] {
+            let err = for_serving(Some("abc"), dir.path(), addr(listen)).unwrap_err();
+            assert!(matches!(err, TokenError::WeakToken { len: 3, .. }), "{err}");
+            assert!(err.to_string().contains("openssl rand -hex 32"), "{err}");
+        }
+        let short_on_loopback = for_serving(Some("abc"), dir.path(), addr("127.0.0.1:8080"));
+        assert!(short_on_loopback.is_ok(), "loopback is for local use");
+        let long = "x".repeat(MIN_EXPOSED_TOKEN_LEN);
+        assert!(check_exposure(Some(&long), addr("0.0.0.0:8080")).is_ok());
     }
 }

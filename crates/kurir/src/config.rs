@@ -3,15 +3,20 @@
 //! variable at fault.
 //!
 //! The environment names are part of kurir's contract; [`SETTINGS`] is the single list of them,
-//! used by the loader, the validator and `kurir serve --help`.
+//! used by the loader ([`raw`]), the validator and `kurir serve --help`.
 
-use std::collections::HashMap;
+mod raw;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ipnet::IpNet;
 use kurir_core::retry::RetryPolicy;
+
+use crate::limits;
+use crate::redact::url_without_password;
+pub use raw::{shown_value, ConfigError, Origin, RawConfig};
 
 /// One setting: its key in `kurir.toml`, its environment variable, its default.
 #[derive(Debug)]
@@ -31,7 +36,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "database_url", env: "KURIR_DATABASE_URL", default: None, help: "PostgreSQL or SQLite URL [default: sqlite://<data_dir>/kurir.db]" },
     Setting { key: "data_dir", env: "KURIR_DATA_DIR", default: Some("./kurir-data"), help: "directory for the SQLite database and the generated admin token" },
     Setting { key: "listen", env: "KURIR_LISTEN", default: Some("127.0.0.1:8080"), help: "address of the HTTP server (admin API, health, metrics)" },
-    Setting { key: "admin_token", env: "KURIR_ADMIN_TOKEN", default: None, help: "bearer token of the admin API [default: generated into <data_dir>/admin-token]" },
+    Setting { key: "admin_token", env: "KURIR_ADMIN_TOKEN", default: None, help: "bearer token of the admin API; at least 32 characters unless listening on loopback (openssl rand -hex 32) [default: generated into <data_dir>/admin-token]" },
     Setting { key: "connect_timeout", env: "KURIR_CONNECT_TIMEOUT", default: Some("2s"), help: "time allowed to connect to an endpoint" },
     Setting { key: "request_timeout", env: "KURIR_REQUEST_TIMEOUT", default: Some("5s"), help: "time allowed for an endpoint's response" },
     Setting { key: "retry_initial_delay", env: "KURIR_RETRY_INITIAL_DELAY", default: Some("2s"), help: "delay before the first retry; doubles each attempt" },
@@ -45,165 +50,12 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "max_body_size", env: "KURIR_MAX_BODY_SIZE", default: Some("256KiB"), help: "largest admin API request body, e.g. an event with its data (bytes, or with KiB or MiB); larger requests get 413" },
     Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long the dispatcher and the inbox gateway wait between looks while they find work; with none, the wait grows to 2 s (the relay and kurir's own writes wake them at once)" },
     Setting { key: "relay_poll_interval", env: "KURIR_RELAY_POLL_INTERVAL", default: Some("5ms"), help: "how often the relay looks for new outbox rows while it finds them; after a quiet spell it slows to one look per 800 ms, the longest a plain SQL insert waits (kurir's own publishes wake it at once); each look is one index probe" },
+    Setting { key: "http_header_timeout", env: "KURIR_HTTP_HEADER_TIMEOUT", default: Some("10s"), help: "time a client has to send a request's head (and the longest an idle connection stays open); slower clients are disconnected" },
+    Setting { key: "http_body_timeout", env: "KURIR_HTTP_BODY_TIMEOUT", default: Some("30s"), help: "time a client has to send a request's whole body once its head arrived; slower requests get 408" },
+    Setting { key: "max_connections", env: "KURIR_MAX_CONNECTIONS", default: Some("512"), help: "HTTP connections open at once; more wait for one to close (keep it below the process's file descriptor limit)" },
+    Setting { key: "shutdown_timeout", env: "KURIR_SHUTDOWN_TIMEOUT", default: Some("25s"), help: "longest time from SIGTERM or SIGINT to exit, whatever clients or the database do: requests still open are then cut, and deliveries still in flight are retried once their leases expire" },
     Setting { key: "metrics_require_token", env: "KURIR_METRICS_REQUIRE_TOKEN", default: Some("false"), help: "whether GET /metrics needs the admin token (true or false)" },
 ];
-
-/// Where a value came from, so an error can point at it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Origin {
-    /// Built-in default.
-    Default,
-    /// `kurir.toml` (or the `--config` file).
-    File(PathBuf),
-    /// An environment variable.
-    Env(&'static str),
-    /// A command-line flag.
-    Flag(String),
-}
-
-impl std::fmt::Display for Origin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Origin::Default => f.write_str("the default"),
-            Origin::File(p) => write!(f, "{}", p.display()),
-            Origin::Env(name) => f.write_str(name),
-            Origin::Flag(flag) => f.write_str(flag),
-        }
-    }
-}
-
-/// A setting that could not be loaded or is invalid.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The config file could not be read or parsed.
-    #[error("cannot read config file {path}: {message}")]
-    File {
-        /// The file.
-        path: PathBuf,
-        /// What went wrong.
-        message: String,
-    },
-    /// A value is invalid.
-    #[error("{origin}: invalid value '{value}': {expected}")]
-    Invalid {
-        /// Where it came from (e.g. `KURIR_CONNECT_TIMEOUT`).
-        origin: Origin,
-        /// The value given.
-        value: String,
-        /// What was expected.
-        expected: String,
-    },
-}
-
-/// Raw settings: strings, by key, with their origin.
-#[derive(Clone, Debug, Default)]
-pub struct RawConfig {
-    values: HashMap<&'static str, (String, Origin)>,
-}
-
-impl RawConfig {
-    /// Layers defaults, then `file` (if given and present), then the environment, then `flags`
-    /// (`(key, value)` pairs; later layers win).
-    pub fn load(
-        file: Option<&Path>,
-        env: impl Fn(&str) -> Option<String>,
-        flags: &[(&'static str, String)],
-    ) -> Result<Self, ConfigError> {
-        let mut raw = RawConfig::default();
-        for s in SETTINGS {
-            if let Some(d) = s.default {
-                raw.values.insert(s.key, (d.to_owned(), Origin::Default));
-            }
-        }
-        if let Some(path) = file {
-            raw.merge_file(path)?;
-        }
-        for s in SETTINGS {
-            if let Some(v) = env(s.env) {
-                raw.values.insert(s.key, (v, Origin::Env(s.env)));
-            }
-        }
-        for (key, value) in flags {
-            raw.values.insert(
-                key,
-                (
-                    value.clone(),
-                    Origin::Flag(format!("--{}", key.replace('_', "-"))),
-                ),
-            );
-        }
-        Ok(raw)
-    }
-
-    fn merge_file(&mut self, path: &Path) -> Result<(), ConfigError> {
-        let file_err = |message: String| ConfigError::File {
-            path: path.to_owned(),
-            message,
-        };
-        let text = std::fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
-        let table: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| file_err(e.to_string()))?;
-        for (key, value) in table {
-            let Some(setting) = SETTINGS.iter().find(|s| s.key == key) else {
-                return Err(file_err(format!("unknown setting '{key}'")));
-            };
-            let value = match value {
-                toml::Value::String(s) => s,
-                toml::Value::Array(items) => items
-                    .iter()
-                    .map(|i| {
-                        i.as_str()
-                            .map(str::to_owned)
-                            .unwrap_or_else(|| i.to_string())
-                    })
-                    .collect::<Vec<_>>()
-                    .join(","),
-                other => other.to_string(),
-            };
-            self.values
-                .insert(setting.key, (value, Origin::File(path.to_owned())));
-        }
-        Ok(())
-    }
-
-    fn get(&self, key: &str) -> Option<&(String, Origin)> {
-        self.values.get(key)
-    }
-
-    fn parse<T>(
-        &self,
-        key: &'static str,
-        expected: &str,
-        parse: impl Fn(&str) -> Option<T>,
-    ) -> Result<Option<T>, ConfigError> {
-        let Some((value, origin)) = self.get(key) else {
-            return Ok(None);
-        };
-        parse(value.trim())
-            .map(Some)
-            .ok_or_else(|| ConfigError::Invalid {
-                origin: origin.clone(),
-                value: redact_userinfo(value),
-                expected: expected.to_owned(),
-            })
-    }
-
-    fn required<T>(
-        &self,
-        key: &'static str,
-        expected: &str,
-        parse: impl Fn(&str) -> Option<T>,
-    ) -> Result<T, ConfigError> {
-        // Every required key has a default in SETTINGS, so it is always present.
-        self.parse(key, expected, parse)?
-            .ok_or_else(|| ConfigError::Invalid {
-                origin: Origin::Default,
-                value: String::new(),
-                expected: format!("{key} to be set"),
-            })
-    }
-}
 
 /// How deliveries are made; shared by every delivery of a process unless an endpoint overrides.
 #[derive(Clone, Debug)]
@@ -244,8 +96,33 @@ impl Default for DeliveryConfig {
     }
 }
 
-/// Validated settings of a kurir process.
-#[derive(Clone, Debug)]
+/// How the HTTP server treats its clients ([`crate::listener`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Time a client has to send a request's head.
+    pub header_timeout: Duration,
+    /// Time a client has to send a request's body.
+    pub body_timeout: Duration,
+    /// Connections open at once.
+    pub max_connections: u32,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 512,
+        }
+    }
+}
+
+/// The longest a process takes from SIGTERM to exit unless configured otherwise.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(25);
+
+/// Validated settings of a kurir process. `Debug` hides the admin token and the database URL's
+/// password.
+#[derive(Clone)]
 pub struct Config {
     /// Database URL.
     pub database_url: String,
@@ -261,12 +138,26 @@ pub struct Config {
     pub metrics_require_token: bool,
     /// Delivery settings.
     pub delivery: DeliveryConfig,
+    /// How the HTTP server treats its clients.
+    pub http: HttpConfig,
+    /// The longest time from SIGTERM to exit.
+    pub shutdown_timeout: Duration,
 }
 
-const DURATION_HINT: &str = "a duration such as 150ms, 2s or 5m";
-
-fn duration(s: &str) -> Option<Duration> {
-    humantime::parse_duration(s).ok()
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("database_url", &url_without_password(&self.database_url))
+            .field("data_dir", &self.data_dir)
+            .field("listen", &self.listen)
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("metrics_require_token", &self.metrics_require_token)
+            .field("delivery", &self.delivery)
+            .field("http", &self.http)
+            .field("shutdown_timeout", &self.shutdown_timeout)
+            .finish()
+    }
 }
 
 impl Config {
@@ -286,20 +177,54 @@ impl Config {
                 },
             )?
             .unwrap_or_else(|| default_database_url(&data_dir));
+        let delivery = DeliveryConfig::from_raw(raw)?;
+        Ok(Self {
+            database_url,
+            listen: raw.required("listen", "an address such as 127.0.0.1:8080", |s| {
+                s.parse().ok()
+            })?,
+            admin_token: raw.parse("admin_token", "a non-empty token", |s| {
+                (!s.is_empty()).then(|| s.to_owned())
+            })?,
+            max_body_bytes: raw.required(
+                "max_body_size",
+                &format!(
+                    "a size {} bytes, such as 262144, 256KiB or 1MiB",
+                    limits::describe(&limits::MAX_BODY_BYTES)
+                ),
+                |s| byte_size(s).filter(|n| limits::MAX_BODY_BYTES.contains(n)),
+            )?,
+            metrics_require_token: raw.required(
+                "metrics_require_token",
+                "true or false",
+                boolean,
+            )?,
+            data_dir,
+            delivery,
+            http: HttpConfig {
+                header_timeout: raw
+                    .duration_in("http_header_timeout", &limits::HTTP_HEADER_TIMEOUT)?,
+                body_timeout: raw.duration_in("http_body_timeout", &limits::HTTP_BODY_TIMEOUT)?,
+                max_connections: raw.number_in("max_connections", &limits::MAX_CONNECTIONS)?,
+            },
+            shutdown_timeout: raw.duration_in("shutdown_timeout", &limits::SHUTDOWN_TIMEOUT)?,
+        })
+    }
+}
+
+impl DeliveryConfig {
+    /// The delivery settings of `raw`, each within its bound ([`crate::limits`]).
+    pub fn from_raw(raw: &RawConfig) -> Result<Self, ConfigError> {
         let jitter = raw.required("retry_jitter", "a fraction between 0 and 1", |s| {
             s.parse::<f64>().ok().filter(|j| (0.0..=1.0).contains(j))
         })?;
         let delivery = DeliveryConfig {
-            connect_timeout: raw.required("connect_timeout", DURATION_HINT, positive_duration)?,
-            request_timeout: raw.required("request_timeout", DURATION_HINT, positive_duration)?,
+            connect_timeout: raw.duration_in("connect_timeout", &limits::TIMEOUT)?,
+            request_timeout: raw.duration_in("request_timeout", &limits::TIMEOUT)?,
             retry: RetryPolicy {
-                initial_delay: raw.required("retry_initial_delay", DURATION_HINT, duration)?,
-                max_delay: raw.required("retry_max_delay", DURATION_HINT, duration)?,
-                max_attempts: raw.required(
-                    "retry_max_attempts",
-                    "a whole number of at least 1",
-                    |s| s.parse::<u32>().ok().filter(|n| *n >= 1),
-                )?,
+                initial_delay: raw.duration_in("retry_initial_delay", &limits::RETRY_DELAY)?,
+                max_delay: raw.duration_in("retry_max_delay", &limits::RETRY_DELAY)?,
+                max_attempts: raw.number_in("retry_max_attempts", &limits::RETRY_ATTEMPTS)?,
                 jitter,
             },
             allowed_networks: raw.required(
@@ -307,19 +232,11 @@ impl Config {
                 "comma-separated CIDRs such as 127.0.0.0/8,::1/128",
                 parse_networks,
             )?,
-            max_concurrency: raw.required(
-                "max_concurrency",
-                "a whole number of at least 1",
-                at_least_one,
-            )?,
-            batch_size: raw.required("batch_size", "a whole number of at least 1", at_least_one)?,
-            poll_interval: raw.required("poll_interval", DURATION_HINT, positive_duration)?,
-            relay_poll_interval: raw.required(
-                "relay_poll_interval",
-                DURATION_HINT,
-                positive_duration,
-            )?,
-            lease_margin: raw.required("lease_margin", DURATION_HINT, positive_duration)?,
+            max_concurrency: raw.number_in("max_concurrency", &limits::MAX_CONCURRENCY)?,
+            batch_size: raw.number_in("batch_size", &limits::BATCH_SIZE)?,
+            poll_interval: raw.duration_in("poll_interval", &limits::POLL_INTERVAL)?,
+            relay_poll_interval: raw.duration_in("relay_poll_interval", &limits::POLL_INTERVAL)?,
+            lease_margin: raw.duration_in("lease_margin", &limits::LEASE_MARGIN)?,
         };
         if delivery.retry.initial_delay > delivery.retry.max_delay {
             let (value, origin) = raw
@@ -335,43 +252,8 @@ impl Config {
                 ),
             });
         }
-        Ok(Self {
-            database_url,
-            listen: raw.required("listen", "an address such as 127.0.0.1:8080", |s| {
-                s.parse().ok()
-            })?,
-            admin_token: raw.parse("admin_token", "a non-empty token", |s| {
-                (!s.is_empty()).then(|| s.to_owned())
-            })?,
-            max_body_bytes: raw.required(
-                "max_body_size",
-                "a size such as 262144, 256KiB or 1MiB",
-                byte_size,
-            )?,
-            metrics_require_token: raw.required(
-                "metrics_require_token",
-                "true or false",
-                boolean,
-            )?,
-            data_dir,
-            delivery,
-        })
+        Ok(delivery)
     }
-}
-
-/// `scheme://user:password@host/…` → `scheme://***@host/…`: values are echoed in errors, and a
-/// URL's credentials must never be.
-fn redact_userinfo(value: &str) -> String {
-    match (value.find("://"), value.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}://***{}", &value[..scheme_end], &value[at..])
-        }
-        _ => value.to_owned(),
-    }
-}
-
-fn positive_duration(s: &str) -> Option<Duration> {
-    duration(s).filter(|d| !d.is_zero())
 }
 
 /// Bytes, or a whole number of `KiB` or `MiB`; at least 1 KiB.
@@ -401,10 +283,6 @@ fn boolean(s: &str) -> Option<bool> {
     }
 }
 
-fn at_least_one(s: &str) -> Option<u32> {
-    s.parse::<u32>().ok().filter(|n| *n >= 1)
-}
-
 /// Parses a comma-separated CIDR list; a bare address counts as a single-host network.
 pub fn parse_networks(s: &str) -> Option<Vec<IpNet>> {
     s.split(',')
@@ -425,6 +303,8 @@ pub fn default_database_url(data_dir: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
 
     fn load(env: &[(&str, &str)], flags: &[(&'static str, &str)]) -> Result<Config, ConfigError> {
@@ -449,6 +329,8 @@ mod tests {
         assert!(c.delivery.allowed_networks.is_empty());
         assert_eq!(c.max_body_bytes, 256 * 1024);
         assert!(!c.metrics_require_token);
+        assert_eq!(c.http, HttpConfig::default());
+        assert_eq!(c.shutdown_timeout, DEFAULT_SHUTDOWN_TIMEOUT);
     }
 
     #[test]
@@ -535,5 +417,50 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("KURIR_ALLOWED_NETWORKS:"), "{err}");
+    }
+
+    #[test]
+    fn every_number_is_refused_outside_its_documented_bound() {
+        let cases = [
+            ("KURIR_CONNECT_TIMEOUT", "99ms"),
+            ("KURIR_CONNECT_TIMEOUT", "2m"),
+            ("KURIR_REQUEST_TIMEOUT", "0s"),
+            ("KURIR_REQUEST_TIMEOUT", "1h"),
+            ("KURIR_RETRY_INITIAL_DELAY", "0s"),
+            ("KURIR_RETRY_MAX_DELAY", "8days"),
+            ("KURIR_RETRY_MAX_ATTEMPTS", "0"),
+            ("KURIR_RETRY_MAX_ATTEMPTS", "51"),
+            ("KURIR_RETRY_MAX_ATTEMPTS", "2147483647"),
+            ("KURIR_MAX_CONCURRENCY", "10001"),
+            ("KURIR_BATCH_SIZE", "0"),
+            ("KURIR_BATCH_SIZE", "1000000"),
+            ("KURIR_POLL_INTERVAL", "2h"),
+            ("KURIR_LEASE_MARGIN", "0s"),
+            ("KURIR_MAX_BODY_SIZE", "64MiB"),
+            ("KURIR_HTTP_HEADER_TIMEOUT", "0s"),
+            ("KURIR_HTTP_BODY_TIMEOUT", "1h"),
+            ("KURIR_MAX_CONNECTIONS", "0"),
+            ("KURIR_SHUTDOWN_TIMEOUT", "500ms"),
+            ("KURIR_SHUTDOWN_TIMEOUT", "1h"),
+        ];
+        for (name, value) in cases {
+            let err = load(&[(name, value)], &[])
+                .map(|_| ())
+                .expect_err(&format!("{name}={value} is out of bounds"))
+                .to_string();
+            assert!(err.starts_with(&format!("{name}: invalid value")), "{err}");
+            assert!(err.contains("between"), "the bound is stated: {err}");
+        }
+        for (name, value) in [
+            ("KURIR_CONNECT_TIMEOUT", "100ms"),
+            ("KURIR_REQUEST_TIMEOUT", "60s"),
+            ("KURIR_RETRY_MAX_DELAY", "7days"),
+            ("KURIR_RETRY_MAX_ATTEMPTS", "50"),
+        ] {
+            assert!(
+                load(&[(name, value)], &[]).is_ok(),
+                "{name}={value} is at the bound"
+            );
+        }
     }
 }

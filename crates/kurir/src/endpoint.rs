@@ -11,6 +11,8 @@ use kurir_core::retry::RetryPolicy;
 use kurir_core::secret::Secret;
 use serde::{Deserialize, Serialize};
 
+use crate::limits;
+
 /// The default cap on concurrent requests to one endpoint from one kurir process.
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 16;
 
@@ -150,6 +152,45 @@ pub struct Overrides {
 }
 
 impl Overrides {
+    /// Checks each override against its documented bound ([`crate::limits`]) and the first retry
+    /// delay against the longest.
+    pub fn validate(&self) -> Result<(), InvalidEndpoint> {
+        let timeouts = limits::millis(&limits::TIMEOUT);
+        let delays = limits::millis(&limits::RETRY_DELAY);
+        let attempts =
+            u64::from(*limits::RETRY_ATTEMPTS.start())..=u64::from(*limits::RETRY_ATTEMPTS.end());
+        in_range(
+            "connect_timeout_ms",
+            self.connect_timeout_ms.map(u64::from),
+            &timeouts,
+        )?;
+        in_range(
+            "request_timeout_ms",
+            self.request_timeout_ms.map(u64::from),
+            &timeouts,
+        )?;
+        in_range(
+            "retry_initial_delay_ms",
+            self.retry_initial_delay_ms,
+            &delays,
+        )?;
+        in_range("retry_max_delay_ms", self.retry_max_delay_ms, &delays)?;
+        in_range(
+            "retry_max_attempts",
+            self.retry_max_attempts.map(u64::from),
+            &attempts,
+        )?;
+        if let (Some(initial), Some(max)) = (self.retry_initial_delay_ms, self.retry_max_delay_ms) {
+            if initial > max {
+                return Err(InvalidEndpoint::new(
+                    "retry_initial_delay_ms",
+                    "must not be larger than retry_max_delay_ms",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The retry policy for this endpoint: the global one with this endpoint's overrides applied.
     pub fn retry_policy(&self, global: &RetryPolicy) -> RetryPolicy {
         RetryPolicy {
@@ -224,13 +265,12 @@ impl NewEndpoint {
         }
     }
 
-    /// Checks the URL and limits; returns the endpoint ready to store.
+    /// Checks the URL, the description and every number against its bound.
     pub fn validate(&self) -> Result<(), InvalidEndpoint> {
         validate_url(&self.url)?;
-        if self.max_in_flight == Some(0) {
-            return Err(InvalidEndpoint::new("max_in_flight", "must be at least 1"));
-        }
-        Ok(())
+        check_text("description", &self.description)?;
+        check_max_in_flight(self.max_in_flight)?;
+        self.overrides.validate()
     }
 }
 
@@ -253,17 +293,90 @@ pub struct EndpointUpdate {
     pub max_in_flight: Option<u32>,
 }
 
-/// Refuses anything but an absolute `http` or `https` URL with a host.
+impl EndpointUpdate {
+    /// Checks each field given, as [`NewEndpoint::validate`] does.
+    pub fn validate(&self) -> Result<(), InvalidEndpoint> {
+        if let Some(url) = &self.url {
+            validate_url(url)?;
+        }
+        if let Some(description) = &self.description {
+            check_text("description", description)?;
+        }
+        if let Some(reason) = &self.disabled_reason {
+            check_text("disabled_reason", reason)?;
+        }
+        check_max_in_flight(self.max_in_flight)?;
+        self.overrides.as_ref().map_or(Ok(()), Overrides::validate)
+    }
+}
+
+/// Refuses anything but an absolute `http` or `https` URL written out as it will be used: it
+/// starts with `http://` or `https://` and then the host (the URL standard reads `http:///path` as
+/// host `path` and `http:host` as `http://host`), holds no whitespace or control character (the
+/// standard drops tabs and newlines silently), carries no user or password (every read would show
+/// them; kurir authenticates its requests with signatures), and is at most
+/// [`limits::MAX_URL_BYTES`] long.
 pub fn validate_url(url: &str) -> Result<(), InvalidEndpoint> {
-    let parsed = reqwest::Url::parse(url)
-        .map_err(|e| InvalidEndpoint::new("url", format!("'{url}' is not a valid URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(InvalidEndpoint::new("url", "must use http or https"));
+    let bad = |message: &str| InvalidEndpoint::new("url", message);
+    if url.len() > limits::MAX_URL_BYTES {
+        return Err(bad(&format!(
+            "must be at most {} bytes",
+            limits::MAX_URL_BYTES
+        )));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad(
+            "must not contain spaces or control characters (percent-encode them)",
+        ));
+    }
+    let after_scheme = ["https://", "http://"].into_iter().find_map(|scheme| {
+        url.get(..scheme.len())
+            .filter(|start| start.eq_ignore_ascii_case(scheme))
+            .map(|_| &url[scheme.len()..])
+    });
+    let Some(rest) = after_scheme else {
+        return Err(bad("must start with http:// or https://"));
+    };
+    if rest.is_empty() || rest.starts_with(['/', '\\']) {
+        return Err(bad("must have a host right after the //"));
+    }
+    let parsed = reqwest::Url::parse(url).map_err(|e| {
+        let shown = crate::redact::url_without_password(url);
+        InvalidEndpoint::new("url", format!("'{shown}' is not a valid URL: {e}"))
+    })?;
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(bad("must not contain a user or password"));
     }
     if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(InvalidEndpoint::new("url", "must have a host"));
+        return Err(bad("must have a host"));
     }
     Ok(())
+}
+
+fn check_text(field: &'static str, value: &str) -> Result<(), InvalidEndpoint> {
+    match limits::text_problem(value, limits::MAX_TEXT_BYTES) {
+        Some(problem) => Err(InvalidEndpoint::new(field, problem)),
+        None => Ok(()),
+    }
+}
+
+fn check_max_in_flight(value: Option<u32>) -> Result<(), InvalidEndpoint> {
+    let range = u64::from(*limits::MAX_IN_FLIGHT.start())..=u64::from(*limits::MAX_IN_FLIGHT.end());
+    in_range("max_in_flight", value.map(u64::from), &range)
+}
+
+fn in_range(
+    field: &'static str,
+    value: Option<u64>,
+    range: &std::ops::RangeInclusive<u64>,
+) -> Result<(), InvalidEndpoint> {
+    match value {
+        Some(v) if !range.contains(&v) => Err(InvalidEndpoint::new(
+            field,
+            format!("must be {}", limits::describe(range)),
+        )),
+        _ => Ok(()),
+    }
 }
 
 impl Endpoint {
@@ -323,8 +436,76 @@ mod tests {
     fn urls_must_be_absolute_http() {
         assert!(validate_url("https://partner.example/hooks").is_ok());
         assert!(validate_url("http://127.0.0.1:9000/x").is_ok());
+        assert!(validate_url("HTTPS://[::1]:9000/x?a=%20b").is_ok());
         assert_eq!(validate_url("ftp://x.example/").unwrap_err().field, "url");
         assert!(validate_url("/relative").is_err());
         assert!(validate_url("not a url").is_err());
+    }
+
+    #[test]
+    fn urls_that_would_be_read_as_something_else_are_refused() {
+        for bad in [
+            "http:///path",
+            "http:\\\\x.example/",
+            "http:x.example/hook",
+            "https://user:pw@x.example/hook",
+            "https://user@x.example/",
+            "https://x.example/a\r\nb",
+            "https://x.example/a\tb",
+            "https://x.example/a b",
+            "https://x.example/\u{0}",
+            "https://",
+        ] {
+            assert!(validate_url(bad).is_err(), "{bad:?}");
+        }
+        let err = validate_url("https://user:secret-pw@x.example:99999/").unwrap_err();
+        assert!(!err.message.contains("secret-pw"), "{err}");
+    }
+
+    #[test]
+    fn numbers_out_of_their_bounds_name_the_field() {
+        let field = |o: Overrides| o.validate().unwrap_err().field;
+        let o = Overrides::default;
+        assert_eq!(
+            field(Overrides {
+                connect_timeout_ms: Some(99),
+                ..o()
+            }),
+            "connect_timeout_ms"
+        );
+        assert_eq!(
+            field(Overrides {
+                request_timeout_ms: Some(60_001),
+                ..o()
+            }),
+            "request_timeout_ms"
+        );
+        assert_eq!(
+            field(Overrides {
+                retry_initial_delay_ms: Some(0),
+                ..o()
+            }),
+            "retry_initial_delay_ms"
+        );
+        assert_eq!(
+            field(Overrides {
+                retry_max_delay_ms: Some(u64::MAX),
+                ..o()
+            }),
+            "retry_max_delay_ms"
+        );
+        assert_eq!(
+            field(Overrides {
+                retry_max_attempts: Some(51),
+                ..o()
+            }),
+            "retry_max_attempts"
+        );
+        let mut new = NewEndpoint::new("https://x.example/");
+        new.max_in_flight = Some(1001);
+        assert_eq!(new.validate().unwrap_err().field, "max_in_flight");
+        new.max_in_flight = Some(1000);
+        new.description = "a\0b".into();
+        assert_eq!(new.validate().unwrap_err().field, "description");
     }
 }

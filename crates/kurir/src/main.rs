@@ -1,13 +1,27 @@
 //! The `kurir` binary. Everything lives in the library; see [`kurir::cli`].
 
+use std::io::Write;
+use std::time::Duration;
+
 use clap::Parser;
 
-#[tokio::main]
-async fn main() {
+/// How long the runtime waits, once the command is done, for work still running in it (a
+/// blocking DNS lookup, say) before the process exits anyway: `kurir serve` has already kept
+/// its shutdown bound, and nothing left then is worth waiting for.
+const RUNTIME_SHUTDOWN: Duration = Duration::from_millis(500);
+
+fn main() {
     let cli = kurir::cli::Cli::parse();
     kurir::telemetry::init();
-    if let Err(e) = kurir::cli::main(cli).await {
-        eprintln!("kurir: {}", one_line(&e));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let result = runtime.block_on(kurir::cli::main(cli));
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    if let Err(e) = result {
+        // Not `eprintln!`: a closed stderr must not turn an error exit into a panic.
+        let _ = writeln!(std::io::stderr(), "kurir: {}", one_line(&e));
         std::process::exit(1);
     }
 }

@@ -20,7 +20,10 @@
 //! ```
 //!
 //! Applications in other languages write the same row with one plain `INSERT` (see the README's
-//! SQL contract); every column but `event_type` and `payload` has a database default.
+//! SQL contract); every column but `event_type` and `payload` has a database default. The
+//! database refuses a row that breaks the contract's rules (migration 0005), which are the rules
+//! checked here: [`EventType`], [`EventId`], a JSON object of at most [`MAX_PAYLOAD_BYTES`], and
+//! aggregate fields of 1 to [`MAX_AGGREGATE_BYTES`] bytes without NUL.
 
 use std::future::Future;
 
@@ -29,6 +32,12 @@ use kurir_core::event::{EventId, EventType};
 use serde_json::value::RawValue;
 
 use crate::store::sqlite_ts;
+
+/// Largest payload accepted, in bytes of its JSON text (`kurir_outbox_payload_size`).
+pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+/// Longest aggregate type or id, in bytes (`kurir_outbox_aggregate_format`).
+pub const MAX_AGGREGATE_BYTES: usize = 255;
 
 /// An event to record.
 #[derive(Clone, Debug)]
@@ -61,6 +70,19 @@ pub enum EnqueueError {
     /// The payload is not a JSON object.
     #[error("invalid payload: {0}")]
     InvalidPayload(String),
+    /// The payload is larger than [`MAX_PAYLOAD_BYTES`].
+    #[error("the payload is {0} bytes, more than the limit of {MAX_PAYLOAD_BYTES}")]
+    PayloadTooLarge(usize),
+    /// `occurred_at` is outside the years 1 to 9999, which RFC 3339 (the wire format) and both
+    /// databases can all hold.
+    #[error("invalid occurred_at: must be within the years 0001 to 9999")]
+    InvalidOccurredAt,
+    /// An aggregate field is empty, too long or holds a NUL.
+    #[error("invalid {field}: must be 1 to {MAX_AGGREGATE_BYTES} bytes without NUL")]
+    InvalidAggregate {
+        /// `aggregate_type` or `aggregate_id`.
+        field: &'static str,
+    },
     /// The version is below 1.
     #[error("invalid version {0}: must be 1 or more")]
     InvalidVersion(i32),
@@ -83,6 +105,9 @@ impl NewEvent {
             .map_err(|e| EnqueueError::InvalidEventType(e.to_string()))?;
         if !payload.get().trim_start().starts_with('{') {
             return Err(EnqueueError::InvalidPayload("must be a JSON object".into()));
+        }
+        if payload.get().len() > MAX_PAYLOAD_BYTES {
+            return Err(EnqueueError::PayloadTooLarge(payload.get().len()));
         }
         Ok(Self {
             event_id: None,
@@ -119,6 +144,33 @@ impl NewEvent {
         self.occurred_at = Some(at);
         self
     }
+
+    /// Checks what the setters cannot: the version, the time and the aggregate fields.
+    pub fn validate(&self) -> Result<(), EnqueueError> {
+        if self.version < 1 {
+            return Err(EnqueueError::InvalidVersion(self.version));
+        }
+        if self
+            .occurred_at
+            .is_some_and(|at| !crate::limits::time_in_range(&at))
+        {
+            return Err(EnqueueError::InvalidOccurredAt);
+        }
+        for (field, value) in [
+            ("aggregate_type", &self.aggregate_type),
+            ("aggregate_id", &self.aggregate_id),
+        ] {
+            if value.as_deref().is_some_and(|v| !valid_aggregate(v)) {
+                return Err(EnqueueError::InvalidAggregate { field });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An aggregate type or id the outbox takes: 1 to [`MAX_AGGREGATE_BYTES`] bytes, no NUL.
+pub fn valid_aggregate(value: &str) -> bool {
+    (1..=MAX_AGGREGATE_BYTES).contains(&value.len()) && !value.contains('\0')
 }
 
 /// Records `event` in `kurir_outbox` inside the caller's transaction and returns its id.
@@ -129,9 +181,7 @@ pub async fn enqueue<DB: OutboxDatabase>(
     tx: &mut sqlx::Transaction<'_, DB>,
     event: NewEvent,
 ) -> Result<EventId, EnqueueError> {
-    if event.version < 1 {
-        return Err(EnqueueError::InvalidVersion(event.version));
-    }
+    event.validate()?;
     let id = event.event_id.clone().unwrap_or_else(EventId::new_v7);
     match DB::insert_event(&mut **tx, &id, &event).await {
         Ok(()) => Ok(id),
@@ -197,5 +247,40 @@ impl OutboxDatabase for sqlx::Sqlite {
             .execute(conn)
             .await
             .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_the_database_would_refuse_is_refused_before_the_insert() {
+        let at_limit = format!(r#"{{"x":"{}"}}"#, "a".repeat(MAX_PAYLOAD_BYTES - 8));
+        let raw = |s: &str| RawValue::from_string(s.to_owned()).unwrap();
+        assert!(NewEvent::raw("order.paid", raw(&at_limit)).is_ok());
+        let over = format!(r#"{{"x":"{}"}}"#, "a".repeat(MAX_PAYLOAD_BYTES - 7));
+        assert!(matches!(
+            NewEvent::raw("order.paid", raw(&over)),
+            Err(EnqueueError::PayloadTooLarge(n)) if n == MAX_PAYLOAD_BYTES + 1
+        ));
+        assert!(matches!(
+            NewEvent::raw("order.paid", raw("[1,2,3]")),
+            Err(EnqueueError::InvalidPayload(_))
+        ));
+        let event = NewEvent::raw("order.paid", raw("{}")).unwrap();
+        for (kind, id) in [("", "1"), ("order", "9\u{0}8"), ("order", &"x".repeat(256))] {
+            let err = event.clone().aggregate(kind, id).validate().unwrap_err();
+            assert!(
+                matches!(err, EnqueueError::InvalidAggregate { .. }),
+                "{kind:?} {id:?}"
+            );
+        }
+        assert!(event.clone().aggregate("order", "98765").validate().is_ok());
+        let far = DateTime::<Utc>::MAX_UTC;
+        assert!(matches!(
+            event.occurred_at(far).validate(),
+            Err(EnqueueError::InvalidOccurredAt)
+        ));
     }
 }

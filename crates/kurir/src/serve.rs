@@ -1,6 +1,6 @@
 //! `kurir serve`: the relay, the dispatcher, the lease sweep, the inbox gateway's runner and the
 //! HTTP server (health, metrics, the admin API, the inbox gateway's routes) in one process, all
-//! stopped by one [`CancellationToken`].
+//! stopped by one [`CancellationToken`], within a bounded time ([`run`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,13 +10,18 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::admin_token::{self, AdminToken, TokenSource, ADMIN_ACTOR};
+use crate::api::error::ApiError;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
+use crate::probe::Probe;
 use crate::store::Store;
 use crate::wake::{Channel, Wake, Wakes};
 
@@ -46,6 +51,8 @@ pub struct AppState {
     pub metrics_require_token: bool,
     /// The inbox gateway: the sources its runner serves, and the runner's wake-up.
     pub gateway: Gateway,
+    /// Endpoint checks: the URL warning and the test event, with this process's delivery settings.
+    pub probe: Arc<Probe>,
 }
 
 impl AppState {
@@ -61,6 +68,7 @@ impl AppState {
             max_body_bytes: 256 * 1024,
             metrics: Metrics::new(),
             metrics_require_token: false,
+            probe: Probe::new(&crate::config::DeliveryConfig::default()),
         }
     }
 }
@@ -74,14 +82,28 @@ pub fn app(state: AppState) -> Router {
         .merge(crate::gateway::routes::router())
         .with_state(state.clone())
         .merge(crate::metrics::scrape::router(state.clone(), require_token))
-        .merge(crate::api::router(state))
+        .merge(crate::api::router(state.clone()))
+        .merge(crate::ui::router(state))
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
 }
 
+/// How long `/readyz` waits for the database: it answers within a second whatever the database
+/// does (connecting to one that is away would otherwise take the pool's whole acquire timeout).
+const READINESS_TIMEOUT: Duration = Duration::from_millis(900);
+
 async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    match state.store.ping().await {
-        Ok(()) => (StatusCode::OK, "ready"),
-        Err(e) => {
+    match tokio::time::timeout(READINESS_TIMEOUT, state.store.ping()).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready"),
+        Ok(Err(e)) => {
             tracing::warn!(error = %e, "readiness check failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
+        }
+        Err(_) => {
+            tracing::warn!(
+                timeout_ms = READINESS_TIMEOUT.as_millis() as u64,
+                "readiness check failed: the database did not answer in time"
+            );
             (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
         }
     }
@@ -97,8 +119,9 @@ pub fn owner_id() -> String {
     )
 }
 
-/// Runs everything on `listener` until `shutdown` is cancelled, then drains: stops claiming,
-/// lets requests in flight finish, records them and releases leftover leases.
+/// Runs everything on `listener` until `shutdown` is cancelled, then stops within
+/// `config.shutdown_timeout`: stops accepting and claiming, lets requests and deliveries in
+/// flight finish, records them, releases leftover leases and closes the pool (see [`stop`]).
 pub async fn run(
     config: Config,
     store: Store,
@@ -106,6 +129,53 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let listen = listener.local_addr()?;
+    let token = settle_admin_token(&config, listen)?;
+    let delivery = config.delivery.clone();
+    let metrics = Metrics::new();
+    let gateway = Gateway::new(store.clone(), &delivery)?.with_metrics(metrics.clone());
+    let wakes = Wakes::announced();
+    let state = AppState {
+        relay_wake: wakes.relay.clone(),
+        dispatch_wake: wakes.dispatcher.clone(),
+        max_body_bytes: config.max_body_bytes,
+        metrics_require_token: config.metrics_require_token,
+        probe: Probe::new(&delivery),
+        metrics,
+        ..AppState::new(
+            store.clone(),
+            AdminToken::new(ADMIN_ACTOR, &token),
+            gateway.clone(),
+        )
+    };
+    let dispatcher = Arc::new(
+        Dispatcher::new(store.clone(), delivery.clone(), owner_id())
+            .with_metrics(state.metrics.clone()),
+    );
+    tracing::info!(
+        backend = store.backend(),
+        listen = %listen,
+        owner = dispatcher.owner(),
+        "kurir serving"
+    );
+    let tasks = spawn_workers(&state, &wakes, &delivery, dispatcher, gateway, &shutdown);
+    let limits = crate::listener::Limits {
+        header_timeout: config.http.header_timeout,
+        body_timeout: config.http.body_timeout,
+        max_connections: config.http.max_connections as usize,
+        drain: config.shutdown_timeout - stop_reserve(config.shutdown_timeout),
+    };
+    let server = tokio::spawn(crate::listener::serve(
+        listener,
+        app(state),
+        limits,
+        shutdown.clone(),
+    ));
+    shutdown.cancelled().await;
+    stop(server, tasks, &store, config.shutdown_timeout).await
+}
+
+/// The admin token to serve with (configured, read or generated), logged by where it came from.
+fn settle_admin_token(config: &Config, listen: std::net::SocketAddr) -> anyhow::Result<String> {
     let (token, source) =
         admin_token::for_serving(config.admin_token.as_deref(), &config.data_dir, listen)?;
     match &source {
@@ -118,59 +188,93 @@ pub async fn run(
             "admin API token generated; the CLI on this machine reads it from that file"
         ),
     }
-    let delivery = config.delivery.clone();
-    let gateway = Gateway::new(store.clone(), &delivery)?;
-    let wakes = Wakes::announced();
-    let state = AppState {
-        max_body_bytes: config.max_body_bytes,
-        metrics_require_token: config.metrics_require_token,
-        relay_wake: wakes.relay.clone(),
-        dispatch_wake: wakes.dispatcher.clone(),
-        ..AppState::new(
-            store.clone(),
-            AdminToken::new(ADMIN_ACTOR, &token),
-            gateway.clone(),
-        )
-    };
-    let metrics = state.metrics.clone();
-    let dispatcher = Arc::new(
-        Dispatcher::new(store.clone(), delivery.clone(), owner_id()).with_metrics(metrics.clone()),
-    );
-    tracing::info!(
-        backend = store.backend(),
-        listen = %listen,
-        owner = dispatcher.owner(),
-        "kurir serving"
-    );
-    let tasks = tokio_util::task::TaskTracker::new();
-    wakes.spawn(&tasks, &store, dispatcher.owner(), &shutdown);
+    Ok(token)
+}
+
+/// Starts the relay, the cross-process wake-ups (PostgreSQL), the lease sweep, the metrics
+/// upkeep, the dispatcher and the inbox gateway's runner, each stopping at `shutdown`.
+fn spawn_workers(
+    state: &AppState,
+    wakes: &Wakes,
+    delivery: &crate::config::DeliveryConfig,
+    dispatcher: Arc<Dispatcher>,
+    gateway: Gateway,
+    shutdown: &CancellationToken,
+) -> TaskTracker {
+    let store = &state.store;
+    let tasks = TaskTracker::new();
+    wakes.spawn(&tasks, store, dispatcher.owner(), shutdown);
     tasks.spawn(crate::relay::run(
         store.clone(),
         delivery.batch_size,
         delivery.relay_poll_interval,
-        wakes.relay.clone(),
-        wakes.dispatcher.clone(),
-        metrics.clone(),
+        state.relay_wake.clone(),
+        state.dispatch_wake.clone(),
+        state.metrics.clone(),
         shutdown.clone(),
     ));
-    tasks.spawn(metrics.upkeep(METRICS_UPKEEP_INTERVAL, shutdown.clone()));
+    tasks.spawn(
+        state
+            .metrics
+            .clone()
+            .upkeep(METRICS_UPKEEP_INTERVAL, shutdown.clone()),
+    );
     tasks.spawn(crate::relay::sweep_leases(
         store.clone(),
         SWEEP_INTERVAL,
         shutdown.clone(),
     ));
-    tasks.spawn(dispatcher.run(wakes.dispatcher.handle(), shutdown.clone()));
+    tasks.spawn(dispatcher.run(state.dispatch_wake.handle(), shutdown.clone()));
     tasks.spawn(gateway.run(shutdown.clone()));
-    let server_shutdown = shutdown.clone();
-    let server = axum::serve(listener, app(state))
-        .with_graceful_shutdown(async move { server_shutdown.cancelled().await });
-    let served = server.await;
-    shutdown.cancel();
     tasks.close();
-    tasks.wait().await;
-    store.close().await;
+    tasks
+}
+
+/// The part of the shutdown time kept for closing the database pool once the HTTP server and
+/// the workers are done or cut off.
+fn stop_reserve(timeout: Duration) -> Duration {
+    (timeout / 5).min(Duration::from_secs(2))
+}
+
+/// Stops everything within `timeout` of now, whatever clients or the database do: the HTTP
+/// server (which closes connections still open when its drain time is up) and the workers get
+/// all but [`stop_reserve`] of it, closing the pool the rest. Workers still running then are
+/// left behind, to end with the process: deliveries they hold are retried, by this or another
+/// kurir, once their leases expire. That case is an error, so the exit status says so.
+async fn stop(
+    mut server: JoinHandle<()>,
+    tasks: TaskTracker,
+    store: &Store,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let work_deadline = deadline - stop_reserve(timeout);
+    let (server_done, workers_done) = tokio::join!(
+        tokio::time::timeout_at(work_deadline, &mut server),
+        tokio::time::timeout_at(work_deadline, tasks.wait()),
+    );
+    if server_done.is_err() {
+        server.abort();
+    }
+    if workers_done.is_err() {
+        tracing::error!(
+            timeout_ms = timeout.as_millis() as u64,
+            "workers still running at the shutdown deadline are left behind; the deliveries they \
+             hold are retried once their leases expire"
+        );
+    }
+    let closed = tokio::time::timeout_at(deadline, store.close()).await;
+    if closed.is_err() {
+        tracing::error!("the database pool did not close before the shutdown deadline");
+    }
+    if workers_done.is_err() || closed.is_err() {
+        anyhow::bail!(
+            "shutdown did not finish within {} (KURIR_SHUTDOWN_TIMEOUT)",
+            humantime::format_duration(timeout)
+        );
+    }
     tracing::info!("kurir stopped");
-    served.map_err(Into::into)
+    Ok(())
 }
 
 /// Cancels `token` on SIGINT or SIGTERM.

@@ -8,7 +8,7 @@
 //!   notification is sent after the work's transaction committed, in a transaction of its own:
 //!   PostgreSQL serialises the commits of notifying transactions, so a `NOTIFY` inside a write
 //!   transaction would make each such commit wait for the one before. Requests are coalesced to
-//!   at most one notification per channel every [`ANNOUNCE_GAP`], the first at once.
+//!   at most one `NOTIFY` statement every [`ANNOUNCE_GAP`], the first at once.
 //! - **Everything else is found by polling**: an application's plain `INSERT` (it sends no
 //!   notification: a trigger would serialise the application's commits), retries coming due,
 //!   expired leases, a notification lost while a connection was down. Each loop's wait grows
@@ -44,7 +44,8 @@ pub const DISPATCHER_SLOWEST_POLL: Duration = Duration::from_secs(2);
 /// how late a forward's retry starts on an idle process).
 pub const INBOX_SLOWEST_POLL: Duration = Duration::from_secs(2);
 
-/// The shortest time between two notifications of one channel from one process.
+/// The shortest time between two `NOTIFY` statements of one process; each carries every channel
+/// asked for meanwhile.
 pub const ANNOUNCE_GAP: Duration = Duration::from_millis(50);
 
 /// A channel processes announce work on.

@@ -138,7 +138,7 @@ async fn add_inbox_source(rig: &Rig) -> anyhow::Result<()> {
     let created = NewSource {
         name: "idle".into(),
         scheme: "kurir".into(),
-        secrets: vec![kurir_core::Secret::generate().expose().to_owned()],
+        secrets: vec![kurir_core::Secret::generate().expose().to_owned().into()],
         tolerance_seconds: None,
         forward_url: format!("{}/inbox", rig.sink.url()),
     }

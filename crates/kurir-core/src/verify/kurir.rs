@@ -1,15 +1,19 @@
 //! The seed `kurir` scheme, as kurir itself sends it: `X-Webhook-Signature` = lowercase hex
 //! HMAC-SHA256(secret string, `X-Webhook-Timestamp` value + "." + body). The timestamp is RFC 3339 and
-//! signed verbatim, whatever its exact form. The event id and type headers are not signed.
+//! signed verbatim, whatever its exact form.
+//!
+//! The event id and type headers are not signed, so the event id is the signed body's `event_id`
+//! (kurir's envelope carries it), and the type its `event_type`, else the `X-Webhook-Event` header.
+//! An `X-Webhook-Event-Id` that disagrees with the body is refused by [`Verifier::verify`].
 
 use chrono::{DateTime, Utc};
 use http::HeaderMap;
 
 use super::{
-    decode_hex, optional_header, required_header, EventIdSource, KeyKind, Verified, Verifier,
-    VerifyError,
+    body_json, decode_hex, json_string, optional_header, required_header, EventIdSource, KeyKind,
+    Verified, Verifier, VerifyError,
 };
-use crate::sign::headers::{WEBHOOK_EVENT, WEBHOOK_EVENT_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
+use crate::sign::headers::{WEBHOOK_EVENT, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 
 pub(super) fn verify(
     verifier: &Verifier,
@@ -34,12 +38,14 @@ pub(super) fn verify(
         &[timestamp_header.as_bytes(), b".", body],
         &[signature],
     )?;
+    let json = body_json(body);
     Ok(Verified {
-        event_type: optional_header(headers, WEBHOOK_EVENT),
+        event_type: json_string(json.as_ref(), "/event_type")
+            .or_else(|| optional_header(headers, WEBHOOK_EVENT)),
         timestamp: Some(timestamp),
         ..Verified::identified(
-            optional_header(headers, WEBHOOK_EVENT_ID),
-            EventIdSource::UnsignedHeader,
+            json_string(json.as_ref(), "/event_id"),
+            EventIdSource::SignedBody,
         )
     })
 }

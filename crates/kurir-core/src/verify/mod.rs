@@ -27,6 +27,7 @@ pub use scheme::{Scheme, UnknownScheme};
 
 use crate::mac::{hmac_sha256, tags_equal};
 use crate::secret::Secret;
+use crate::sign::headers::{WEBHOOK_EVENT_ID, WEBHOOK_ID};
 
 /// How far a signed timestamp may be from `now`, either way, unless configured otherwise.
 pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(5 * 60);
@@ -75,7 +76,8 @@ impl Verifier {
     }
 
     /// Verifies `body` (the raw bytes, exactly as received) against `headers`, constant-time.
-    /// `now` is injected so tests control the clock.
+    /// `now` is injected so tests control the clock. Where the scheme signs the event id, a
+    /// header naming another id is refused ([`VerifyError::EventIdMismatch`]).
     pub fn verify(
         &self,
         headers: &HeaderMap,
@@ -85,6 +87,22 @@ impl Verifier {
         if self.secrets.is_empty() {
             return Err(VerifyError::NoSecrets);
         }
+        let verified = self.verify_scheme(headers, body, now)?;
+        if matches!(
+            verified.event_id_source,
+            EventIdSource::SignedHeader | EventIdSource::SignedBody
+        ) {
+            check_id_headers(headers, verified.event_id.as_deref())?;
+        }
+        Ok(verified)
+    }
+
+    fn verify_scheme(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: DateTime<Utc>,
+    ) -> Result<Verified, VerifyError> {
         match self.scheme {
             Scheme::Kurir => kurir::verify(self, headers, body, now),
             Scheme::StandardWebhooks => standard::verify(self, headers, body, now),
@@ -134,6 +152,27 @@ impl Verifier {
         } else {
             Err(VerifyError::SignatureMismatch)
         }
+    }
+}
+
+/// Headers that may name the event beside the id a scheme signs: kurir sends its own and the
+/// Standard Webhooks headers together, and Svix sends `svix-id`.
+const ID_HEADERS: [&str; 3] = [WEBHOOK_EVENT_ID, WEBHOOK_ID, "svix-id"];
+
+/// Fails when one of [`ID_HEADERS`] disagrees with `signed_id`, the id the signature covers.
+/// Events are stored once under the signed id, so such a request is either broken or a captured
+/// one replayed under a new id; either way it must not pass as another event.
+fn check_id_headers(headers: &HeaderMap, signed_id: Option<&str>) -> Result<(), VerifyError> {
+    let Some(signed_id) = signed_id else {
+        return Ok(());
+    };
+    match ID_HEADERS.into_iter().find(|name| {
+        headers
+            .get(*name)
+            .is_some_and(|v| v.as_bytes() != signed_id.as_bytes())
+    }) {
+        Some(header) => Err(VerifyError::EventIdMismatch { header }),
+        None => Ok(()),
     }
 }
 

@@ -9,7 +9,8 @@ use chrono::{DateTime, Utc};
 pub enum EventIdSource {
     /// A header covered by the signature (Standard Webhooks' `webhook-id`).
     SignedHeader,
-    /// A field of the signed body (Stripe's `id`, Slack's `event_id`).
+    /// A field of the signed body (the kurir scheme's `event_id`, Stripe's `id`, Slack's
+    /// `event_id`).
     SignedBody,
     /// A header the scheme does not sign: authentic only as far as the transport is.
     UnsignedHeader,
@@ -82,6 +83,13 @@ pub enum VerifyError {
     /// No signature in the request matches the body under any configured secret.
     #[error("no signature matches the body under any configured secret")]
     SignatureMismatch,
+    /// A header names another event than the id the signature covers: a broken sender, or a
+    /// captured request replayed under a new id.
+    #[error("header {header} disagrees with the event id the signature covers")]
+    EventIdMismatch {
+        /// The disagreeing header.
+        header: &'static str,
+    },
     /// The verifier has no secret to check with.
     #[error("no secrets configured")]
     NoSecrets,

@@ -9,7 +9,7 @@ use crate::{at, has_timestamp, protected_headers, secret_for, sign_request, Sign
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const OTHER_SECRET: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
 const SIGNED_AT: i64 = 1_700_000_000;
-const BODY: &[u8] = br#"{"id":"evt_1","type":"invoice.paid","event_id":"Ev1"}"#;
+const BODY: &[u8] = br#"{"id":"evt_1","type":"invoice.paid","event_id":"evt_1"}"#;
 
 fn verifier(scheme: Scheme, secrets: &[&str]) -> Verifier {
     let secrets = secrets.iter().map(|s| secret_for(scheme, s)).collect();
@@ -164,9 +164,68 @@ fn svix_headers_are_named_when_missing() {
 }
 
 #[test]
+fn the_kurir_scheme_reads_the_event_id_from_the_signed_body_never_the_header() {
+    let signed = request(Scheme::Kurir);
+    let kurir = verifier(Scheme::Kurir, &[SECRET]);
+    let without_header = kurir
+        .verify(&signed.without("x-webhook-event-id"), BODY, at(SIGNED_AT))
+        .unwrap();
+    assert_eq!(without_header.event_id.as_deref(), Some("evt_1"));
+    assert_eq!(
+        without_header.event_id_source,
+        kurir_core::EventIdSource::SignedBody
+    );
+    let replayed = kurir.verify(
+        &signed.with("x-webhook-event-id", "evt_replayed"),
+        BODY,
+        at(SIGNED_AT),
+    );
+    assert_eq!(
+        replayed,
+        Err(VerifyError::EventIdMismatch {
+            header: "x-webhook-event-id"
+        })
+    );
+    let body = br#"{"type":"invoice.paid"}"#;
+    let no_id = sign_request(Scheme::Kurir, SECRET, "evt_1", SIGNED_AT, body);
+    let verified = kurir
+        .verify(&no_id.header_map(), body, at(SIGNED_AT))
+        .unwrap();
+    assert_eq!(verified.event_id, None, "an unsigned header names nothing");
+}
+
+#[test]
+fn an_id_header_disagreeing_with_a_signed_id_is_refused() {
+    for scheme in [Scheme::StandardWebhooks, Scheme::Stripe, Scheme::Slack] {
+        for header in ["x-webhook-event-id", "webhook-id", "svix-id"] {
+            let mut signed = request(scheme);
+            if header == "webhook-id" && scheme == Scheme::StandardWebhooks {
+                continue; // the signed id itself
+            }
+            signed
+                .headers
+                .push((header.to_owned(), "evt_other".to_owned()));
+            let result =
+                verifier(scheme, &[SECRET]).verify(&signed.header_map(), BODY, at(SIGNED_AT));
+            assert_eq!(
+                result,
+                Err(VerifyError::EventIdMismatch { header }),
+                "{scheme} with {header}"
+            );
+            signed.headers.last_mut().unwrap().1 = "evt_1".to_owned();
+            let agreeing =
+                verifier(scheme, &[SECRET]).verify(&signed.header_map(), BODY, at(SIGNED_AT));
+            assert!(
+                agreeing.is_ok(),
+                "{scheme} with an agreeing {header}: {agreeing:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn unsigned_event_id_headers_are_optional() {
     let optional = [
-        (Scheme::Kurir, "x-webhook-event-id"),
         (Scheme::Github, "x-github-delivery"),
         (Scheme::Shopify, "x-shopify-webhook-id"),
         (Scheme::HmacBody, "x-event-id"),

@@ -51,6 +51,34 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
 }
 
+impl StoreError {
+    /// Whether the database is away or refusing work for now ([`database_unavailable`]): worth
+    /// retrying later, and no fault of the request.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Database(e) if database_unavailable(e))
+    }
+}
+
+/// Whether `e` means the database cannot be had for now, rather than that the statement is wrong:
+/// no connection (pool timeout, refused, reset, TLS), PostgreSQL's connection exceptions (SQLSTATE
+/// class 08), shutdown or start-up (57P01 to 57P03), too many connections (53300), or SQLite busy
+/// or locked past its busy timeout.
+pub fn database_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| match code.len() {
+            // PostgreSQL's SQLSTATEs have five characters; SQLite's codes are shorter numbers.
+            5 => code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300"),
+            _ => code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)),
+        }),
+        _ => false,
+    }
+}
+
 /// The result type of store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -347,4 +375,20 @@ pub async fn migrate_postgres(pool: &sqlx::PgPool) -> Result<()> {
 #[cfg(feature = "sqlite")]
 pub async fn migrate_sqlite(pool: &sqlx::SqlitePool) -> Result<()> {
     sqlite::migrate(pool).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_database_is_unavailable_and_a_bad_statement_is_not() {
+        assert!(database_unavailable(&sqlx::Error::PoolTimedOut));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(database_unavailable(&sqlx::Error::Io(refused)));
+        assert!(!database_unavailable(&sqlx::Error::RowNotFound));
+        assert!(!database_unavailable(&sqlx::Error::ColumnNotFound(
+            "x".into()
+        )));
+    }
 }

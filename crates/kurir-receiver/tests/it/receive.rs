@@ -180,9 +180,9 @@ both_backends! {
 
 /// A body of exactly `len` bytes carrying `event_id`.
 fn body_of_len(event_id: &str, len: usize) -> Vec<u8> {
-    let bare = format!(r#"{{"id":"{event_id}","pad":""}}"#);
+    let bare = format!(r#"{{"event_id":"{event_id}","pad":""}}"#);
     let pad = "x".repeat(len - bare.len());
-    format!(r#"{{"id":"{event_id}","pad":"{pad}"}}"#).into_bytes()
+    format!(r#"{{"event_id":"{event_id}","pad":"{pad}"}}"#).into_bytes()
 }
 
 both_backends! {
@@ -220,9 +220,10 @@ async fn streamed_body_over_the_limit_is_refused() {
 both_backends! {
     async fn request_without_event_id_is_refused_with_400_and_not_stored(db) {
         let app = TestApp::builder(&db).start().await;
-        let (mut headers, body) = signed_request("evt_anonymous");
-        headers.retain(|(name, _)| name != "x-webhook-event-id");
-        let reply = app.post(&headers, &body).await;
+        // The kurir scheme's id is the signed body's event_id; the unsigned header does not count.
+        let body = br#"{"type":"invoice.paid","data":{}}"#;
+        let headers = sign(Scheme::Kurir, SECRET, "evt_anonymous", Utc::now(), body);
+        let reply = app.post(&headers, body).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST);
         assert_eq!(reply.error_code(), "missing_event_id");
         assert_eq!(db.total_rows().await, 0);

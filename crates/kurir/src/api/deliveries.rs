@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
+use kurir_core::event::EventType;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -12,6 +13,7 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::ApiQuery;
 use super::page::{Page, PageRequest};
 use crate::delivery::{AttemptRecord, DeliveryRecord, DeliveryStatus, Trigger};
+use crate::endpoint::EndpointId;
 use crate::serve::AppState;
 use crate::store::DeliveryQuery;
 
@@ -110,11 +112,28 @@ pub(super) fn parse_status(status: Option<&str>) -> Result<Option<DeliveryStatus
         .transpose()
 }
 
-/// Checks that `since` comes before `until`.
+/// Checks an `event_type` filter: a type no event can have is a mistake worth saying.
+pub(super) fn check_event_type(event_type: Option<&str>) -> Result<(), ApiError> {
+    match event_type.map(EventType::parse) {
+        Some(Err(e)) => Err(ApiError::field("event_type", e.to_string())),
+        _ => Ok(()),
+    }
+}
+
+/// Checks that `since` and `until` fall within the years 0001 to 9999, and `since` comes before
+/// `until`.
 pub(super) fn check_window(
     since: Option<DateTime<Utc>>,
     until: Option<DateTime<Utc>>,
 ) -> Result<(), ApiError> {
+    for (field, at) in [("since", since), ("until", until)] {
+        if at.is_some_and(|at| !crate::limits::time_in_range(&at)) {
+            return Err(ApiError::field(
+                field,
+                "must be within the years 0001 to 9999",
+            ));
+        }
+    }
     match (since, until) {
         (Some(s), Some(u)) if s >= u => Err(ApiError::field("until", "must be later than since")),
         _ => Ok(()),
@@ -143,7 +162,7 @@ pub struct ListDeliveries {
 }
 
 /// Lists deliveries, newest first.
-#[utoipa::path(get, path = "/v1/deliveries", tag = "deliveries", params(ListDeliveries),
+#[utoipa::path(get, path = "/v1/deliveries", operation_id = "list_deliveries", tag = "deliveries", params(ListDeliveries),
     responses((status = 200, description = "A page of deliveries", body = Page<DeliveryView>),
               (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
 pub async fn list(
@@ -152,6 +171,10 @@ pub async fn list(
 ) -> Result<Json<Page<DeliveryView>>, ApiError> {
     let page = PageRequest::new("deliveries", q.cursor.as_deref(), q.limit)?;
     check_window(q.since, q.until)?;
+    check_event_type(q.event_type.as_deref())?;
+    if let Some(id) = &q.endpoint_id {
+        EndpointId::parse(id).map_err(|e| ApiError::field("endpoint_id", e.message))?;
+    }
     let query = DeliveryQuery {
         status: parse_status(q.status.as_deref())?,
         endpoint_id: q.endpoint_id,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -15,11 +15,11 @@ use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiPath};
 use crate::endpoint::{
-    validate_url, Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint,
-    Overrides,
+    Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint, Overrides,
 };
+use crate::redact::Sensitive;
 use crate::serve::AppState;
 
 /// Default time a rotated-out secret keeps signing.
@@ -56,17 +56,23 @@ pub struct EndpointView {
     pub retry_max_attempts: Option<u32>,
     /// The signing secret: only in the answers of create and rotate-secret.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<Sensitive>,
     /// When each rotated-out secret that still signs stops signing.
     pub previous_secrets_expire_at: Vec<DateTime<Utc>>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
     pub updated_at: DateTime<Utc>,
+    /// Problems worth knowing at once, e.g. a URL the SSRF guard will refuse (create and update
+    /// only; absent when there is none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl EndpointView {
-    fn new(e: Endpoint, with_secret: bool) -> Self {
+    /// The view of `e`, with its secret when `with_secret` (create and rotate only).
+    pub fn new(e: Endpoint, with_secret: bool) -> Self {
         let now = Utc::now();
         Self {
             id: e.id.to_string(),
@@ -81,7 +87,7 @@ impl EndpointView {
             retry_initial_delay_ms: e.overrides.retry_initial_delay_ms,
             retry_max_delay_ms: e.overrides.retry_max_delay_ms,
             retry_max_attempts: e.overrides.retry_max_attempts,
-            secret: with_secret.then(|| e.secret.expose().to_owned()),
+            secret: with_secret.then(|| e.secret.expose().into()),
             previous_secrets_expire_at: e
                 .previous_secrets
                 .iter()
@@ -90,7 +96,14 @@ impl EndpointView {
                 .collect(),
             created_at: e.created_at,
             updated_at: e.updated_at,
+            warnings: Vec::new(),
         }
+    }
+
+    /// The view with the warnings `state` has about its URL.
+    pub(crate) fn warned(mut self, state: &AppState) -> Self {
+        self.warnings.extend(state.probe.url_warning(&self.url));
+        self
     }
 }
 
@@ -108,7 +121,8 @@ pub struct CreateEndpoint {
     pub event_types: Vec<String>,
     /// The signing secret (8 to 512 characters; `whsec_` + base64 for Standard Webhooks);
     /// generated when absent.
-    pub secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<Sensitive>,
     /// Concurrent requests per kurir process (default 16).
     pub max_in_flight: Option<u32>,
     /// Connect timeout, overriding the global one.
@@ -184,7 +198,8 @@ pub struct RotateSecret {
     /// 2592000; 0 drops it at once).
     pub grace_period_seconds: Option<u64>,
     /// The new secret; generated when absent.
-    pub secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub secret: Option<Sensitive>,
 }
 
 impl From<InvalidEndpoint> for ApiError {
@@ -193,34 +208,9 @@ impl From<InvalidEndpoint> for ApiError {
     }
 }
 
-fn parse_secret(s: Option<&str>) -> Result<Option<Secret>, ApiError> {
-    s.map(|s| Secret::parse(s).map_err(|e| ApiError::field("secret", e.to_string())))
+fn parse_secret(s: Option<&Sensitive>) -> Result<Option<Secret>, ApiError> {
+    s.map(|s| Secret::parse(s.expose()).map_err(|e| ApiError::field("secret", e.to_string())))
         .transpose()
-}
-
-fn positive<T: PartialEq + Default>(
-    field: &'static str,
-    v: Option<T>,
-) -> Result<Option<T>, ApiError> {
-    match v {
-        Some(v) if v == T::default() => Err(ApiError::field(field, "must be at least 1")),
-        v => Ok(v),
-    }
-}
-
-fn check_overrides(o: &Overrides) -> Result<(), ApiError> {
-    positive("connect_timeout_ms", o.connect_timeout_ms)?;
-    positive("request_timeout_ms", o.request_timeout_ms)?;
-    positive("retry_max_attempts", o.retry_max_attempts)?;
-    if let (Some(initial), Some(max)) = (o.retry_initial_delay_ms, o.retry_max_delay_ms) {
-        if initial > max {
-            return Err(ApiError::field(
-                "retry_initial_delay_ms",
-                "must not be larger than retry_max_delay_ms",
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Parses an endpoint id from a path; one that is not a UUID cannot exist.
@@ -233,8 +223,8 @@ pub(super) fn not_found(id: &str) -> ApiError {
 }
 
 /// Creates an endpoint.
-#[utoipa::path(post, path = "/v1/endpoints", tag = "endpoints", request_body = CreateEndpoint,
-    responses((status = 201, description = "Created; the answer holds the secret", body = EndpointView),
+#[utoipa::path(post, path = "/v1/endpoints", operation_id = "create_endpoint", tag = "endpoints", request_body = CreateEndpoint,
+    responses((status = 201, description = "Created; the answer holds the secret, and `warnings` when the URL will be refused", body = EndpointView),
               (status = 400, description = "A field is invalid", body = ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
@@ -247,23 +237,23 @@ pub async fn create(
         retry_max_delay_ms: body.retry_max_delay_ms,
         retry_max_attempts: body.retry_max_attempts,
     };
-    check_overrides(&overrides)?;
     let new = NewEndpoint {
         url: body.url,
         description: body.description,
         event_types: EventFilter::parse(body.event_types)?,
-        secret: parse_secret(body.secret.as_deref())?,
+        secret: parse_secret(body.secret.as_ref())?,
         overrides,
         max_in_flight: body.max_in_flight,
     };
     new.validate()?;
     let endpoint = state.store.create_endpoint(new).await?;
     tracing::info!(endpoint_id = %endpoint.id, "endpoint created");
-    Ok((StatusCode::CREATED, Json(EndpointView::new(endpoint, true))))
+    let view = EndpointView::new(endpoint, true).warned(&state);
+    Ok((StatusCode::CREATED, Json(view)))
 }
 
 /// Lists every endpoint, oldest first.
-#[utoipa::path(get, path = "/v1/endpoints", tag = "endpoints",
+#[utoipa::path(get, path = "/v1/endpoints", operation_id = "list_endpoints", tag = "endpoints",
     responses((status = 200, description = "Every endpoint", body = Vec<EndpointView>)))]
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<EndpointView>>, ApiError> {
     let endpoints = state.store.list_endpoints().await?;
@@ -276,13 +266,13 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<EndpointView
 }
 
 /// Reads one endpoint.
-#[utoipa::path(get, path = "/v1/endpoints/{id}", tag = "endpoints",
+#[utoipa::path(get, path = "/v1/endpoints/{id}", operation_id = "get_endpoint", tag = "endpoints",
     params(("id" = String, Path, description = "Endpoint id")),
     responses((status = 200, description = "The endpoint", body = EndpointView),
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn show(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<EndpointView>, ApiError> {
     let endpoint = state
         .store
@@ -293,30 +283,33 @@ pub async fn show(
 }
 
 /// Changes an endpoint, including `enabled`.
-#[utoipa::path(patch, path = "/v1/endpoints/{id}", tag = "endpoints", request_body = UpdateEndpoint,
+#[utoipa::path(patch, path = "/v1/endpoints/{id}", operation_id = "update_endpoint", tag = "endpoints", request_body = UpdateEndpoint,
     params(("id" = String, Path, description = "Endpoint id")),
     responses((status = 200, description = "The endpoint as changed", body = EndpointView),
               (status = 400, description = "A field is invalid", body = ErrorBody),
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateEndpoint>,
 ) -> Result<Json<EndpointView>, ApiError> {
     let eid = endpoint_id(&id)?;
-    if let Some(url) = &body.url {
-        validate_url(url)?;
-    }
-    if body.max_in_flight == Some(0) {
-        return Err(ApiError::field("max_in_flight", "must be at least 1"));
-    }
     if body.disabled_reason.is_some() && body.enabled != Some(false) {
         return Err(ApiError::field(
             "disabled_reason",
             "only allowed together with \"enabled\": false",
         ));
     }
-    let event_types = body.event_types.map(EventFilter::parse).transpose()?;
+    let mut update = EndpointUpdate {
+        url: body.url,
+        description: body.description,
+        event_types: body.event_types.map(EventFilter::parse).transpose()?,
+        enabled: body.enabled,
+        disabled_reason: body.disabled_reason,
+        overrides: None,
+        max_in_flight: body.max_in_flight,
+    };
+    update.validate()?;
     let current = state
         .store
         .get_endpoint(&eid)
@@ -331,33 +324,25 @@ pub async fn update(
     );
     patch(&mut overrides.retry_max_delay_ms, body.retry_max_delay_ms);
     patch(&mut overrides.retry_max_attempts, body.retry_max_attempts);
-    check_overrides(&overrides)?;
-    let update = EndpointUpdate {
-        url: body.url,
-        description: body.description,
-        event_types,
-        enabled: body.enabled,
-        disabled_reason: body.disabled_reason,
-        overrides: (overrides != current.overrides).then_some(overrides),
-        max_in_flight: body.max_in_flight,
-    };
+    overrides.validate()?;
+    update.overrides = (overrides != current.overrides).then_some(overrides);
     let endpoint = state
         .store
         .update_endpoint(&eid, update)
         .await?
         .ok_or_else(|| not_found(&id))?;
     tracing::info!(endpoint_id = %endpoint.id, enabled = endpoint.enabled, "endpoint updated");
-    Ok(Json(EndpointView::new(endpoint, false)))
+    Ok(Json(EndpointView::new(endpoint, false).warned(&state)))
 }
 
 /// Deletes an endpoint and its deliveries.
-#[utoipa::path(delete, path = "/v1/endpoints/{id}", tag = "endpoints",
+#[utoipa::path(delete, path = "/v1/endpoints/{id}", operation_id = "delete_endpoint", tag = "endpoints",
     params(("id" = String, Path, description = "Endpoint id")),
     responses((status = 204, description = "Deleted"),
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     if !state.store.delete_endpoint(&endpoint_id(&id)?).await? {
         return Err(not_found(&id));
@@ -367,7 +352,7 @@ pub async fn delete(
 }
 
 /// Makes a new secret current; the old one keeps signing until the grace period ends.
-#[utoipa::path(post, path = "/v1/endpoints/{id}/rotate-secret", tag = "endpoints",
+#[utoipa::path(post, path = "/v1/endpoints/{id}/rotate-secret", operation_id = "rotate_endpoint_secret", tag = "endpoints",
     request_body = RotateSecret,
     params(("id" = String, Path, description = "Endpoint id")),
     responses((status = 200, description = "The endpoint with its new secret", body = EndpointView),
@@ -375,7 +360,7 @@ pub async fn delete(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn rotate_secret(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<RotateSecret>,
 ) -> Result<Json<EndpointView>, ApiError> {
     let eid = endpoint_id(&id)?;
@@ -388,7 +373,7 @@ pub async fn rotate_secret(
             format!("at most {MAX_GRACE_PERIOD_SECONDS} (30 days)"),
         ));
     }
-    let secret = parse_secret(body.secret.as_deref())?.unwrap_or_else(Secret::generate);
+    let secret = parse_secret(body.secret.as_ref())?.unwrap_or_else(Secret::generate);
     let endpoint = state
         .store
         .rotate_secret(&eid, secret, Duration::from_secs(grace))

@@ -4,7 +4,7 @@
 //! error names the field at fault. A server error is logged here, once, with its details (inside
 //! the request's span, so with its request id) and answered with a generic message.
 
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -50,9 +50,22 @@ pub enum ApiError {
         /// What conflicts.
         message: String,
     },
+    /// The body did not arrive within the HTTP body timeout.
+    #[error("the request body did not arrive in time (KURIR_HTTP_BODY_TIMEOUT)")]
+    RequestTimeout,
     /// The body is over the configured limit.
     #[error("the request body is larger than the limit of {0} bytes")]
     TooLarge(usize),
+    /// An event's data is over the outbox's payload limit.
+    #[error(
+        "data is larger than the limit of {} bytes",
+        crate::outbox::MAX_PAYLOAD_BYTES
+    )]
+    DataTooLarge,
+    /// The database cannot be had for now (unreachable, shutting down, busy): `503` with
+    /// `Retry-After`; details are logged, not answered.
+    #[error("the database is unavailable; retry later")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// Something failed on the server; details are logged, not answered.
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -70,7 +83,8 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// Machine-readable: `invalid_json`, `invalid_field`, `invalid_request`, `unauthorized`,
     /// `not_found`, `method_not_allowed`, `event_id_conflict`, `idempotency_key_reused`,
-    /// `source_exists`, `payload_too_large` or `internal_error`.
+    /// `source_exists`, `request_timeout`, `payload_too_large`, `database_unavailable` or
+    /// `internal_error`.
     pub code: String,
     /// For people.
     pub message: String,
@@ -88,6 +102,11 @@ impl ApiError {
         }
     }
 
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.status_and_code().0
+    }
+
     fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
             Self::MalformedJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
@@ -99,7 +118,11 @@ impl ApiError {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
-            Self::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            Self::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            Self::TooLarge(_) | Self::DataTooLarge => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+            }
+            Self::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
         }
     }
@@ -108,8 +131,12 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
-        if let Self::Internal(e) = &self {
-            tracing::error!(error = %e, "admin API request failed");
+        match &self {
+            Self::Internal(e) => tracing::error!(error = %e, "admin API request failed"),
+            Self::Unavailable(e) => {
+                tracing::warn!(error = %e, "request refused: the database is unavailable")
+            }
+            _ => {}
         }
         let field = match &self {
             Self::InvalidField { field, .. } => Some(field.clone()),
@@ -129,19 +156,33 @@ impl IntoResponse for ApiError {
                 "Bearer".parse().expect("static header"),
             );
         }
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(kurir_receiver::error::RETRY_AFTER_SECONDS),
+            );
+        }
         response
     }
 }
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        Self::Internal(Box::new(e))
+        if e.is_unavailable() {
+            Self::Unavailable(Box::new(e))
+        } else {
+            Self::Internal(Box::new(e))
+        }
     }
 }
 
 impl From<kurir_receiver::StoreError> for ApiError {
     fn from(e: kurir_receiver::StoreError) -> Self {
-        Self::Internal(Box::new(e))
+        if e.is_unavailable() {
+            Self::Unavailable(Box::new(e))
+        } else {
+            Self::Internal(Box::new(e))
+        }
     }
 }
 
@@ -150,12 +191,23 @@ impl From<EnqueueError> for ApiError {
         match e {
             EnqueueError::InvalidEventType(m) => Self::field("event_type", m),
             EnqueueError::InvalidPayload(m) => Self::field("data", m),
+            EnqueueError::PayloadTooLarge(_) => Self::DataTooLarge,
+            EnqueueError::InvalidOccurredAt => {
+                Self::field("occurred_at", "must be within the years 0001 to 9999")
+            }
+            EnqueueError::InvalidAggregate { field } => Self::field(
+                field,
+                format!(
+                    "must be 1 to {} bytes without NUL",
+                    crate::outbox::MAX_AGGREGATE_BYTES
+                ),
+            ),
             EnqueueError::InvalidVersion(v) => Self::field("version", format!("{v} is below 1")),
             EnqueueError::DuplicateEventId(id) => Self::Conflict {
                 code: "event_id_conflict",
                 message: format!("an event with event_id '{id}' already exists"),
             },
-            EnqueueError::Database(e) => Self::Internal(Box::new(e)),
+            EnqueueError::Database(e) => StoreError::Database(e).into(),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! Either returns the original event (200) and creates nothing when the content is the same, and
 //! is refused with 409 when it differs.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -17,19 +17,16 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
-use super::deliveries::{check_window, AttemptView, DeliveryView};
+use super::deliveries::{check_event_type, check_window, AttemptView, DeliveryView};
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiJson, ApiQuery};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
-use crate::outbox::NewEvent;
+use crate::outbox::{valid_aggregate, NewEvent, MAX_AGGREGATE_BYTES};
 use crate::serve::AppState;
 use crate::store::{EventQuery, IdempotencyKey, Published, StoredEvent};
 
 /// The header that makes a publish idempotent.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
-
-/// Longest aggregate type or id accepted.
-const MAX_AGGREGATE_LEN: usize = 255;
 
 /// Body of `POST /v1/events`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -78,6 +75,9 @@ pub struct EventView {
     pub created_at: DateTime<Utc>,
     /// When the relay fanned it out to endpoints (absent: not yet).
     pub dispatched_at: Option<DateTime<Utc>>,
+    /// Why it was refused and never delivered: written by SQL before the database enforced the
+    /// outbox's rules, it breaks the rule named here. Absent for every other event.
+    pub refused_reason: Option<String>,
     /// The payload, as stored.
     #[schema(value_type = Object)]
     pub data: Box<RawValue>,
@@ -101,6 +101,7 @@ impl TryFrom<StoredEvent> for EventView {
             occurred_at: e.occurred_at,
             created_at: e.created_at,
             dispatched_at: e.dispatched_at,
+            refused_reason: e.refused_reason,
             data,
         })
     }
@@ -145,22 +146,9 @@ fn new_event(b: &PublishEvent) -> Result<NewEvent, ApiError> {
         }
         event = event.version(v);
     }
-    for (field, value) in [
-        ("aggregate_type", &b.aggregate_type),
-        ("aggregate_id", &b.aggregate_id),
-    ] {
-        if value
-            .as_ref()
-            .is_some_and(|v| v.is_empty() || v.len() > MAX_AGGREGATE_LEN)
-        {
-            return Err(ApiError::field(
-                field,
-                format!("must be 1 to {MAX_AGGREGATE_LEN} bytes"),
-            ));
-        }
-    }
     event.aggregate_type = b.aggregate_type.clone();
     event.aggregate_id = b.aggregate_id.clone();
+    event.validate()?;
     event.occurred_at = b.occurred_at;
     if let Some(id) = &b.event_id {
         event = event
@@ -199,23 +187,27 @@ fn same_content(stored: &StoredEvent, b: &PublishEvent) -> bool {
         && json(&stored.payload) == json(b.data.get())
 }
 
-async fn stored(state: &AppState, event_id: &str) -> Result<StoredEvent, ApiError> {
-    state
-        .store
-        .get_event(event_id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no event with event_id '{event_id}'")))
+/// The event `event_id` names, or `404`. An id no event could have (not visible ASCII, too long)
+/// is not looked up.
+pub(super) async fn stored(state: &AppState, event_id: &str) -> Result<StoredEvent, ApiError> {
+    let not_found = || ApiError::NotFound(format!("no event with event_id '{event_id}'"));
+    if EventId::parse(event_id).is_err() {
+        return Err(not_found());
+    }
+    state.store.get_event(event_id).await?.ok_or_else(not_found)
 }
 
 /// Records an event in the outbox; the relay fans it out to every subscribed endpoint.
-#[utoipa::path(post, path = "/v1/events", tag = "events", request_body = PublishEvent,
+#[utoipa::path(post, path = "/v1/events", operation_id = "publish_event", tag = "events", request_body = PublishEvent,
     params(("Idempotency-Key" = Option<String>, Header,
         description = "Repeating a request with the same key returns the original event")),
     responses((status = 202, description = "Accepted for delivery", body = Accepted),
               (status = 200, description = "Already accepted: the original event, nothing created", body = EventView),
               (status = 400, description = "A field is invalid", body = ErrorBody),
               (status = 409, description = "The event_id or key was used for different content", body = ErrorBody),
-              (status = 413, description = "The body is over the limit", body = ErrorBody)))]
+              (status = 408, description = "The body did not arrive within the HTTP body timeout", body = ErrorBody),
+              (status = 413, description = "The body, or its data, is over the limit", body = ErrorBody),
+              (status = 503, description = "The database is unavailable; retry after Retry-After", body = ErrorBody)))]
 pub async fn publish(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -262,13 +254,13 @@ pub async fn publish(
 }
 
 /// Reads an event, its deliveries and every attempt.
-#[utoipa::path(get, path = "/v1/events/{event_id}", tag = "events",
+#[utoipa::path(get, path = "/v1/events/{event_id}", operation_id = "get_event", tag = "events",
     params(("event_id" = String, Path, description = "Event id")),
     responses((status = 200, description = "The event", body = EventDetail),
               (status = 404, description = "No such event", body = ErrorBody)))]
 pub async fn show(
     State(state): State<AppState>,
-    Path(event_id): Path<String>,
+    ApiPath(event_id): ApiPath<String>,
 ) -> Result<Json<EventDetail>, ApiError> {
     let event = EventView::try_from(stored(&state, &event_id).await?)?;
     let mut deliveries = Vec::new();
@@ -302,7 +294,7 @@ pub struct ListEvents {
 }
 
 /// Lists events, newest first.
-#[utoipa::path(get, path = "/v1/events", tag = "events", params(ListEvents),
+#[utoipa::path(get, path = "/v1/events", operation_id = "list_events", tag = "events", params(ListEvents),
     responses((status = 200, description = "A page of events", body = Page<EventView>),
               (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
 pub async fn list(
@@ -311,6 +303,16 @@ pub async fn list(
 ) -> Result<Json<Page<EventView>>, ApiError> {
     let page = PageRequest::new("events", q.cursor.as_deref(), q.limit)?;
     check_window(q.since, q.until)?;
+    check_event_type(q.event_type.as_deref())?;
+    if q.aggregate_id
+        .as_deref()
+        .is_some_and(|a| !valid_aggregate(a))
+    {
+        return Err(ApiError::field(
+            "aggregate_id",
+            format!("must be 1 to {MAX_AGGREGATE_BYTES} bytes without NUL"),
+        ));
+    }
     let query = EventQuery {
         event_type: q.event_type,
         aggregate_id: q.aggregate_id,

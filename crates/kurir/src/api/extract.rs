@@ -1,14 +1,15 @@
 //! Request extractors that answer bad input in the API's error shape and name the field at
-//! fault: [`ApiJson`] for bodies (size limit, syntax, types, unknown fields) and [`ApiQuery`]
-//! for query strings.
+//! fault: [`ApiJson`] for bodies (size limit, syntax, types, unknown fields), [`ApiQuery`] for
+//! query strings and [`ApiPath`] for path segments (one that is not UTF-8, say).
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use crate::listener::BodyTimedOut;
 
 /// A JSON body. An empty body counts as `{}` when `T` allows it (for optional bodies).
 #[derive(Debug)]
@@ -22,6 +23,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
             if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::TooLarge(limit)
+            } else if BodyTimedOut::caused(&e) {
+                ApiError::RequestTimeout
             } else {
                 ApiError::InvalidRequest(e.body_text())
             }
@@ -106,6 +109,22 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
                     },
                 }
             })
+    }
+}
+
+/// Path parameters. A segment that cannot be read (not UTF-8 once percent-decoded) is a `400` in
+/// the API's error shape, not axum's plain text.
+#[derive(Debug)]
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(v)| ApiPath(v))
+            .map_err(|e| ApiError::InvalidRequest(e.body_text()))
     }
 }
 

@@ -1,17 +1,20 @@
 //! The admin API under `/v1`: JSON over HTTP, bearer-token authenticated.
 //!
-//! One resource per module, each with its `router()` at the bottom: [`endpoints`], [`events`],
-//! [`deliveries`], [`replays`], [`stats`], [`sources`] (the inbox gateway's), [`openapi`]. Cross-cutting pieces: [`auth`] (the
+//! One resource per module, each with its `router()` at the bottom: [`endpoints`],
+//! [`endpoint_test`], [`events`], [`deliveries`], [`replays`], [`stats`], [`sources`] and
+//! [`inbox_events`] (the inbox gateway's), [`openapi`] (the one route without a token). Cross-cutting pieces: [`auth`] (the
 //! token check), [`error`] (the one error shape), [`extract`] (body and query parsing that names
 //! the field at fault), [`page`] (cursor pagination). Every request gets an `x-request-id`
 //! (kept when the client sent one) that is on its log lines and in its response.
 
 pub mod auth;
 pub mod deliveries;
+pub mod endpoint_test;
 pub mod endpoints;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod inbox_events;
 pub mod openapi;
 pub mod page;
 pub mod replays;
@@ -37,12 +40,13 @@ pub fn router(state: AppState) -> Router {
     let limit = state.max_body_bytes;
     let v1 = Router::new()
         .merge(endpoints::router())
+        .merge(endpoint_test::router())
         .merge(events::router())
         .merge(deliveries::router())
         .merge(replays::router())
         .merge(stats::router())
         .merge(sources::router())
-        .merge(openapi::router())
+        .merge(inbox_events::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(
@@ -50,7 +54,8 @@ pub fn router(state: AppState) -> Router {
             auth::require_admin,
         ))
         .layer(Extension(BodyLimit(limit)))
-        .layer(DefaultBodyLimit::max(limit));
+        .layer(DefaultBodyLimit::max(limit))
+        .merge(openapi::router());
     Router::new()
         .nest("/v1", v1)
         .layer(PropagateRequestIdLayer::x_request_id())

@@ -8,7 +8,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::ResponseBuilder;
 use utoipa::{Modify, OpenApi};
 
-use super::{deliveries, endpoints, events, replays, sources, stats};
+use super::{deliveries, endpoint_test, endpoints, events, inbox_events, replays, sources, stats};
 use crate::gateway::routes;
 use crate::serve::AppState;
 
@@ -18,16 +18,18 @@ use crate::serve::AppState;
     info(
         title = "kurir admin API",
         description = "Endpoints, events, deliveries, replays, stats and inbox sources of a kurir \
-            deployment. Every /v1 route needs `Authorization: Bearer <admin token>`; errors are \
+            deployment. Every /v1 route but this document needs `Authorization: Bearer <admin \
+            token>`; errors are \
             `{\"error\":{\"code\":\"…\",\"message\":\"…\"}}`. The inbox gateway's \
             routes (/inbox/…) are for partners and applications: the signature, or a source's \
             read token, authenticates them."
     ),
     paths(
         endpoints::create, endpoints::list, endpoints::show, endpoints::update, endpoints::delete,
-        endpoints::rotate_secret, events::publish, events::show, events::list, deliveries::list,
-        replays::replay_event, replays::replay_bulk, replays::list, stats::stats,
-        sources::create, sources::list, sources::show, sources::update, sources::delete,
+        endpoints::rotate_secret, endpoint_test::test, events::publish, events::show,
+        events::list, deliveries::list, replays::replay_event, replays::replay_bulk,
+        replays::preview, replays::list, stats::stats, sources::create, sources::list,
+        sources::show, sources::update, sources::delete, inbox_events::list, inbox_events::retry,
         routes::receive, routes::status, openapi_json
     ),
     modifiers(&BearerAuth, &Health),
@@ -52,16 +54,24 @@ struct Health;
 
 impl Modify for Health {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        for (path, summary, ok, failed) in [
-            ("/healthz", "Liveness: the process answers", "ok", None),
+        for (path, id, summary, ok, failed) in [
+            (
+                "/healthz",
+                "liveness",
+                "Liveness: the process answers",
+                "ok",
+                None,
+            ),
             (
                 "/readyz",
+                "readiness",
                 "Readiness: the database answers",
                 "ready",
                 Some("database unreachable"),
             ),
         ] {
             let mut op = OperationBuilder::new()
+                .operation_id(Some(id))
                 .summary(Some(summary))
                 .tag("health")
                 .security(SecurityRequirement::default())
@@ -76,13 +86,14 @@ impl Modify for Health {
 }
 
 /// This document.
-#[utoipa::path(get, path = "/v1/openapi.json", tag = "meta",
+#[utoipa::path(get, path = "/v1/openapi.json", operation_id = "get_openapi_document", tag = "meta",
+    security(()),
     responses((status = 200, description = "The OpenAPI 3 document of this API", content_type = "application/json")))]
 pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
 }
 
-/// The routes of this resource.
+/// The routes of this resource; served without a token (the document holds no data).
 pub fn router() -> Router<AppState> {
     Router::new().route("/openapi.json", get(openapi_json))
 }

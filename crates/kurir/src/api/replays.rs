@@ -5,9 +5,9 @@
 //! (other statuses are left alone and not counted) and records who, why, which filter and how
 //! many in `kurir_replays`, in the same transaction.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use chrono::{DateTime, Utc};
 use kurir_core::event::EventType;
@@ -18,9 +18,11 @@ use super::auth::Actor;
 use super::deliveries::{check_window, parse_status};
 use super::endpoints::{endpoint_id, not_found};
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiJson, ApiQuery};
+use super::events::stored;
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
 use crate::delivery::DeliveryStatus;
+use crate::endpoint::EndpointId;
 use crate::serve::AppState;
 use crate::store::{ReplayFilter, ReplayRecord, ReplayRequest};
 
@@ -95,7 +97,7 @@ impl From<ReplayRecord> for ReplayView {
     }
 }
 
-fn reason(reason: String) -> Result<String, ApiError> {
+pub(crate) fn reason(reason: String) -> Result<String, ApiError> {
     let trimmed = reason.trim();
     if trimmed.is_empty() || trimmed.len() > MAX_REASON_LEN {
         return Err(ApiError::field(
@@ -103,10 +105,13 @@ fn reason(reason: String) -> Result<String, ApiError> {
             format!("say why you replay, in 1 to {MAX_REASON_LEN} bytes"),
         ));
     }
+    if let Some(problem) = crate::limits::text_problem(trimmed, MAX_REASON_LEN) {
+        return Err(ApiError::field("reason", problem));
+    }
     Ok(trimmed.to_owned())
 }
 
-async fn replay(
+pub(crate) async fn replay(
     state: &AppState,
     request: ReplayRequest,
 ) -> Result<(StatusCode, Json<Replayed>), ApiError> {
@@ -126,7 +131,7 @@ async fn replay(
 }
 
 /// Replays one event's `sent` and `dead_letter` deliveries (or its delivery to one endpoint).
-#[utoipa::path(post, path = "/v1/events/{event_id}/replay", tag = "replays", request_body = ReplayEvent,
+#[utoipa::path(post, path = "/v1/events/{event_id}/replay", operation_id = "replay_event", tag = "replays", request_body = ReplayEvent,
     params(("event_id" = String, Path, description = "Event id")),
     responses((status = 202, description = "Replayed", body = Replayed),
               (status = 400, description = "A field is invalid", body = ErrorBody),
@@ -134,21 +139,21 @@ async fn replay(
 pub async fn replay_event(
     State(state): State<AppState>,
     Extension(actor): Extension<Actor>,
-    Path(event_id): Path<String>,
+    ApiPath(event_id): ApiPath<String>,
     ApiJson(body): ApiJson<ReplayEvent>,
 ) -> Result<(StatusCode, Json<Replayed>), ApiError> {
     let reason = reason(body.reason)?;
-    if state.store.get_event(&event_id).await?.is_none() {
-        return Err(ApiError::NotFound(format!(
-            "no event with event_id '{event_id}'"
-        )));
-    }
+    stored(&state, &event_id).await?;
     if let Some(id) = &body.endpoint_id {
+        let no_delivery = || {
+            ApiError::NotFound(format!(
+                "event '{event_id}' has no delivery to endpoint '{id}'"
+            ))
+        };
+        EndpointId::parse(id).map_err(|_| no_delivery())?;
         let deliveries = state.store.deliveries_for_event(&event_id).await?;
         if !deliveries.iter().any(|d| &d.endpoint_id == id) {
-            return Err(ApiError::NotFound(format!(
-                "event '{event_id}' has no delivery to endpoint '{id}'"
-            )));
+            return Err(no_delivery());
         }
     }
     let filter = ReplayFilter {
@@ -168,7 +173,7 @@ pub async fn replay_event(
 }
 
 /// Replays every delivery matching a filter.
-#[utoipa::path(post, path = "/v1/replays", tag = "replays", request_body = BulkReplay,
+#[utoipa::path(post, path = "/v1/replays", operation_id = "replay_deliveries", tag = "replays", request_body = BulkReplay,
     responses((status = 202, description = "Replayed", body = Replayed),
               (status = 400, description = "A field is invalid", body = ErrorBody),
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
@@ -178,24 +183,15 @@ pub async fn replay_bulk(
     ApiJson(body): ApiJson<BulkReplay>,
 ) -> Result<(StatusCode, Json<Replayed>), ApiError> {
     let reason = reason(body.reason)?;
-    let status = parse_status(body.status.as_deref())?.unwrap_or(DeliveryStatus::DeadLetter);
-    check_window(body.since, body.until)?;
-    if let Some(t) = &body.event_type {
-        EventType::parse(t).map_err(|e| ApiError::field("event_type", e.to_string()))?;
-    }
-    if let Some(id) = &body.endpoint_id {
-        if state.store.get_endpoint(&endpoint_id(id)?).await?.is_none() {
-            return Err(not_found(id));
-        }
-    }
-    let filter = ReplayFilter {
-        event_id: None,
-        status: Some(status),
+    let filter = ReplayQuery {
+        status: body.status,
         endpoint_id: body.endpoint_id,
         event_type: body.event_type,
         since: body.since,
         until: body.until,
-    };
+    }
+    .filter(&state)
+    .await?;
     replay(
         &state,
         ReplayRequest {
@@ -205,6 +201,70 @@ pub async fn replay_bulk(
         },
     )
     .await
+}
+
+/// Which deliveries a bulk replay takes: the filter of `POST /v1/replays` and the query of
+/// `GET /v1/replays/preview`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ReplayQuery {
+    /// `dead_letter` (the default) or `sent`.
+    pub status: Option<String>,
+    /// Only this endpoint's deliveries.
+    pub endpoint_id: Option<String>,
+    /// Only events of this type.
+    pub event_type: Option<String>,
+    /// Deliveries created at or after (RFC 3339).
+    pub since: Option<DateTime<Utc>>,
+    /// Deliveries created before (RFC 3339).
+    pub until: Option<DateTime<Utc>>,
+}
+
+impl ReplayQuery {
+    /// The checked filter; an endpoint that does not exist is a 404.
+    pub async fn filter(self, state: &AppState) -> Result<ReplayFilter, ApiError> {
+        let status = parse_status(self.status.as_deref())?.unwrap_or(DeliveryStatus::DeadLetter);
+        check_window(self.since, self.until)?;
+        if let Some(t) = &self.event_type {
+            EventType::parse(t).map_err(|e| ApiError::field("event_type", e.to_string()))?;
+        }
+        if let Some(id) = &self.endpoint_id {
+            if state.store.get_endpoint(&endpoint_id(id)?).await?.is_none() {
+                return Err(not_found(id));
+            }
+        }
+        Ok(ReplayFilter {
+            event_id: None,
+            status: Some(status),
+            endpoint_id: self.endpoint_id,
+            event_type: self.event_type,
+            since: self.since,
+            until: self.until,
+        })
+    }
+}
+
+/// Answer of a replay preview.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplayPreview {
+    /// How many deliveries `POST /v1/replays` with the same filter would replay now.
+    pub matching: i64,
+}
+
+/// Counts what a bulk replay with this filter would replay, without replaying anything.
+#[utoipa::path(get, path = "/v1/replays/preview", tag = "replays", operation_id = "preview_replay",
+    params(ReplayQuery),
+    responses((status = 200, description = "The dry run's count", body = ReplayPreview),
+              (status = 400, description = "A parameter is invalid", body = ErrorBody),
+              (status = 404, description = "No such endpoint", body = ErrorBody)))]
+pub async fn preview(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ReplayQuery>,
+) -> Result<Json<ReplayPreview>, ApiError> {
+    let filter = q.filter(&state).await?;
+    let matching = state.store.count_replayable(&filter).await?;
+    Ok(Json(ReplayPreview { matching }))
 }
 
 /// Query of `GET /v1/replays`.
@@ -219,7 +279,7 @@ pub struct ListReplays {
 }
 
 /// Lists the replay audit, newest first.
-#[utoipa::path(get, path = "/v1/replays", tag = "replays", params(ListReplays),
+#[utoipa::path(get, path = "/v1/replays", operation_id = "list_replays", tag = "replays", params(ListReplays),
     responses((status = 200, description = "A page of the audit", body = Page<ReplayView>),
               (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
 pub async fn list(
@@ -239,4 +299,5 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/events/{event_id}/replay", post(replay_event))
         .route("/replays", post(replay_bulk).get(list))
+        .route("/replays/preview", get(preview))
 }

@@ -3,7 +3,7 @@
 //! The generated forward secret and read token are answered only by create. Reads never show a
 //! secret: only how many verification secrets a source has.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -12,8 +12,11 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiPath};
+use kurir_receiver::WebhookSource;
+
 use crate::gateway::source::{InboxSource, InvalidSource, NewSource, SourceUpdate};
+use crate::redact::Sensitive;
 use crate::serve::AppState;
 use crate::store::now_millis;
 
@@ -35,10 +38,12 @@ pub struct SourceView {
     pub inbox_path: String,
     /// The secret forwards are signed with (`kurir` scheme): only in the answer of create.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub forward_secret: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub forward_secret: Option<Sensitive>,
     /// The bearer token of this source's status route: only in the answer of create.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_token: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub read_token: Option<Sensitive>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
@@ -72,7 +77,8 @@ pub struct CreateSource {
     pub scheme: String,
     /// The secrets the sender signs with (several during a rotation); `whsec_` + base64 for
     /// `standard-webhooks`.
-    pub secrets: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub secrets: Vec<Sensitive>,
     /// Timestamp tolerance, 1 to 86400 (default 300).
     pub tolerance_seconds: Option<u32>,
     /// Absolute http(s) URL each accepted event is forwarded to.
@@ -87,7 +93,8 @@ pub struct UpdateSource {
     /// New scheme; the secrets (given or kept) must suit it.
     pub scheme: Option<String>,
     /// New secrets (replaces the list).
-    pub secrets: Option<Vec<String>>,
+    #[schema(value_type = Option<Vec<String>>)]
+    pub secrets: Option<Vec<Sensitive>>,
     /// New tolerance.
     pub tolerance_seconds: Option<u32>,
     /// New forward URL.
@@ -104,8 +111,17 @@ fn not_found(name: &str) -> ApiError {
     ApiError::NotFound(format!("no inbox source named '{name}'"))
 }
 
+/// `name` when it could be a source's; otherwise `404` without asking the database.
+fn source_name(name: &str) -> Result<&str, ApiError> {
+    if WebhookSource::is_valid_name(name) {
+        Ok(name)
+    } else {
+        Err(not_found(name))
+    }
+}
+
 /// Creates a source.
-#[utoipa::path(post, path = "/v1/inbox/sources", tag = "inbox sources", request_body = CreateSource,
+#[utoipa::path(post, path = "/v1/inbox/sources", operation_id = "create_source", tag = "inbox sources", request_body = CreateSource,
     responses((status = 201, description = "Created; the answer holds the forward secret and the read token", body = SourceView),
               (status = 400, description = "A field is invalid", body = ErrorBody),
               (status = 409, description = "The name is taken", body = ErrorBody)))]
@@ -129,7 +145,7 @@ pub async fn create(
     }
     state.gateway.sources().insert(&created.source.name);
     tracing::info!(source = %created.source.name, scheme = %created.source.scheme, "inbox source created");
-    let forward_secret = created.source.forward_secret.expose().to_owned();
+    let forward_secret = created.source.forward_secret.expose().into();
     let view = SourceView {
         forward_secret: Some(forward_secret),
         read_token: Some(created.read_token),
@@ -139,7 +155,7 @@ pub async fn create(
 }
 
 /// Lists every source, oldest first.
-#[utoipa::path(get, path = "/v1/inbox/sources", tag = "inbox sources",
+#[utoipa::path(get, path = "/v1/inbox/sources", operation_id = "list_sources", tag = "inbox sources",
     responses((status = 200, description = "Every source", body = Vec<SourceView>)))]
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<SourceView>>, ApiError> {
     let sources = state.store.list_sources().await?;
@@ -147,24 +163,24 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<SourceView>>
 }
 
 /// Reads one source.
-#[utoipa::path(get, path = "/v1/inbox/sources/{name}", tag = "inbox sources",
+#[utoipa::path(get, path = "/v1/inbox/sources/{name}", operation_id = "get_source", tag = "inbox sources",
     params(("name" = String, Path, description = "Source name")),
     responses((status = 200, description = "The source", body = SourceView),
               (status = 404, description = "No such source", body = ErrorBody)))]
 pub async fn show(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<Json<SourceView>, ApiError> {
     let source = state
         .store
-        .get_source(&name)
+        .get_source(source_name(&name)?)
         .await?
         .ok_or_else(|| not_found(&name))?;
     Ok(Json(SourceView::new(source)))
 }
 
 /// Changes a source's scheme, secrets, tolerance or forward URL.
-#[utoipa::path(patch, path = "/v1/inbox/sources/{name}", tag = "inbox sources",
+#[utoipa::path(patch, path = "/v1/inbox/sources/{name}", operation_id = "update_source", tag = "inbox sources",
     request_body = UpdateSource,
     params(("name" = String, Path, description = "Source name")),
     responses((status = 200, description = "The source as changed", body = SourceView),
@@ -172,12 +188,12 @@ pub async fn show(
               (status = 404, description = "No such source", body = ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateSource>,
 ) -> Result<Json<SourceView>, ApiError> {
     let mut source = state
         .store
-        .get_source(&name)
+        .get_source(source_name(&name)?)
         .await?
         .ok_or_else(|| not_found(&name))?;
     let update = SourceUpdate {
@@ -195,15 +211,15 @@ pub async fn update(
 }
 
 /// Deletes a source. Its received events stay in the inbox; new requests to its path get 404.
-#[utoipa::path(delete, path = "/v1/inbox/sources/{name}", tag = "inbox sources",
+#[utoipa::path(delete, path = "/v1/inbox/sources/{name}", operation_id = "delete_source", tag = "inbox sources",
     params(("name" = String, Path, description = "Source name")),
     responses((status = 204, description = "Deleted"),
               (status = 404, description = "No such source", body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    if !state.store.delete_source(&name).await? {
+    if !state.store.delete_source(source_name(&name)?).await? {
         return Err(not_found(&name));
     }
     state.gateway.sources().remove(&name);

@@ -22,6 +22,77 @@ pub struct StatsView {
     pub events: EventCounts,
     /// Deliveries per status.
     pub deliveries: DeliveryCounts,
+    /// What the inbox gateway received, per status, in all and per source.
+    pub inbox: InboxStats,
+}
+
+/// Received events per status.
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct InboxCounts {
+    /// Stored, not yet forwarded.
+    pub pending: i64,
+    /// Being forwarded.
+    pub processing: i64,
+    /// Forwarded (answered 2xx).
+    pub completed: i64,
+    /// The last forward failed (retry scheduled, or attempts exhausted).
+    pub failed: i64,
+}
+
+/// One source's received events.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct SourceCounts {
+    /// The source.
+    pub source: String,
+    /// Its events per status.
+    #[serde(flatten)]
+    pub counts: InboxCounts,
+}
+
+/// The inbox gateway's figures.
+#[derive(Clone, Debug, Default, Serialize, ToSchema)]
+pub struct InboxStats {
+    /// Every source together.
+    #[serde(flatten)]
+    pub total: InboxCounts,
+    /// Age of the oldest event not yet forwarded (pending, processing or failed), in seconds.
+    pub oldest_unforwarded_age_seconds: Option<f64>,
+    /// Per source, by name.
+    pub sources: Vec<SourceCounts>,
+}
+
+impl InboxStats {
+    /// Folds the store's per-source counts.
+    pub fn new(rows: Vec<crate::store::InboxCount>, now: DateTime<Utc>) -> Self {
+        use kurir_receiver::InboxStatus;
+        let mut stats = InboxStats::default();
+        let mut oldest: Option<DateTime<Utc>> = None;
+        for row in rows {
+            if stats.sources.last().is_none_or(|s| s.source != row.source) {
+                stats.sources.push(SourceCounts {
+                    source: row.source.clone(),
+                    counts: InboxCounts::default(),
+                });
+            }
+            let source = &mut stats.sources.last_mut().expect("just pushed").counts;
+            for counts in [&mut stats.total, source] {
+                *match row.status {
+                    InboxStatus::Pending => &mut counts.pending,
+                    InboxStatus::Processing => &mut counts.processing,
+                    InboxStatus::Completed => &mut counts.completed,
+                    InboxStatus::Failed => &mut counts.failed,
+                } += row.count;
+            }
+            if row.status != InboxStatus::Completed {
+                oldest = match (oldest, row.oldest_created_at) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+        stats.oldest_unforwarded_age_seconds = age_seconds(oldest, now);
+        stats
+    }
 }
 
 /// The delivery backlog by status.
@@ -65,15 +136,21 @@ pub struct DeliveryCounts {
     pub dead_letter: i64,
 }
 
-fn age_seconds(since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<f64> {
+pub(crate) fn age_seconds(since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<f64> {
     since.map(|t| ((now - t).num_milliseconds().max(0) as f64) / 1000.0)
 }
 
 /// Backlog, oldest pending age, events and deliveries per status.
-#[utoipa::path(get, path = "/v1/stats", tag = "stats",
+#[utoipa::path(get, path = "/v1/stats", tag = "stats", operation_id = "get_stats",
     responses((status = 200, description = "Current counts", body = StatsView)))]
 pub async fn stats(State(state): State<AppState>) -> Result<Json<StatsView>, ApiError> {
+    Ok(Json(stats_view(&state).await?))
+}
+
+/// The figures of `GET /v1/stats`, which the dashboard's overview shows too.
+pub async fn stats_view(state: &AppState) -> Result<StatsView, ApiError> {
     let stats = state.store.stats().await?;
+    let inbox = state.store.inbox_counts().await?;
     let now = Utc::now();
     let mut deliveries = DeliveryCounts::default();
     let mut oldest_pending: Option<DateTime<Utc>> = None;
@@ -103,7 +180,8 @@ pub async fn stats(State(state): State<AppState>) -> Result<Json<StatsView>, Api
         failed: deliveries.failed,
         total: deliveries.pending + deliveries.processing + deliveries.failed,
     };
-    Ok(Json(StatsView {
+    Ok(StatsView {
+        inbox: InboxStats::new(inbox, now),
         backlog,
         oldest_pending_age_seconds: age_seconds(oldest_pending, now),
         events: EventCounts {
@@ -113,7 +191,7 @@ pub async fn stats(State(state): State<AppState>) -> Result<Json<StatsView>, Api
             oldest_undispatched_age_seconds: age_seconds(stats.oldest_undispatched_at, now),
         },
         deliveries,
-    }))
+    })
 }
 
 /// The routes of this resource.

@@ -1,6 +1,7 @@
 //! The admin API client behind the operator commands: where the API is, which token to send,
 //! and turning API errors into one readable line.
 
+use crate::redact::Sensitive;
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context};
@@ -37,7 +38,7 @@ pub struct ClientArgs {
 #[derive(Debug)]
 pub struct Client {
     base: reqwest::Url,
-    token: String,
+    token: Sensitive,
     http: reqwest::Client,
 }
 
@@ -59,7 +60,11 @@ impl Client {
         let http = reqwest::Client::builder()
             .user_agent(format!("kurir-cli/{}", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Self { base, token, http })
+        Ok(Self {
+            base,
+            token: token.into(),
+            http,
+        })
     }
 
     /// The URL of `path` (which may carry a query string) under the base URL.
@@ -80,7 +85,7 @@ impl Client {
         let mut req = self
             .http
             .request(method, url)
-            .bearer_auth(&self.token)
+            .bearer_auth(self.token.expose())
             .header(reqwest::header::CONTENT_TYPE, "application/json");
         for (name, value) in headers {
             req = req.header(*name, *value);
@@ -161,4 +166,27 @@ pub fn parse_time(s: &str) -> Result<String, String> {
     })?;
     let ago = chrono::Duration::from_std(ago).map_err(|e| e.to_string())?;
     Ok((chrono::Utc::now() - ago).to_rfc3339())
+}
+
+/// Each endpoint's id with how to show it beside the id: its URL, and its description when it
+/// has one. One request for every endpoint (the list is not paged).
+pub async fn endpoint_names(
+    client: &Client,
+) -> anyhow::Result<std::collections::HashMap<String, String>> {
+    let list = client.get("/v1/endpoints").await?;
+    Ok(list
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|e| {
+            let id = e["id"].as_str()?.to_owned();
+            let url = e["url"].as_str().unwrap_or_default();
+            let name = match e["description"].as_str() {
+                Some(d) if !d.is_empty() => format!("{url} ({d})"),
+                _ => url.to_owned(),
+            };
+            Some((id, name))
+        })
+        .collect())
 }

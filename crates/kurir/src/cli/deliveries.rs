@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::client::{parse_time, Client, ClientArgs};
+use super::client::{endpoint_names, parse_time, Client, ClientArgs};
 use super::output;
 
 /// `kurir deliveries …`
@@ -71,26 +71,13 @@ pub async fn run(args: DeliveriesArgs) -> anyhow::Result<()> {
         output::json(&page);
         return Ok(());
     }
+    let names = endpoint_names(&client).await?;
     let rows: Vec<Vec<String>> = page["data"]
         .as_array()
         .map(|a| a.as_slice())
         .unwrap_or_default()
         .iter()
-        .map(|d| {
-            [
-                "id",
-                "event_id",
-                "event_type",
-                "endpoint_id",
-                "status",
-                "attempt_count",
-                "last_status_code",
-                "last_error",
-            ]
-            .iter()
-            .map(|k| output::cell(&d[*k]))
-            .collect()
-        })
+        .map(|d| row(d, &names))
         .collect();
     output::table(
         &[
@@ -98,6 +85,7 @@ pub async fn run(args: DeliveriesArgs) -> anyhow::Result<()> {
             "EVENT ID",
             "TYPE",
             "ENDPOINT",
+            "ENDPOINT ID",
             "STATUS",
             "ATTEMPTS",
             "LAST CODE",
@@ -107,4 +95,22 @@ pub async fn run(args: DeliveriesArgs) -> anyhow::Result<()> {
     );
     output::next_page(&page);
     Ok(())
+}
+
+/// One delivery's table row: the endpoint's URL beside its id, the error cut short.
+fn row(d: &serde_json::Value, names: &std::collections::HashMap<String, String>) -> Vec<String> {
+    let id = output::cell(&d["endpoint_id"]);
+    let mut row: Vec<String> = ["id", "event_id", "event_type"]
+        .iter()
+        .map(|k| output::cell(&d[*k]))
+        .collect();
+    row.push(names.get(&id).cloned().unwrap_or_else(|| id.clone()));
+    row.push(id);
+    row.extend(
+        ["status", "attempt_count", "last_status_code"]
+            .iter()
+            .map(|k| output::cell(&d[*k])),
+    );
+    row.push(output::short(&d["last_error"], 60));
+    row
 }

@@ -1,5 +1,6 @@
 //! `kurir endpoints create|list|show|update|rotate-secret|delete`.
 
+use crate::redact::Sensitive;
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
@@ -46,6 +47,11 @@ pub enum EndpointsCommand {
         #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
         grace: std::time::Duration,
     },
+    /// Send a signed kurir.test event to an endpoint now and show what it answered.
+    Test {
+        /// Endpoint id.
+        id: String,
+    },
     /// Delete an endpoint and its deliveries.
     Delete {
         /// Endpoint id.
@@ -67,7 +73,7 @@ pub struct EndpointFields {
     pub event_types: Vec<String>,
     /// Use this secret instead of a generated one.
     #[arg(long)]
-    pub secret: Option<String>,
+    pub secret: Option<Sensitive>,
     /// Concurrent requests to the endpoint per kurir process.
     #[arg(long)]
     pub max_in_flight: Option<u32>,
@@ -113,7 +119,7 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
                 "event_types",
                 (!f.event_types.is_empty()).then(|| json!(f.event_types)),
             );
-            insert_given(&mut body, "secret", f.secret.map(Value::from));
+            insert_given(&mut body, "secret", f.secret.map(|s| s.into_inner().into()));
             insert_given(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
             client
                 .call(Method::POST, "/v1/endpoints", &Value::Object(body))
@@ -153,6 +159,7 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
             let path = format!("/v1/endpoints/{id}/rotate-secret");
             client.call(Method::POST, &path, &body).await?.1
         }
+        EndpointsCommand::Test { id } => return test(&client, &id, as_json).await,
         EndpointsCommand::Delete { id } => {
             client
                 .call(Method::DELETE, &format!("/v1/endpoints/{id}"), &Value::Null)
@@ -210,5 +217,40 @@ fn show(e: &Value) {
     if let Some(secret) = e["secret"].as_str() {
         out!("secret: {secret}");
         out!("(configure your receiver with this secret; kurir shows it only now)");
+    }
+    for warning in e["warnings"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+    {
+        out!("warning: {}", output::cell(warning));
+    }
+}
+
+/// `endpoints test`: sends the test event and shows its answer.
+async fn test(client: &Client, id: &str, as_json: bool) -> anyhow::Result<()> {
+    let path = format!("/v1/endpoints/{id}/test");
+    let (_, result) = client.call(Method::POST, &path, &json!({})).await?;
+    if as_json {
+        output::json(&result);
+    } else {
+        show_test(&result);
+    }
+    Ok(())
+}
+
+fn show_test(r: &Value) {
+    let outcome = match (r["delivered"].as_bool(), r["status_code"].as_u64()) {
+        (Some(true), Some(code)) => format!("delivered: HTTP {code}"),
+        (_, Some(code)) => format!("not delivered: HTTP {code}"),
+        _ => format!("not delivered: {}", output::cell(&r["error"])),
+    };
+    out!(
+        "{outcome} in {} ms (test event {})",
+        output::cell(&r["duration_ms"]),
+        output::cell(&r["event_id"])
+    );
+    if let Some(body) = r["response_body"].as_str().filter(|b| !b.is_empty()) {
+        out!("response body: {}", output::preview(body, 200));
     }
 }

@@ -1,5 +1,6 @@
 //! `kurir events send|show|list`.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -8,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
-use super::client::{parse_time, Client, ClientArgs};
+use super::client::{endpoint_names, parse_time, Client, ClientArgs};
 use super::output::{self, out};
 
 /// `kurir events …`
@@ -106,7 +107,7 @@ pub async fn run(args: EventsArgs) -> anyhow::Result<()> {
             if as_json {
                 output::json(&event);
             } else {
-                show(&event);
+                show(&event, &endpoint_names(&client).await?);
             }
             Ok(())
         }
@@ -252,7 +253,10 @@ async fn send_file(client: &Client, file: &PathBuf, as_json: bool) -> anyhow::Re
     }
 }
 
-fn show(event: &Value) {
+/// Widest error and response-body previews in the attempt tables.
+const PREVIEW: usize = 60;
+
+fn show(event: &Value, names: &HashMap<String, String>) {
     output::fields(
         event,
         &[
@@ -267,6 +271,11 @@ fn show(event: &Value) {
         ],
     );
     out!("data: {}", event["data"]);
+    if let Some(reason) = event["refused_reason"].as_str() {
+        out!("\nrefused, never delivered: {reason}");
+        out!("(written before the database enforced the outbox's rules; see the README's SQL contract)");
+        return;
+    }
     let deliveries = event["deliveries"]
         .as_array()
         .map(|a| a.as_slice())
@@ -275,21 +284,30 @@ fn show(event: &Value) {
         out!("\nno deliveries yet (the relay has not fanned the event out, or no endpoint subscribes to it)");
         return;
     }
+    let endpoint = |d: &Value| {
+        let id = output::cell(&d["endpoint_id"]);
+        match names.get(&id) {
+            Some(name) => format!("{name} [{id}]"),
+            None => id,
+        }
+    };
     out!();
     let rows: Vec<Vec<String>> = deliveries
         .iter()
         .map(|d| {
-            [
-                "endpoint_id",
-                "status",
-                "attempt_count",
-                "last_status_code",
-                "next_attempt_at",
-                "last_error",
-            ]
-            .iter()
-            .map(|k| output::cell(&d[*k]))
-            .collect()
+            let mut row = vec![endpoint(d)];
+            row.extend(
+                [
+                    "status",
+                    "attempt_count",
+                    "last_status_code",
+                    "next_attempt_at",
+                ]
+                .iter()
+                .map(|k| output::cell(&d[*k])),
+            );
+            row.push(output::short(&d["last_error"], PREVIEW));
+            row
         })
         .collect();
     output::table(
@@ -303,27 +321,50 @@ fn show(event: &Value) {
         ],
         &rows,
     );
+    attempt_tables(deliveries, &endpoint);
+}
+
+/// One table of attempts per delivery, headed by `endpoint`'s label for it.
+fn attempt_tables(deliveries: &[Value], endpoint: &dyn Fn(&Value) -> String) {
     for d in deliveries {
-        out!("\nattempts to {}:", output::cell(&d["endpoint_id"]));
-        let rows: Vec<Vec<String>> = d["attempts"]
-            .as_array()
-            .map(|a| a.as_slice())
-            .unwrap_or_default()
-            .iter()
-            .map(|a| {
-                [
-                    "attempt",
-                    "trigger",
-                    "started_at",
-                    "duration_ms",
-                    "status_code",
-                    "error",
-                ]
-                .iter()
-                .map(|k| output::cell(&a[*k]))
-                .collect()
-            })
-            .collect();
-        output::table(&["#", "TRIGGER", "STARTED", "MS", "CODE", "ERROR"], &rows);
+        out!("\nattempts to {}:", endpoint(d));
+        attempts_table(d);
     }
+}
+
+/// A delivery's attempts, with the error and the first bytes of each response body.
+fn attempts_table(d: &Value) {
+    let rows: Vec<Vec<String>> = d["attempts"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|a| {
+            let mut row: Vec<String> = [
+                "attempt",
+                "trigger",
+                "started_at",
+                "duration_ms",
+                "status_code",
+            ]
+            .iter()
+            .map(|k| output::cell(&a[*k]))
+            .collect();
+            row.push(output::short(&a["error"], PREVIEW));
+            row.push(output::short(&a["response_body"], PREVIEW));
+            row
+        })
+        .collect();
+    output::table(
+        &[
+            "#",
+            "TRIGGER",
+            "STARTED",
+            "MS",
+            "CODE",
+            "ERROR",
+            "RESPONSE BODY",
+        ],
+        &rows,
+    );
 }

@@ -20,7 +20,8 @@ use anyhow::Context;
 use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, RawConfig, SETTINGS};
+use crate::config::{shown_value, Config, RawConfig, SETTINGS};
+use crate::redact::url_without_password;
 use crate::store::Store;
 
 /// kurir: webhook delivery that never loses an event.
@@ -38,8 +39,10 @@ pub enum Command {
     /// Run the relay, the dispatcher, the inbox gateway and the HTTP server (migrations are applied
     /// first).
     #[command(
-        after_help = "Logs go to stderr: KURIR_LOG sets the level (env-filter syntax, default \
-                      info,sqlx=warn), KURIR_LOG_FORMAT=json writes one JSON object per line."
+        after_help = "Logs go to stderr, in colour only on a terminal: KURIR_LOG sets the level \
+                      (env-filter syntax, default info,sqlx=warn), KURIR_LOG_FORMAT=json writes one \
+                      JSON object per line. SIGTERM or SIGINT stops kurir within \
+                      KURIR_SHUTDOWN_TIMEOUT."
     )]
     Serve(ServeArgs),
     /// Apply database migrations and exit (safe to run repeatedly).
@@ -69,8 +72,8 @@ pub struct ServeArgs {
     pub settings: SettingFlags,
 }
 
-/// Arguments of `kurir migrate`.
-#[derive(Debug, Args)]
+/// Arguments of `kurir migrate`. `Debug` hides the database URL's password.
+#[derive(Args)]
 pub struct MigrateArgs {
     /// Configuration file [default: ./kurir.toml when it exists].
     #[arg(long, value_name = "FILE")]
@@ -83,12 +86,33 @@ pub struct MigrateArgs {
     pub data_dir: Option<String>,
 }
 
+impl std::fmt::Debug for MigrateArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MigrateArgs")
+            .field("config", &self.config)
+            .field(
+                "database_url",
+                &self.database_url.as_deref().map(url_without_password),
+            )
+            .field("data_dir", &self.data_dir)
+            .finish()
+    }
+}
+
 /// One flag per entry of [`SETTINGS`], built from that table so `--help` can never drift from
-/// what the loader reads.
-#[derive(Debug, Default)]
+/// what the loader reads. `Debug` hides the admin token and the database URL's password.
+#[derive(Default)]
 pub struct SettingFlags {
     /// `(key, value)` for each flag given.
     pub values: Vec<(&'static str, String)>,
+}
+
+impl std::fmt::Debug for SettingFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.values.iter().map(|(k, v)| (k, shown_value(k, v))))
+            .finish()
+    }
 }
 
 impl FromArgMatches for SettingFlags {
@@ -173,19 +197,31 @@ async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
     let config = load_config(args.config, &flags)?;
     let store = open_store(&config).await?;
     store.close().await;
-    println!("migrations applied to the {} database", store.backend());
+    output::out!("migrations applied to the {} database", store.backend());
     Ok(())
 }
 
+/// `kurir serve`. Signals are heeded from the start: a SIGTERM while the database is being
+/// reached or migrated stops at once, rather than after however long that takes.
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = load_config(args.config, &args.settings.values)?;
     crate::admin_token::check_exposure(config.admin_token.as_deref(), config.listen)?;
-    let store = open_store(&config).await?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
     let shutdown = CancellationToken::new();
     crate::serve::cancel_on_signals(shutdown.clone());
+    let start = async {
+        let store = open_store(&config).await?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        anyhow::Ok((store, listener))
+    };
+    let (store, listener) = tokio::select! {
+        started = start => started?,
+        () = shutdown.cancelled() => {
+            tracing::info!("stopped before serving");
+            return Ok(());
+        }
+    };
     crate::serve::run(config, store, listener, shutdown).await
 }
 

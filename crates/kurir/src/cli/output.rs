@@ -79,3 +79,38 @@ pub fn next_page(page: &Value) {
         out!("(more: repeat with --cursor {cursor})");
     }
 }
+
+/// The first `max` characters of `text` on one line (newlines and tabs as spaces), with `…` when
+/// cut: response bodies and errors in a table cell.
+pub fn preview(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let flat = flat.trim();
+    if flat.chars().count() <= max {
+        return flat.to_owned();
+    }
+    let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+/// A JSON string cell cut to `max` characters (`-` when absent).
+pub fn short(value: &Value, max: usize) -> String {
+    match value.as_str() {
+        Some(s) if !s.is_empty() => preview(s, max),
+        _ => cell(value),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_are_one_line_and_cut_with_an_ellipsis() {
+        assert_eq!(preview("ok", 10), "ok");
+        assert_eq!(preview("line one\nline two", 8), "line on…");
+        assert_eq!(short(&Value::Null, 5), "-");
+    }
+}

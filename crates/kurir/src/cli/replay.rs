@@ -15,8 +15,11 @@ pub struct ReplayArgs {
     /// Replay this event's sent and dead-lettered deliveries; without it, replay by filter.
     pub event_id: Option<String>,
     /// Why (recorded in the replay audit with your token's name).
-    #[arg(long)]
-    pub reason: String,
+    #[arg(long, required_unless_present = "dry_run")]
+    pub reason: Option<String>,
+    /// Only count what a replay by filter would replay; replay nothing.
+    #[arg(long, conflicts_with_all = ["event_id", "reason"])]
+    pub dry_run: bool,
     /// Only the delivery to (or deliveries of) this endpoint.
     #[arg(long = "endpoint")]
     pub endpoint_id: Option<String>,
@@ -41,7 +44,6 @@ pub struct ReplayArgs {
 pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
     let client = Client::new(&args.client)?;
     let mut body = Map::new();
-    body.insert("reason".into(), json!(args.reason));
     let filter = [
         ("endpoint_id", args.endpoint_id),
         ("status", args.status),
@@ -54,6 +56,23 @@ pub async fn run(args: ReplayArgs) -> anyhow::Result<()> {
             body.insert(key.into(), Value::from(value));
         }
     }
+    if args.dry_run {
+        let query: Vec<(&str, Option<String>)> = body
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str().map(str::to_owned)))
+            .collect();
+        let preview = client.get_query("/v1/replays/preview", &query).await?;
+        if args.client.json {
+            output::json(&preview);
+        } else {
+            out!(
+                "{} deliveries match; nothing replayed (drop --dry-run and give --reason to replay them)",
+                output::cell(&preview["matching"])
+            );
+        }
+        return Ok(());
+    }
+    body.insert("reason".into(), json!(args.reason));
     let (path, bulk) = match &args.event_id {
         Some(id) => (format!("/v1/events/{id}/replay"), false),
         None => ("/v1/replays".to_owned(), true),

@@ -1,10 +1,11 @@
 //! `kurir sources create|list|show|update|delete`: the inbox gateway's sources.
 
+use crate::redact::Sensitive;
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
-use super::client::{insert_given, Client, ClientArgs};
+use super::client::{insert_given, parse_time, Client, ClientArgs};
 use super::output::{self, out};
 
 /// `kurir sources …`
@@ -38,6 +39,15 @@ pub enum SourcesCommand {
         #[command(flatten)]
         fields: UpdateFields,
     },
+    /// List a source's received events, newest first.
+    Events(EventsArgs),
+    /// Give a failed event a fresh set of forward attempts, due now.
+    Retry {
+        /// Source name.
+        name: String,
+        /// The sender's event id.
+        event_id: String,
+    },
     /// Delete a source (its received events stay in the inbox).
     Delete {
         /// Source name.
@@ -55,7 +65,7 @@ pub struct SourceFields {
     pub scheme: String,
     /// A secret the sender signs with (repeat during a rotation).
     #[arg(long = "secret", required = true)]
-    pub secrets: Vec<String>,
+    pub secrets: Vec<Sensitive>,
     /// Where accepted events are forwarded (absolute http or https URL).
     #[arg(long)]
     pub forward_url: String,
@@ -72,13 +82,38 @@ pub struct UpdateFields {
     pub scheme: Option<String>,
     /// New secrets (repeat; replaces the list).
     #[arg(long = "secret")]
-    pub secrets: Vec<String>,
+    pub secrets: Vec<Sensitive>,
     /// New forward URL.
     #[arg(long)]
     pub forward_url: Option<String>,
     /// New timestamp tolerance in seconds.
     #[arg(long)]
     pub tolerance_seconds: Option<u32>,
+}
+
+/// Arguments of `sources events`.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Source name.
+    pub name: String,
+    /// pending, processing, completed or failed.
+    #[arg(long)]
+    pub status: Option<String>,
+    /// Only this event type.
+    #[arg(long = "type")]
+    pub event_type: Option<String>,
+    /// Received at or after: RFC 3339, or a duration ago such as 2h.
+    #[arg(long, value_parser = parse_time)]
+    pub since: Option<String>,
+    /// Received before: RFC 3339, or a duration ago.
+    #[arg(long, value_parser = parse_time)]
+    pub until: Option<String>,
+    /// Rows per page (1 to 200).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Continue from a previous page.
+    #[arg(long)]
+    pub cursor: Option<String>,
 }
 
 /// Runs a source command.
@@ -133,6 +168,10 @@ pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
                 .await?
                 .1
         }
+        SourcesCommand::Events(e) => return list_events(&client, e, as_json).await,
+        SourcesCommand::Retry { name, event_id } => {
+            return retry(&client, &name, &event_id, as_json).await
+        }
         SourcesCommand::Delete { name } => {
             let path = format!("/v1/inbox/sources/{name}");
             client.call(Method::DELETE, &path, &Value::Null).await?;
@@ -183,4 +222,71 @@ fn show(s: &Value) {
         out!("read_token: {token}");
         out!("(verify forwards in your app with the forward secret, kurir scheme; poll statuses with the read token; kurir shows both only now)");
     }
+}
+
+/// `sources retry`.
+async fn retry(client: &Client, name: &str, event_id: &str, as_json: bool) -> anyhow::Result<()> {
+    let path = format!("/v1/inbox/sources/{name}/events/{event_id}/retry");
+    let (_, answer) = client.call(Method::POST, &path, &json!({})).await?;
+    if as_json {
+        output::json(&answer);
+    } else {
+        out!("event {event_id} of {name} is due now, with a fresh set of attempts");
+    }
+    Ok(())
+}
+
+async fn list_events(client: &Client, e: EventsArgs, as_json: bool) -> anyhow::Result<()> {
+    let page = client
+        .get_query(
+            &format!("/v1/inbox/sources/{}/events", e.name),
+            &[
+                ("status", e.status),
+                ("event_type", e.event_type),
+                ("since", e.since),
+                ("until", e.until),
+                ("limit", e.limit.map(|n| n.to_string())),
+                ("cursor", e.cursor),
+            ],
+        )
+        .await?;
+    if as_json {
+        output::json(&page);
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = page["data"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|ev| {
+            let mut row: Vec<String> = [
+                "event_id",
+                "event_type",
+                "status",
+                "attempts",
+                "received_at",
+                "next_attempt_at",
+            ]
+            .iter()
+            .map(|k| output::cell(&ev[*k]))
+            .collect();
+            row.push(output::short(&ev["last_error"], 60));
+            row
+        })
+        .collect();
+    output::table(
+        &[
+            "EVENT ID",
+            "TYPE",
+            "STATUS",
+            "ATTEMPTS",
+            "RECEIVED",
+            "NEXT ATTEMPT",
+            "LAST ERROR",
+        ],
+        &rows,
+    );
+    output::next_page(&page);
+    Ok(())
 }

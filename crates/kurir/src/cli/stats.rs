@@ -60,6 +60,17 @@ fn print_stats(stats: &Value) {
         e["dispatched"],
         e["undispatched"]
     );
+    let i = &stats["inbox"];
+    if i.is_object() {
+        out!(
+            "inbox: {} completed, {} pending, {} processing, {} failed; oldest unforwarded: {}",
+            i["completed"],
+            i["pending"],
+            i["processing"],
+            i["failed"],
+            age(&i["oldest_unforwarded_age_seconds"]),
+        );
+    }
     let statuses = ["pending", "processing", "sent", "failed", "dead_letter"];
     output::table(
         &statuses

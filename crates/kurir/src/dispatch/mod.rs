@@ -442,25 +442,36 @@ async fn write_completions(store: Store, owner: String, mut rx: mpsc::Receiver<C
     }
 }
 
-/// One line per attempt, and one more when the delivery is given up on. Never the payload, the
-/// secret, the signature or the response body (which may echo the payload).
+/// One line per attempt (INFO when it delivered, WARN when it failed), and one more at ERROR when
+/// the delivery is given up on. Never the payload, the secret, the signature or the response body
+/// (which may echo the payload).
 fn log_attempt(d: &ClaimedDelivery, a: &Attempted) {
     let c = &a.completion;
-    tracing::info!(
-        event_id = %d.event.event_id,
-        event_type = %d.event.event_type,
-        aggregate_id = d.event.aggregate_id.as_deref(),
-        endpoint_id = %d.endpoint.id,
-        attempt = d.attempt,
-        status_code = c.status_code,
-        error = c.error.as_deref(),
-        duration_ms = c.duration_ms,
-        outcome = a.outcome.as_str(),
-        trigger = c.trigger.as_str(),
-        "delivery attempt"
-    );
+    macro_rules! attempt_line {
+        ($level:expr) => {
+            tracing::event!(
+                $level,
+                event_id = %d.event.event_id,
+                event_type = %d.event.event_type,
+                aggregate_id = d.event.aggregate_id.as_deref(),
+                endpoint_id = %d.endpoint.id,
+                attempt = d.attempt,
+                status_code = c.status_code,
+                error = c.error.as_deref(),
+                duration_ms = c.duration_ms,
+                outcome = a.outcome.as_str(),
+                trigger = c.trigger.as_str(),
+                "delivery attempt"
+            )
+        };
+    }
+    if a.outcome == deliver::Outcome::Sent {
+        attempt_line!(tracing::Level::INFO);
+    } else {
+        attempt_line!(tracing::Level::WARN);
+    }
     if matches!(c.next, NextState::DeadLetter | NextState::Gone) {
-        tracing::warn!(
+        tracing::error!(
             event_id = %d.event.event_id,
             event_type = %d.event.event_type,
             aggregate_id = d.event.aggregate_id.as_deref(),

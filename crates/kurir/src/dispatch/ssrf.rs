@@ -1,5 +1,7 @@
-//! The SSRF guard: endpoints may not reach loopback, private, link-local, unique-local, CGNAT,
-//! cloud-metadata or other special-purpose addresses unless an operator allows the network.
+//! The SSRF guard: endpoints may not reach loopback, private, link-local, unique-local,
+//! site-local, CGNAT, cloud-metadata or other special-purpose addresses unless an operator allows
+//! the network. An IPv6 address that carries an IPv4 address (IPv4-mapped, -translated or
+//! -compatible, NAT64, 6to4, Teredo) is judged by the IPv4 address it carries.
 //!
 //! The check runs on the addresses a name resolves to, inside the HTTP client's resolver, so the
 //! address checked is the address connected to: a DNS answer that changes between a check and
@@ -23,6 +25,8 @@ pub enum Restricted {
     LinkLocal,
     /// fc00::/7.
     UniqueLocal,
+    /// fec0::/10 (deprecated site-local).
+    SiteLocal,
     /// 100.64/10 (carrier-grade NAT).
     Cgnat,
     /// Cloud instance metadata (169.254.169.254, 100.100.100.200, fd00:ec2::254).
@@ -38,6 +42,7 @@ impl fmt::Display for Restricted {
             Self::Private => "private",
             Self::LinkLocal => "link-local",
             Self::UniqueLocal => "unique-local",
+            Self::SiteLocal => "site-local",
             Self::Cgnat => "CGNAT",
             Self::Metadata => "cloud metadata",
             Self::SpecialPurpose => "special-purpose",
@@ -77,31 +82,55 @@ fn classify_v4(ip: Ipv4Addr) -> Option<Restricted> {
 }
 
 fn classify_v6(ip: Ipv6Addr) -> Option<Restricted> {
-    if let Some(v4) = ip.to_ipv4_mapped() {
-        return classify_v4(v4);
-    }
-    let seg = ip.segments();
     if ip.is_loopback() {
         return Some(Restricted::Loopback);
+    }
+    if ip.is_unspecified() {
+        return Some(Restricted::SpecialPurpose);
     }
     if ip == Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254) {
         return Some(Restricted::Metadata);
     }
+    if let Some(embedded) = embedded_ipv4(ip) {
+        return embedded.into_iter().flatten().find_map(classify_v4);
+    }
+    let seg = ip.segments();
     match seg[0] {
-        _ if ip.is_unspecified() => Some(Restricted::SpecialPurpose),
         0xfe80..=0xfebf => Some(Restricted::LinkLocal),
+        0xfec0..=0xfeff => Some(Restricted::SiteLocal),
         0xfc00..=0xfdff => Some(Restricted::UniqueLocal),
         0xff00..=0xffff => Some(Restricted::SpecialPurpose),
         0x2001 if seg[1] == 0xdb8 => Some(Restricted::SpecialPurpose),
-        // NAT64 (64:ff9b::/96) embeds an IPv4 address: judge that one.
-        0x64 if seg[1] == 0xff9b && seg[2..6] == [0, 0, 0, 0] => {
-            let v4 = Ipv4Addr::new(
-                (seg[6] >> 8) as u8,
-                seg[6] as u8,
-                (seg[7] >> 8) as u8,
-                seg[7] as u8,
-            );
-            classify_v4(v4)
+        _ => None,
+    }
+}
+
+/// The IPv4 addresses an IPv6 address carries under a translation or tunnelling scheme, which a
+/// connection to it may end up reaching: such an address is judged by them, never as an ordinary
+/// IPv6 address (`[::ffff:0:7f00:1]` is loopback in disguise). `None` for any other address.
+///
+/// - IPv4-mapped `::ffff:a.b.c.d` and IPv4-translated `::ffff:0:a.b.c.d` (RFC 2765), and the
+///   deprecated IPv4-compatible `::a.b.c.d`: the last 32 bits.
+/// - NAT64, the well-known `64:ff9b::/96` and the local-use `64:ff9b:1::/48` (RFC 8215, read in
+///   the same /96 form): the last 32 bits.
+/// - 6to4 `2002::/16`: bits 16 to 47.
+/// - Teredo `2001::/32`: the server in bits 32 to 63, and the client, whose address is the last
+///   32 bits inverted.
+fn embedded_ipv4(ip: Ipv6Addr) -> Option<[Option<Ipv4Addr>; 2]> {
+    let seg = ip.segments();
+    let o = ip.octets();
+    let last = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    let one = |v4| Some([Some(v4), None]);
+    match seg {
+        [0, 0, 0, 0, 0, 0xffff, ..] | [0, 0, 0, 0, 0xffff, 0, ..] | [0, 0, 0, 0, 0, 0, ..] => {
+            one(last)
+        }
+        [0x64, 0xff9b, 0, 0, 0, 0, ..] | [0x64, 0xff9b, 1, ..] => one(last),
+        [0x2002, ..] => one(Ipv4Addr::new(o[2], o[3], o[4], o[5])),
+        [0x2001, 0, ..] => {
+            let server = Ipv4Addr::new(o[4], o[5], o[6], o[7]);
+            let client = Ipv4Addr::from(!u32::from(last));
+            Some([Some(server), Some(client)])
         }
         _ => None,
     }
@@ -217,6 +246,57 @@ mod tests {
         assert_eq!(kind("0.0.0.0"), Some(Restricted::SpecialPurpose));
         assert_eq!(kind("::ffff:127.0.0.1"), Some(Restricted::Loopback));
         assert_eq!(kind("64:ff9b::a00:1"), Some(Restricted::Private));
+    }
+
+    #[test]
+    fn ipv4_compatible_addresses_are_judged_by_the_ipv4_they_embed() {
+        assert_eq!(kind("::7f00:1"), Some(Restricted::Loopback));
+        assert_eq!(kind("::127.0.0.1"), Some(Restricted::Loopback));
+        assert_eq!(kind("::10.0.0.1"), Some(Restricted::Private));
+        assert_eq!(kind("::93.184.216.34"), None);
+    }
+
+    #[test]
+    fn ipv4_translated_addresses_are_judged_by_the_ipv4_they_embed() {
+        assert_eq!(kind("::ffff:0:7f00:1"), Some(Restricted::Loopback));
+        assert_eq!(kind("::ffff:0:169.254.169.254"), Some(Restricted::Metadata));
+        assert_eq!(kind("::ffff:0:93.184.216.34"), None);
+    }
+
+    #[test]
+    fn six_to_four_addresses_are_judged_by_the_ipv4_they_embed() {
+        assert_eq!(kind("2002:7f00:1::1"), Some(Restricted::Loopback));
+        assert_eq!(kind("2002:c0a8:101::1"), Some(Restricted::Private));
+        assert_eq!(kind("2002:5db8:d822::1"), None);
+    }
+
+    #[test]
+    fn nat64_addresses_are_judged_by_the_ipv4_they_embed() {
+        assert_eq!(kind("64:ff9b::7f00:1"), Some(Restricted::Loopback));
+        assert_eq!(kind("64:ff9b::5db8:d822"), None);
+        // The local-use prefix of RFC 8215, in the /96 form of the well-known one.
+        assert_eq!(kind("64:ff9b:1::7f00:1"), Some(Restricted::Loopback));
+        assert_eq!(kind("64:ff9b:1::a9fe:a9fe"), Some(Restricted::Metadata));
+        assert_eq!(kind("64:ff9b:1::5db8:d822"), None);
+    }
+
+    #[test]
+    fn teredo_addresses_are_judged_by_their_server_and_client_ipv4() {
+        // Server 127.0.0.1 in bits 32-63.
+        assert_eq!(kind("2001:0:7f00:1::1"), Some(Restricted::Loopback));
+        // Public server, client 10.0.0.1 stored inverted in the last 32 bits.
+        assert_eq!(
+            kind("2001:0:5db8:d822:0:0:f5ff:fffe"),
+            Some(Restricted::Private)
+        );
+        // Public server and client (93.184.216.34, inverted: a247:27dd).
+        assert_eq!(kind("2001:0:5db8:d822:0:0:a247:27dd"), None);
+    }
+
+    #[test]
+    fn site_local_addresses_are_refused() {
+        assert_eq!(kind("fec0::1"), Some(Restricted::SiteLocal));
+        assert_eq!(kind("feff:1::1"), Some(Restricted::SiteLocal));
     }
 
     #[test]

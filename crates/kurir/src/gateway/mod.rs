@@ -15,15 +15,16 @@ pub mod forward;
 pub mod routes;
 pub mod source;
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use kurir_receiver::{CancellationToken, ConfigError, Processor, Runner, SourceSet, Waker};
 
 use crate::config::DeliveryConfig;
 use crate::dispatch::http::{Timeouts, WebhookClient};
+use crate::metrics::Metrics;
 use crate::store::Store;
-use forward::Forwarder;
+use forward::{ForwardError, Forwarder};
 
 /// How often the set of sources is re-read, to notice sources created or deleted by another
 /// kurir process sharing the database. This process's own changes apply at once.
@@ -36,6 +37,8 @@ pub struct Gateway {
     store: Store,
     sources: SourceSet,
     runner: Runner,
+    /// Counts every forward attempt, once set ([`Gateway::with_metrics`]).
+    metrics: Arc<OnceLock<Metrics>>,
 }
 
 impl Gateway {
@@ -55,9 +58,19 @@ impl Gateway {
         let forwarder = Arc::new(Forwarder::new(store.clone(), http, timeouts));
         // The lease outlives the longest forward, as a delivery's does.
         let lease = config.connect_timeout + config.request_timeout + config.lease_margin;
+        let metrics: Arc<OnceLock<Metrics>> = Arc::default();
+        let counted = Arc::clone(&metrics);
         let processor = Processor::new(move |event| {
             let forwarder = Arc::clone(&forwarder);
-            async move { forwarder.forward(event).await }
+            let metrics = Arc::clone(&counted);
+            async move {
+                let (source, started) = (event.source.clone(), Instant::now());
+                let result = forwarder.forward(event).await;
+                if let Some(metrics) = metrics.get() {
+                    metrics.record_forward(&source, forward_outcome(&result), started.elapsed());
+                }
+                result
+            }
         })
         .retry_policy(config.retry)?
         .lease(lease)?;
@@ -71,7 +84,15 @@ impl Gateway {
             store,
             sources,
             runner,
+            metrics,
         })
+    }
+
+    /// Counts every forward attempt in `metrics` (without, forwards are only recorded in the
+    /// inbox rows).
+    pub fn with_metrics(self, metrics: Metrics) -> Self {
+        let _ = self.metrics.set(metrics);
+        self
     }
 
     /// The sources the runner serves; the admin API adds and removes them as they change.
@@ -107,5 +128,15 @@ impl Gateway {
                 tracing::warn!(error = %e, "reading the inbox sources failed; keeping the last list")
             }
         }
+    }
+}
+
+/// The `outcome` label of one forward attempt.
+fn forward_outcome(result: &Result<(), ForwardError>) -> &'static str {
+    match result {
+        Ok(()) => "forwarded",
+        Err(ForwardError::Status(_)) => "rejected",
+        Err(ForwardError::Post(_)) => "unreachable",
+        Err(ForwardError::SourceGone(_) | ForwardError::Store(_)) => "error",
     }
 }

@@ -7,39 +7,41 @@
 //! - `GET /inbox/{source}/events/{event_id}`: the event's status, for a holder of the admin token
 //!   or of the source's read token.
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use kurir_receiver::{EventStatus, Receiver};
+use kurir_core::EventId;
+use kurir_receiver::{EventStatus, Receiver, WebhookSource};
 
 use crate::api::auth::bearer_token;
 use crate::api::error::ApiError;
+use crate::api::extract::ApiPath;
 use crate::serve::AppState;
 
 /// Receives one webhook for `source`.
-#[utoipa::path(post, path = "/inbox/{source}", tag = "inbox gateway", security(()),
+#[utoipa::path(post, path = "/inbox/{source}", operation_id = "receive_webhook", tag = "inbox gateway", security(()),
     params(("source" = String, Path, description = "Source name")),
     request_body(content = String, content_type = "application/json",
         description = "The partner's webhook, verified on its raw bytes under the source's scheme"),
     responses(
         (status = 202, description = "First receipt, stored: `{\"status\":\"pending\",\"event_id\"}`; or a duplicate still pending, processing or failed"),
         (status = 200, description = "Duplicate of a forwarded event: `{\"status\":\"already_processed\",\"event_id\"}`"),
-        (status = 400, description = "No event id where the scheme keeps it (`missing_event_id`)"),
+        (status = 400, description = "No event id where the scheme keeps it (`missing_event_id`), or an id header that disagrees with the signed id (`event_id_mismatch`)"),
         (status = 401, description = "Bad or missing signature, or a timestamp outside the tolerance; the code names the check"),
         (status = 404, description = "No such source"),
         (status = 413, description = "Body over 1 MiB")))]
 pub async fn receive(
     State(state): State<AppState>,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let source = state
-        .store
-        .get_source(&name)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no inbox source named '{name}'")))?;
+    let not_found = || ApiError::NotFound(format!("no inbox source named '{name}'"));
+    if !WebhookSource::is_valid_name(&name) {
+        return Err(not_found());
+    }
+    let source = state.store.get_source(&name).await?.ok_or_else(not_found)?;
     let webhook_source = source
         .webhook_source()
         .map_err(|e| ApiError::Internal(Box::new(e)))?
@@ -59,7 +61,7 @@ pub async fn receive(
 }
 
 /// Reports where one received event stands.
-#[utoipa::path(get, path = "/inbox/{source}/events/{event_id}", tag = "inbox gateway",
+#[utoipa::path(get, path = "/inbox/{source}/events/{event_id}", operation_id = "get_inbox_event_status", tag = "inbox gateway",
     security(("bearer" = [])),
     params(("source" = String, Path, description = "Source name"),
            ("event_id" = String, Path, description = "The sender's event id")),
@@ -69,25 +71,34 @@ pub async fn receive(
         (status = 404, description = "No such event")))]
 pub async fn status(
     State(state): State<AppState>,
-    Path((name, event_id)): Path<(String, String)>,
+    ApiPath((name, event_id)): ApiPath<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Json<EventStatus>, ApiError> {
     let Some(token) = bearer_token(&headers) else {
         return Err(ApiError::ReadTokenRequired);
     };
+    let valid_name = WebhookSource::is_valid_name(&name);
     if !state.admin.verify(token) {
         // An unknown source and a wrong token look alike, so source names do not leak.
-        let source = state.store.get_source(&name).await?;
+        let source = if valid_name {
+            state.store.get_source(&name).await?
+        } else {
+            None
+        };
         if !source.is_some_and(|s| s.read_token_matches(token)) {
             return Err(ApiError::ReadTokenRequired);
         }
+    }
+    let not_found = || ApiError::NotFound(format!("source {name} has no event with this id"));
+    if !valid_name || EventId::parse(&event_id).is_err() {
+        return Err(not_found());
     }
     let record = state
         .store
         .inbox()
         .status(&name, &event_id)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("source {name} has no event with this id")))?;
+        .ok_or_else(not_found)?;
     Ok(Json(EventStatus::from(record)))
 }
 

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::endpoint::validate_url;
+use crate::redact::Sensitive;
 
 /// Timestamp tolerance of a source unless given: 5 minutes.
 pub const DEFAULT_TOLERANCE_SECONDS: u32 = 300;
@@ -96,7 +97,7 @@ pub struct NewSource {
     /// A scheme name, e.g. `standard-webhooks`.
     pub scheme: String,
     /// The secrets requests may be signed with.
-    pub secrets: Vec<String>,
+    pub secrets: Vec<Sensitive>,
     /// The tolerance; [`DEFAULT_TOLERANCE_SECONDS`] when `None`.
     pub tolerance_seconds: Option<u32>,
     /// Where to forward: an absolute http(s) URL.
@@ -109,14 +110,15 @@ pub struct CreatedSource {
     /// The source, ready to store.
     pub source: InboxSource,
     /// The bearer token for its status route.
-    pub read_token: String,
+    pub read_token: Sensitive,
 }
 
 impl NewSource {
     /// Checks every field and generates the forward secret and the read token.
     pub fn validate(self, now: DateTime<Utc>) -> Result<CreatedSource, InvalidSource> {
         let scheme = parse_scheme(&self.scheme)?;
-        let secrets = parse_secrets(&self.name, scheme, &self.secrets)?;
+        let given: Vec<&str> = self.secrets.iter().map(Sensitive::expose).collect();
+        let secrets = parse_secrets(&self.name, scheme, &given)?;
         let tolerance_seconds =
             check_tolerance(self.tolerance_seconds.unwrap_or(DEFAULT_TOLERANCE_SECONDS))?;
         check_forward_url(&self.forward_url)?;
@@ -128,7 +130,7 @@ impl NewSource {
             tolerance_seconds,
             forward_url: self.forward_url,
             forward_secret: Secret::generate(),
-            read_token_sha256: token_digest(&read_token),
+            read_token_sha256: token_digest(read_token.expose()),
             created_at: now,
             updated_at: now,
         };
@@ -143,7 +145,7 @@ pub struct SourceUpdate {
     /// New scheme; the secrets (given or kept) must suit it.
     pub scheme: Option<String>,
     /// New secrets (replaces the list).
-    pub secrets: Option<Vec<String>>,
+    pub secrets: Option<Vec<Sensitive>>,
     /// New tolerance.
     pub tolerance_seconds: Option<u32>,
     /// New forward URL.
@@ -158,15 +160,11 @@ impl SourceUpdate {
             Some(name) => parse_scheme(name)?,
             None => source.scheme,
         };
-        let secrets: Vec<String> = match self.secrets {
-            Some(secrets) => secrets,
-            None => source
-                .secrets
-                .iter()
-                .map(|s| s.expose().to_owned())
-                .collect(),
+        let given: Vec<&str> = match &self.secrets {
+            Some(secrets) => secrets.iter().map(Sensitive::expose).collect(),
+            None => source.secrets.iter().map(Secret::expose).collect(),
         };
-        let secrets = parse_secrets(&source.name, scheme, &secrets)?;
+        let secrets = parse_secrets(&source.name, scheme, &given)?;
         let tolerance_seconds = match self.tolerance_seconds {
             Some(t) => check_tolerance(t)?,
             None => source.tolerance_seconds,
@@ -195,7 +193,7 @@ fn parse_scheme(name: &str) -> Result<Scheme, InvalidSource> {
 fn parse_secrets(
     name: &str,
     scheme: Scheme,
-    secrets: &[String],
+    secrets: &[&str],
 ) -> Result<Vec<Secret>, InvalidSource> {
     if secrets.len() > MAX_SECRETS {
         return Err(InvalidSource::new(
@@ -229,10 +227,10 @@ fn check_forward_url(url: &str) -> Result<(), InvalidSource> {
 }
 
 /// `kurir_read_` and 32 random bytes in hex.
-fn generate_read_token() -> String {
+fn generate_read_token() -> Sensitive {
     let mut bytes = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut bytes);
-    format!("kurir_read_{}", hex::encode(bytes))
+    format!("kurir_read_{}", hex::encode(bytes)).into()
 }
 
 /// What is stored of a read token: its SHA-256, in hex.
@@ -266,9 +264,11 @@ mod tests {
         let source = &created.source;
         assert_eq!(source.tolerance_seconds, DEFAULT_TOLERANCE_SECONDS);
         assert!(source.forward_secret.expose().starts_with("whsec_"));
-        assert!(source.read_token_matches(&created.read_token));
+        assert!(source.read_token_matches(created.read_token.expose()));
         assert!(!source.read_token_matches("kurir_read_guess"));
-        assert!(!source.read_token_sha256.contains(&created.read_token));
+        assert!(!source
+            .read_token_sha256
+            .contains(created.read_token.expose()));
         assert!(source.webhook_source().is_ok());
     }
 

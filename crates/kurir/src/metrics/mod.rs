@@ -42,6 +42,11 @@ pub const ATTEMPTS_AT_SUCCESS: &str = "kurir_delivery_attempts_at_success";
 /// Webhooks received, per `source` and `outcome`: recorded by `kurir-receiver` (its
 /// `metrics::INBOX_EVENTS`) into the recorder its sources are given; described here.
 pub const INBOX_EVENTS: &str = "kurir_inbox_events_total";
+/// Forward attempts of the inbox gateway, per `source` and `outcome` (`forwarded`, `rejected`,
+/// `unreachable`, `error`).
+pub const INBOX_FORWARDS: &str = "kurir_inbox_forwards_total";
+/// How long each forward attempt took, per `source`.
+pub const INBOX_FORWARD_DURATION: &str = "kurir_inbox_forward_duration_seconds";
 
 const DURATION_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -61,6 +66,8 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (ATTEMPT_DURATION, "Duration of each delivery attempt, in seconds."),
     (DELIVERY_LATENCY, "From an event's occurred_at to the 2xx that delivered it, in seconds."),
     (ATTEMPTS_AT_SUCCESS, "Attempt number of each successful delivery attempt (1 = first try)."),
+    (INBOX_FORWARDS, "Inbox gateway forward attempts by source and outcome: forwarded (2xx), rejected (another status), unreachable (no answer: refused, timeout, connect error), error (the source is gone or could not be read)."),
+    (INBOX_FORWARD_DURATION, "Duration of each inbox gateway forward attempt, in seconds."),
     (INBOX_EVENTS, "Webhooks received by the inbox, by source and outcome (accepted, duplicate, error, or the rejection code)."),
 ];
 
@@ -91,6 +98,7 @@ impl Metrics {
     pub fn new() -> Self {
         let buckets = [
             (ATTEMPT_DURATION, DURATION_BUCKETS),
+            (INBOX_FORWARD_DURATION, DURATION_BUCKETS),
             (DELIVERY_LATENCY, LATENCY_BUCKETS),
             (ATTEMPTS_AT_SUCCESS, ATTEMPT_BUCKETS),
         ];
@@ -169,6 +177,18 @@ impl Metrics {
             self.histogram(DELIVERY_LATENCY, vec![endpoint()])
                 .record(latency as f64 / 1000.0);
         }
+    }
+
+    /// Counts one forward attempt of the inbox gateway and how long it took.
+    pub fn record_forward(&self, source: &str, outcome: &'static str, took: Duration) {
+        let source = || Label::new("source", source.to_owned());
+        self.counter(
+            INBOX_FORWARDS,
+            vec![source(), Label::from_static_parts("outcome", outcome)],
+        )
+        .increment(1);
+        self.histogram(INBOX_FORWARD_DURATION, vec![source()])
+            .record(took.as_secs_f64());
     }
 
     /// Folds recorded histogram samples into their buckets every `interval` until `shutdown`,

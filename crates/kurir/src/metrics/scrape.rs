@@ -58,6 +58,11 @@ fn write_backlog(text: &mut String, b: &Backlog) {
             "Seconds since the oldest event waiting for the relay was written; 0 when none waits (from the database).",
             b.oldest_undispatched_age_seconds,
         ),
+        (
+            "kurir_outbox_refused",
+            "Outbox events refused for breaking the SQL contract, written before the database enforced it; never delivered (from the database).",
+            b.refused as f64,
+        ),
     ];
     for (name, help, value) in gauges {
         gauge_header(text, name, help);
@@ -100,6 +105,7 @@ mod tests {
                 oldest_pending_age_seconds: 12.5,
                 undispatched: 4,
                 oldest_undispatched_age_seconds: 0.25,
+                refused: 2,
             },
         );
         assert!(text.starts_with("# HELP kurir_backlog "));
@@ -109,5 +115,6 @@ mod tests {
         assert!(text.contains("\nkurir_oldest_pending_age_seconds 12.5\n"));
         assert!(text.contains("\nkurir_outbox_undispatched 4\n"));
         assert!(text.contains("\nkurir_oldest_undispatched_age_seconds 0.25\n"));
+        assert!(text.contains("\nkurir_outbox_refused 2\n"));
     }
 }

@@ -472,7 +472,7 @@ impl PgStore {
     pub(super) async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
         let row = sqlx::query(
             "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, \
-                 payload::text AS payload, created_at, dispatched_at \
+                 payload::text AS payload, created_at, dispatched_at, refused_reason \
              FROM kurir_outbox WHERE event_id = $1",
         )
         .bind(event_id)
@@ -637,13 +637,13 @@ pub(super) fn fan_out_target(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// A fresh, migrated database on `KURIR_TEST_POSTGRES_URL`'s server: its URL, and the
     /// server's pool and the database's name to drop it with. `None` (skipped) without that
     /// variable, except under CI, where PostgreSQL tests must run.
-    async fn fresh_database() -> Option<(String, PgPool, String)> {
+    pub(in crate::store) async fn fresh_database() -> Option<(String, PgPool, String)> {
         let Ok(url) = std::env::var("KURIR_TEST_POSTGRES_URL") else {
             assert!(
                 std::env::var_os("CI").is_none(),

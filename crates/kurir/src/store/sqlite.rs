@@ -546,7 +546,8 @@ impl SqliteStore {
     pub(super) async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
         let row = sqlx::query(
             "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, \
-                 payload, created_at, dispatched_at FROM kurir_outbox WHERE event_id = ?1",
+                 payload, created_at, dispatched_at, refused_reason \
+             FROM kurir_outbox WHERE event_id = ?1",
         )
         .bind(event_id)
         .fetch_optional(&self.pool)

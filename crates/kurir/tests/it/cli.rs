@@ -174,6 +174,10 @@ async fn the_quickstart_works_through_the_cli() {
         shown.contains(&event_id) && shown.contains("sent") && shown.contains("scheduled"),
         "{shown}"
     );
+    assert!(
+        shown.contains(&format!("attempts to {} [", receiver.url)),
+        "the endpoint's URL beside its id: {shown}"
+    );
     let delivered = receiver.wait_for(1).await.remove(0);
     assert_eq!(delivered.json()["data"]["order_id"], "98765");
     Verifier::new(Scheme::StandardWebhooks, vec![secret])
@@ -233,10 +237,90 @@ async fn the_quickstart_works_through_the_cli() {
     assert_eq!(many["replayed"], 2);
     receiver.wait_for(6).await;
 
+    eventually("the replayed deliveries to be sent again", || async {
+        let page = cli_json(dir, &server, &["deliveries", "list", "--status", "sent"]).await;
+        (page["data"].as_array()?.len() == 3).then_some(())
+    })
+    .await;
+    let dry = cli(dir, &server, &["replay", "--status", "sent", "--dry-run"]).await;
+    assert!(
+        dry.contains("3 deliveries match; nothing replayed"),
+        "{dry}"
+    );
+    let tested = cli(
+        dir,
+        &server,
+        &["endpoints", "test", endpoint["id"].as_str().unwrap()],
+    )
+    .await;
+    assert!(tested.starts_with("delivered: HTTP 200 in "), "{tested}");
+
+    // A failing endpoint: the table views show its URL, the error and the response body.
+    let down = Receiver::start().await;
+    down.respond_with(503);
+    let failing = cli_json(
+        dir,
+        &server,
+        &[
+            "endpoints",
+            "create",
+            &down.url,
+            "--event-type",
+            "invoice.*",
+        ],
+    )
+    .await;
+    let failed_id = cli_json(
+        dir,
+        &server,
+        &["events", "send", "--type", "invoice.paid", "--data", "{}"],
+    )
+    .await["event_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    down.wait_for(1).await;
+    eventually("the failed attempt to be recorded", || async {
+        let shown = cli_json(dir, &server, &["events", "show", &failed_id]).await;
+        (!shown["deliveries"][0]["attempts"].as_array()?.is_empty()).then_some(())
+    })
+    .await;
+    let shown = cli(dir, &server, &["events", "show", &failed_id]).await;
+    assert!(
+        shown.contains("RESPONSE BODY") && shown.contains(&down.url),
+        "{shown}"
+    );
+    let listed = cli(
+        dir,
+        &server,
+        &["deliveries", "list", "--type", "invoice.paid"],
+    )
+    .await;
+    assert!(
+        listed.contains(&down.url) && listed.contains(failing["id"].as_str().unwrap()),
+        "{listed}"
+    );
+    let tested = cli(
+        dir,
+        &server,
+        &["endpoints", "test", failing["id"].as_str().unwrap()],
+    )
+    .await;
+    assert!(tested.starts_with("not delivered: HTTP 503"), "{tested}");
+    cli(
+        dir,
+        &server,
+        &["endpoints", "delete", failing["id"].as_str().unwrap()],
+    )
+    .await;
+
     let stats = cli_json(dir, &server, &["stats"]).await;
-    assert_eq!(stats["events"]["total"], 3);
+    assert_eq!(stats["events"]["total"], 4);
     let human = cli(dir, &server, &["stats"]).await;
-    assert!(human.contains("backlog:"), "{human}");
+    assert!(
+        human.contains("backlog:") && human.contains("inbox: 0 completed"),
+        "{human}"
+    );
 
     let id = endpoint["id"].as_str().unwrap();
     let rotated = cli_json(
@@ -308,7 +392,7 @@ async fn inbox_sources_are_managed_through_the_cli() {
     let forward_secret = created["forward_secret"].as_str().unwrap().to_owned();
     let read_token = created["read_token"].as_str().unwrap().to_owned();
 
-    let body = br#"{"invoice":"inv_1"}"#;
+    let body = br#"{"event_id":"evt_cli","invoice":"inv_1"}"#;
     let secret = Secret::parse(partner_secret).unwrap();
     let signed = kurir_core::signature_headers(
         "evt_cli",
@@ -333,6 +417,31 @@ async fn inbox_sources_are_managed_through_the_cli() {
     assert!(
         table.contains("billing") && table.contains("/inbox/billing"),
         "{table}"
+    );
+    eventually("the forward to be recorded", || async {
+        let page = cli_json(
+            dir,
+            &server,
+            &["sources", "events", "billing", "--status", "completed"],
+        )
+        .await;
+        (page["data"][0]["event_id"] == "evt_cli").then_some(())
+    })
+    .await;
+    let events = cli(dir, &server, &["sources", "events", "billing"]).await;
+    assert!(
+        events.contains("evt_cli") && events.contains("completed"),
+        "{events}"
+    );
+    let refused = kurir(dir)
+        .args(["sources", "retry", "billing", "evt_cli"])
+        .env("KURIR_URL", &server.url)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("only a failed event can be retried"),
+        "{refused:?}"
     );
     let changed = cli_json(
         dir,
@@ -362,6 +471,38 @@ async fn inbox_sources_are_managed_through_the_cli() {
             "the log never shows a secret or token"
         );
     }
+}
+
+#[tokio::test]
+async fn serve_refuses_a_weak_token_on_a_public_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let weak = "weak-token-7f3a";
+    let child = kurir(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .env("KURIR_ADMIN_TOKEN", weak)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Dropping the child on a timeout kills it (kill_on_drop).
+    let out = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("kurir serve refuses to start, rather than serving with a weak token")
+        .unwrap();
+    assert!(!out.status.success(), "a 15-character token is refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("at least 32") && stderr.contains("openssl rand -hex 32"),
+        "the message says how to make a good token: {stderr}"
+    );
+    assert!(
+        !stderr.contains(weak),
+        "the token is never printed: {stderr}"
+    );
+    assert!(
+        !dir.path().join("kurir-data").exists(),
+        "nothing was created"
+    );
 }
 
 #[tokio::test]

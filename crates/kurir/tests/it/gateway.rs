@@ -16,18 +16,25 @@ on_both_backends!(
     a_bad_request_is_refused_and_nothing_is_stored_or_forwarded,
     the_status_route_needs_the_admin_token_or_the_sources_read_token,
     kurir_delivers_to_its_own_inbox_gateway_which_forwards_once_with_the_same_event_id,
+    a_replay_under_new_id_headers_is_refused_and_forwarded_once,
 );
 
 /// The Standard Webhooks secret partners sign with in these tests.
-const PARTNER_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const PARTNER_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// A source's generated credentials, shown once at creation.
-struct Source {
+pub(crate) struct Source {
     forward_secret: String,
     read_token: String,
 }
 
-async fn create_source(app: &TestApp, name: &str, scheme: &str, secret: &str, to: &str) -> Source {
+pub(crate) async fn create_source(
+    app: &TestApp,
+    name: &str,
+    scheme: &str,
+    secret: &str,
+    to: &str,
+) -> Source {
     let body = json!({"name": name, "scheme": scheme, "secrets": [secret], "forward_url": to});
     let (status, created) = app.post("/v1/inbox/sources", body).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
@@ -53,13 +60,13 @@ async fn standard_source(app: &TestApp, name: &str) -> (Receiver, Source) {
 }
 
 /// A webhook as a Standard Webhooks sender makes it, signed now by the reference crate.
-struct Signed {
+pub(crate) struct Signed {
     id: String,
     headers: Vec<(&'static str, String)>,
     body: Vec<u8>,
 }
 
-fn standard_webhook(id: &str, event_type: &str) -> Signed {
+pub(crate) fn standard_webhook(id: &str, event_type: &str) -> Signed {
     let body = json!({"type": event_type, "data": {"invoice": id, "amount": 250_000}})
         .to_string()
         .into_bytes();
@@ -81,7 +88,11 @@ fn standard_webhook(id: &str, event_type: &str) -> Signed {
 }
 
 /// POSTs `signed` to `/inbox/{source}` without any admin token; the status and JSON answer.
-async fn post_inbox(app: &TestApp, source: &str, signed: &Signed) -> (StatusCode, Value) {
+pub(crate) async fn post_inbox(
+    app: &TestApp,
+    source: &str,
+    signed: &Signed,
+) -> (StatusCode, Value) {
     let mut request = reqwest::Client::new()
         .post(format!("{}/inbox/{source}", app.url))
         .body(signed.body.clone());
@@ -109,13 +120,18 @@ async fn wait_completed(app: &TestApp, source: &str, id: &str, token: &str) -> V
     .await
 }
 
-/// Checks `forward` carries a valid `kurir`-scheme signature by `forward_secret` (kurir-core's
-/// own verifier, as an application would) and returns its event id.
+/// Checks `forward` is signed by `forward_secret` under both schemes it carries (kurir-core's own
+/// verifier, as an application would) and returns its event id: Standard Webhooks' `webhook-id`,
+/// which its signature covers (the body is the sender's, which need not carry kurir's
+/// `event_id`).
 fn verify_forward(forward: &Received, forward_secret: &str) -> String {
     let secret = Secret::parse(forward_secret).unwrap();
-    let verified = Verifier::new(Scheme::Kurir, vec![secret])
+    Verifier::new(Scheme::Kurir, vec![secret.clone()])
         .verify(&forward.headers, &forward.body, Utc::now())
-        .expect("the forward is signed with the source's forward secret");
+        .expect("the forward is signed with the source's forward secret, kurir scheme");
+    let verified = Verifier::new(Scheme::StandardWebhooks, vec![secret])
+        .verify(&forward.headers, &forward.body, Utc::now())
+        .expect("the forward is signed with the source's forward secret, Standard Webhooks");
     verified.event_id.expect("the forward names its event")
 }
 
@@ -371,4 +387,71 @@ async fn kurir_delivers_to_its_own_inbox_gateway_which_forwards_once_with_the_sa
     let received = app_side.wait_for(2).await;
     assert_eq!(forwards_of(&received, &event_id), 1, "arrived once");
     assert_eq!(forwards_of(&received, &marker), 1);
+}
+
+/// The issue's replay: a captured kurir-scheme request sent again within the tolerance under new
+/// `X-Webhook-Event-Id` headers. The gateway stores an event once under the id its signature
+/// covers (the body's `event_id`), so the replays are refused and the event is forwarded once.
+async fn a_replay_under_new_id_headers_is_refused_and_forwarded_once(app: TestApp) {
+    let app_side = Receiver::start().await;
+    let secret = "kurir-scheme-secret";
+    let source = create_source(&app, "replayed", "kurir", secret, &app_side.url).await;
+    let body = br#"{"event_id":"evt_original","event_type":"order.paid","data":{"n":1}}"#;
+    let headers = kurir_core::signature_headers(
+        "evt_original",
+        "order.paid",
+        &[&Secret::parse(secret).unwrap()],
+        Utc::now(),
+        body,
+    );
+    let original = Signed {
+        id: "evt_original".into(),
+        headers: headers.clone(),
+        body: body.to_vec(),
+    };
+    let (status, answer) = post_inbox(&app, "replayed", &original).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    for n in 1..=3 {
+        let mut replay = Signed {
+            id: format!("evt_replay_{n}"),
+            headers: headers.clone(),
+            body: body.to_vec(),
+        };
+        for (name, value) in &mut replay.headers {
+            if *name == "x-webhook-event-id" {
+                *value = format!("evt_replay_{n}");
+            }
+        }
+        let (status, answer) = post_inbox(&app, "replayed", &replay).await;
+        assert_eq!(
+            (status, answer["error"]["code"].clone()),
+            (StatusCode::BAD_REQUEST, json!("event_id_mismatch")),
+            "{answer}"
+        );
+    }
+    wait_completed(&app, "replayed", "evt_original", &source.read_token).await;
+    let marker = br#"{"event_id":"evt_marker","event_type":"order.paid","data":{}}"#;
+    let marker = Signed {
+        id: "evt_marker".into(),
+        headers: kurir_core::signature_headers(
+            "evt_marker",
+            "order.paid",
+            &[&Secret::parse(secret).unwrap()],
+            Utc::now(),
+            marker,
+        ),
+        body: marker.to_vec(),
+    };
+    assert_eq!(
+        post_inbox(&app, "replayed", &marker).await.0,
+        StatusCode::ACCEPTED
+    );
+    let received = app_side.wait_for(2).await;
+    wait_completed(&app, "replayed", "evt_marker", &source.read_token).await;
+    assert_eq!(forwards_of(&received, "evt_original"), 1, "forwarded once");
+    assert_eq!(
+        app_side.received().len(),
+        2,
+        "the replays were not forwarded"
+    );
 }

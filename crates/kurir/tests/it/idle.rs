@@ -67,7 +67,7 @@ async fn something_to_look_for(store: &Store, receiver: &Receiver) {
     let source = NewSource {
         name: "idle".into(),
         scheme: "kurir".into(),
-        secrets: vec![secret.expose().to_owned()],
+        secrets: vec![secret.expose().to_owned().into()],
         tolerance_seconds: None,
         forward_url: receiver.url("/forwarded"),
     }

@@ -184,12 +184,22 @@ async fn json_logs_carry_each_attempt_dead_letter_and_replay_and_never_a_secret_
         outcomes.contains(&"retry") && outcomes.contains(&"dead_letter"),
         "{outcomes:?}"
     );
+    // A failed attempt is a warning and a delivered one is routine; a dead letter is an error.
+    for line in &attempts {
+        let expected = if line["outcome"] == "sent" {
+            "INFO"
+        } else {
+            "WARN"
+        };
+        assert_eq!(line["level"], expected, "{line}");
+    }
 
     let dead = with_message(&lines, "delivery dead-lettered");
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0]["endpoint_id"], bad["id"]);
     assert_eq!(dead[0]["event_id"], event_id.as_str());
     assert_eq!(dead[0]["status_code"], 500);
+    assert_eq!(dead[0]["level"], "ERROR", "{}", dead[0]);
 
     let replays = with_message(&lines, "deliveries replayed");
     assert_eq!(replays.len(), 1);

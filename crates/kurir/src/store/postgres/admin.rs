@@ -53,7 +53,7 @@ impl PgStore {
     pub(in crate::store) async fn list_events(&self, q: &EventQuery) -> Result<Vec<StoredEvent>> {
         let rows = sqlx::query(
             "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, \
-                 payload::text AS payload, created_at, dispatched_at \
+                 payload::text AS payload, created_at, dispatched_at, refused_reason \
              FROM kurir_outbox \
              WHERE ($1::text IS NULL OR event_type = $1) AND ($2::text IS NULL OR aggregate_id = $2) \
                AND ($3::timestamptz IS NULL OR created_at >= $3) \
@@ -232,6 +232,7 @@ pub(super) fn stored_event(r: &PgRow) -> Result<StoredEvent> {
         payload: r.try_get("payload")?,
         created_at: r.try_get("created_at")?,
         dispatched_at: r.try_get("dispatched_at")?,
+        refused_reason: r.try_get("refused_reason")?,
     })
 }
 

@@ -46,7 +46,7 @@ impl SqliteStore {
     pub(in crate::store) async fn list_events(&self, q: &EventQuery) -> Result<Vec<StoredEvent>> {
         let rows = sqlx::query(
             "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, \
-                 payload, created_at, dispatched_at \
+                 payload, created_at, dispatched_at, refused_reason \
              FROM kurir_outbox \
              WHERE (?1 IS NULL OR event_type = ?1) AND (?2 IS NULL OR aggregate_id = ?2) \
                AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at < ?4) \
@@ -254,6 +254,7 @@ pub(super) fn stored_event(r: &SqliteRow) -> Result<StoredEvent> {
         payload: r.try_get("payload")?,
         created_at: ts(r, "created_at")?,
         dispatched_at: opt_ts(r, "dispatched_at")?,
+        refused_reason: r.try_get("refused_reason")?,
     })
 }
 

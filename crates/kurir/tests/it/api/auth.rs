@@ -1,4 +1,4 @@
-//! Every `/v1` route needs the admin token; health checks do not.
+//! Every `/v1` route needs the admin token but the OpenAPI document; health checks do not.
 
 use reqwest::{Method, StatusCode};
 
@@ -28,8 +28,14 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/deliveries"),
     ("POST", "/v1/replays"),
     ("GET", "/v1/replays"),
+    ("GET", "/v1/replays/preview"),
     ("GET", "/v1/stats"),
-    ("GET", "/v1/openapi.json"),
+    (
+        "POST",
+        "/v1/endpoints/01900000-0000-7000-8000-000000000000/test",
+    ),
+    ("GET", "/v1/inbox/sources/billing/events"),
+    ("POST", "/v1/inbox/sources/billing/events/evt_1/retry"),
     ("GET", "/v1/no-such-route"),
 ];
 
@@ -67,7 +73,7 @@ async fn every_v1_route_refuses_a_missing_or_wrong_token(app: TestApp) {
             assert_eq!(body["error"]["code"], "unauthorized", "{method} {path}");
         }
     }
-    assert_eq!(app.snapshot().await, "[]\n[]\n[]\nreplays: 0");
+    assert_eq!(app.snapshot().await, "[]\n[]\n[]\n[]\nreplays: 0");
 }
 
 async fn health_checks_need_no_token(app: TestApp) {

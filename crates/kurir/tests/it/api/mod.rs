@@ -4,9 +4,11 @@ pub mod support;
 
 mod auth;
 mod bad_input;
+mod database_away;
 mod endpoints;
 mod events;
 mod openapi;
+mod property;
 mod replays;
 mod rotation;
 mod sources;

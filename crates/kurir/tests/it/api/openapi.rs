@@ -6,6 +6,79 @@ use super::support::{on_both_backends, TestApp};
 
 on_both_backends!(the_openapi_document_lists_every_route);
 
+/// The validator: `KURIR_OPENAPI_VALIDATOR` (what `.ci/run` installs), else
+/// `openapi-spec-validator` on the PATH. Without one the test is skipped with a notice, except
+/// under CI, where it fails.
+fn validator() -> Option<String> {
+    let candidate = std::env::var("KURIR_OPENAPI_VALIDATOR")
+        .unwrap_or_else(|_| "openapi-spec-validator".to_owned());
+    let runs = std::process::Command::new(&candidate)
+        .arg("--help")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    match runs {
+        true => Some(candidate),
+        false if std::env::var_os("CI").is_some() => {
+            panic!(
+                "CI is set but {candidate} does not run: .ci/run installs openapi-spec-validator"
+            )
+        }
+        false => {
+            eprintln!("notice: {candidate} is not installed; skipping the OpenAPI validation");
+            None
+        }
+    }
+}
+
+/// The document is served without a token, passes `openapi-spec-validator`, and every operation
+/// has its own operationId (client generators name methods after them).
+#[tokio::test]
+async fn the_openapi_document_is_public_valid_and_has_unique_operation_ids() {
+    let Some(validator) = validator() else {
+        return;
+    };
+    let Some(database) =
+        super::support::TestDatabase::create(super::support::Backend::Sqlite).await
+    else {
+        return;
+    };
+    let app = TestApp::spawn(&database).await;
+    let response = reqwest::get(format!("{}/v1/openapi.json", app.url))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "served without a token");
+    let text = response.text().await.unwrap();
+    app.stopper().stop().await;
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut ids: Vec<&str> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|p| p.as_object().unwrap().values())
+        .map(|op| {
+            op["operationId"]
+                .as_str()
+                .expect("every operation has an operationId")
+        })
+        .collect();
+    let count = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), count, "operationIds are unique: {ids:?}");
+    let file = database.dir.path().join("openapi.json");
+    std::fs::write(&file, &text).unwrap();
+    let out = std::process::Command::new(&validator)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openapi-spec-validator refuses the document:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 async fn the_openapi_document_lists_every_route(app: TestApp) {
     let (status, doc) = app.get("/v1/openapi.json").await;
     assert_eq!(status, StatusCode::OK);
@@ -17,6 +90,7 @@ async fn the_openapi_document_lists_every_route(app: TestApp) {
         ("patch", "/v1/endpoints/{id}"),
         ("delete", "/v1/endpoints/{id}"),
         ("post", "/v1/endpoints/{id}/rotate-secret"),
+        ("post", "/v1/endpoints/{id}/test"),
         ("post", "/v1/events"),
         ("get", "/v1/events"),
         ("get", "/v1/events/{event_id}"),
@@ -24,12 +98,15 @@ async fn the_openapi_document_lists_every_route(app: TestApp) {
         ("get", "/v1/deliveries"),
         ("post", "/v1/replays"),
         ("get", "/v1/replays"),
+        ("get", "/v1/replays/preview"),
         ("get", "/v1/stats"),
         ("post", "/v1/inbox/sources"),
         ("get", "/v1/inbox/sources"),
         ("get", "/v1/inbox/sources/{name}"),
         ("patch", "/v1/inbox/sources/{name}"),
         ("delete", "/v1/inbox/sources/{name}"),
+        ("get", "/v1/inbox/sources/{name}/events"),
+        ("post", "/v1/inbox/sources/{name}/events/{event_id}/retry"),
         ("post", "/inbox/{source}"),
         ("get", "/inbox/{source}/events/{event_id}"),
         ("get", "/v1/openapi.json"),

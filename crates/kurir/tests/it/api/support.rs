@@ -285,7 +285,27 @@ impl TestApp {
             .await
             .unwrap()
             .into_iter()
-            .map(|e| format!("{} {} {} {:?}", e.id, e.url, e.enabled, e.updated_at))
+            .map(|e| {
+                format!(
+                    "{} {} {:?} {} {:?} {} {:?} {:?}",
+                    e.id,
+                    e.url,
+                    e.description,
+                    e.enabled,
+                    e.disabled_reason,
+                    e.max_in_flight,
+                    e.overrides,
+                    e.updated_at
+                )
+            })
+            .collect();
+        let sources: Vec<String> = self
+            .store
+            .list_sources()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| format!("{} {} {:?}", s.name, s.forward_url, s.updated_at))
             .collect();
         let events = self
             .store
@@ -315,7 +335,7 @@ impl TestApp {
             })
             .collect::<Vec<_>>();
         let replays = self.store.list_replays(None, 10_000).await.unwrap().len();
-        format!("{endpoints:?}\n{events:?}\n{deliveries:?}\nreplays: {replays}")
+        format!("{endpoints:?}\n{sources:?}\n{events:?}\n{deliveries:?}\nreplays: {replays}")
     }
 }
 

@@ -26,7 +26,7 @@ async fn postgres_unreachable_for_20_s_mid_burst_loses_no_event() {
         .create_endpoint(NewEndpoint::new(rx.url("/burst")))
         .await
         .unwrap();
-    let proxy = Proxy::tcp(postgres_addr(&db.url)).await;
+    let proxy = Proxy::start(postgres_addr(&db.url)).await;
     let dir = tempfile::tempdir().unwrap();
     let mut kurir = Kurir::spawn(kurir_serve(
         &postgres_url_through(&db.url, &proxy),
@@ -41,7 +41,7 @@ async fn postgres_unreachable_for_20_s_mid_burst_loses_no_event() {
     ids.extend(enqueue_events(&db.store, "order.paid", 100).await);
     tokio::time::sleep(OUTAGE).await;
     let before_restore: HashSet<String> = rx.requests().iter().map(|r| r.event_id()).collect();
-    proxy.restore();
+    proxy.restore().await;
     ids.extend(enqueue_events(&db.store, "order.paid", 100).await);
 
     wait_all_sent(&db.store, ids.len() as i64).await;

@@ -19,7 +19,7 @@ const OUTAGE: Duration = Duration::from_secs(30);
 
 async fn an_endpoint_refusing_connections_for_30_s_loses_no_event(db: TestDb) {
     let (healthy, flaky) = (Receiver::ok().await, Receiver::ok().await);
-    let proxy = Proxy::tcp(flaky.addr).await;
+    let proxy = Proxy::start(flaky.addr).await;
     for url in [
         healthy.url("/healthy"),
         format!("http://{}/flaky", proxy.addr),
@@ -34,7 +34,7 @@ async fn an_endpoint_refusing_connections_for_30_s_loses_no_event(db: TestDb) {
     // Retries every 2 s at most, and enough of them to outlast the outage.
     cmd.env("KURIR_RETRY_INITIAL_DELAY", "500ms")
         .env("KURIR_RETRY_MAX_DELAY", "2s")
-        .env("KURIR_RETRY_MAX_ATTEMPTS", "100");
+        .env("KURIR_RETRY_MAX_ATTEMPTS", "50");
     let mut kurir = Kurir::spawn(cmd);
 
     let mut ids = enqueue_events(&db.store, "order.paid", 10).await;
@@ -47,7 +47,7 @@ async fn an_endpoint_refusing_connections_for_30_s_loses_no_event(db: TestDb) {
     tokio::time::sleep(OUTAGE).await;
     let refused = refused_attempts(&db.store, &ids[10]).await;
     assert!(refused > 0, "attempts were made during the outage");
-    proxy.restore();
+    proxy.restore().await;
 
     wait_all_sent(&db.store, 2 * ids.len() as i64).await;
     assert_eq!(assert_all_arrived(&healthy.requests(), &ids), 0);

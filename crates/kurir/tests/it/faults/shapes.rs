@@ -78,7 +78,7 @@ async fn twenty_thousand_headers_fail_the_attempt() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flood_of_1xx_answers_times_out() {
+async fn a_flood_of_1xx_answers_fails_the_attempt() {
     let Some(db) = postgres().await else { return };
     beside_a_healthy_endpoint(db, Shape::InterimFlood).await;
 }

@@ -69,10 +69,29 @@ pub fn postgres_admin_url() -> Option<String> {
 
 impl TestDb {
     pub async fn sqlite() -> Self {
+        let db = Self::sqlite_unmigrated().await;
+        db.store.migrate().await.expect("migrate sqlite");
+        db
+    }
+
+    pub async fn postgres() -> Option<Self> {
+        let db = Self::postgres_unmigrated().await?;
+        db.store.migrate().await.expect("migrate postgres");
+        Some(db)
+    }
+
+    /// A fresh database on `backend` without kurir's tables (`None`: PostgreSQL not configured).
+    pub async fn unmigrated(backend: Backend) -> Option<Self> {
+        match backend {
+            Backend::Sqlite => Some(Self::sqlite_unmigrated().await),
+            Backend::Postgres => Self::postgres_unmigrated().await,
+        }
+    }
+
+    async fn sqlite_unmigrated() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("kurir.db").display());
         let store = Store::connect(&url).await.expect("open sqlite");
-        store.migrate().await.expect("migrate sqlite");
         Self {
             backend: Backend::Sqlite,
             url,
@@ -82,7 +101,7 @@ impl TestDb {
         }
     }
 
-    pub async fn postgres() -> Option<Self> {
+    async fn postgres_unmigrated() -> Option<Self> {
         let admin = postgres_admin_url()?;
         let name = format!("kurir_test_{}", uuid::Uuid::now_v7().simple());
         let admin_store = Store::connect(&admin).await.unwrap_or_else(|e| {
@@ -98,7 +117,6 @@ impl TestDb {
         admin_store.close().await;
         let url = with_database(&admin, &name);
         let store = Store::connect(&url).await.expect("connect test database");
-        store.migrate().await.expect("migrate postgres");
         Some(Self {
             backend: Backend::Postgres,
             url,
@@ -197,6 +215,8 @@ impl TestServer {
             max_body_bytes: 256 * 1024,
             metrics_require_token: false,
             delivery,
+            http: Default::default(),
+            shutdown_timeout: kurir::config::DEFAULT_SHUTDOWN_TIMEOUT,
         };
         let store = db.connect_again().await;
         let shutdown = CancellationToken::new();

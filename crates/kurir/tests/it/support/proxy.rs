@@ -1,4 +1,6 @@
-//! A TCP proxy the test controls, on 127.0.0.1:0, in front of PostgreSQL or a receiver.
+//! A TCP proxy the test controls, on 127.0.0.1:0, in front of PostgreSQL or a receiver: it takes
+//! the database (or the receiver) away from a running kurir without touching the server, which
+//! other tests share.
 //!
 //! [`Proxy::cut`] drops every proxied connection and closes the port, so new connections are
 //! refused, as when a host goes away; [`Proxy::restore`] opens the same port again. In front of
@@ -31,17 +33,17 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// A proxy to `target` that forwards bytes only.
-    pub async fn tcp(target: SocketAddr) -> Self {
-        Self::start(target, false).await
+    /// A proxy on 127.0.0.1:0 to `target` that forwards bytes only.
+    pub async fn start(target: SocketAddr) -> Self {
+        Self::open(target, false).await
     }
 
     /// A proxy to the PostgreSQL server at `target` that counts statements.
     pub async fn postgres(target: SocketAddr) -> Self {
-        Self::start(target, true).await
+        Self::open(target, true).await
     }
 
-    async fn start(target: SocketAddr, count_statements: bool) -> Self {
+    async fn open(target: SocketAddr, count_statements: bool) -> Self {
         let listener = bind("127.0.0.1:0".parse().unwrap());
         let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared {
@@ -71,8 +73,8 @@ impl Proxy {
         self.shared.generation.send_modify(|g| *g += 1);
     }
 
-    /// Opens the port again.
-    pub fn restore(&self) {
+    /// Opens the port again, on the same address.
+    pub async fn restore(&self) {
         let mut accepting = self.accepting.lock().unwrap();
         if accepting.is_none() {
             let listener = bind(self.addr);

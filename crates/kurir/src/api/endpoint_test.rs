@@ -1,0 +1,36 @@
+//! `POST /v1/endpoints/{id}/test`: sends a signed `kurir.test` event to the endpoint at once and
+//! answers the attempt's result, so a mistyped URL or a wrong secret shows in seconds instead of
+//! after every retry. The event is not stored (see [`crate::probe`]).
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+
+use super::endpoints::{endpoint_id, not_found};
+use super::error::{ApiError, ErrorBody};
+use super::extract::ApiPath;
+use crate::probe::TestResult;
+use crate::serve::AppState;
+
+/// Sends a test event to an endpoint now, whatever its event-type filter or state.
+#[utoipa::path(post, path = "/v1/endpoints/{id}/test", tag = "endpoints",
+    operation_id = "test_endpoint",
+    params(("id" = String, Path, description = "Endpoint id")),
+    responses((status = 200, description = "The attempt was made; `delivered` tells whether it was answered 2xx", body = TestResult),
+              (status = 404, description = "No such endpoint", body = ErrorBody)))]
+pub async fn test(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<TestResult>, ApiError> {
+    let endpoint = state
+        .store
+        .get_endpoint(&endpoint_id(&id)?)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    Ok(Json(state.probe.send_test(endpoint).await))
+}
+
+/// The routes of this resource.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/endpoints/{id}/test", post(test))
+}

@@ -1,0 +1,233 @@
+//! The HTTP listener: accepts connections up to a cap, serves each with hyper's HTTP/1 under a
+//! deadline for the request head and one for the body, and at shutdown stops accepting, lets
+//! the requests in flight finish, and closes what is still open when its drain time is up.
+//!
+//! axum's own `serve` has none of these bounds: a client that sends part of a head keeps its
+//! connection (and a file descriptor) forever, one that sends part of a body keeps shutdown
+//! waiting forever, and connections are accepted without limit. What each route does is the
+//! router's business; this module only decides how long a client may take, and how many at once.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio::time::Sleep;
+use tokio_util::sync::CancellationToken;
+
+/// How long clients may take, how many may connect at once, and how long shutdown waits.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Time a client has to send a request's head, from the moment kurir starts reading it
+    /// (a new connection, or the end of the previous response).
+    pub header_timeout: Duration,
+    /// Time a client has to send a request's whole body once its head is read.
+    pub body_timeout: Duration,
+    /// Connections open at once; more wait in the kernel's accept queue.
+    pub max_connections: usize,
+    /// How long shutdown waits for open connections before closing them.
+    pub drain: Duration,
+}
+
+/// Serves `app` on `listener` within `limits` until `shutdown`, then drains (see the module docs).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: CancellationToken,
+) {
+    let app = app.layer(middleware::from_fn_with_state(
+        limits.body_timeout,
+        body_deadline,
+    ));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut connections = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = accept(&listener, &permits, &shutdown) => accepted,
+        };
+        let Some((stream, permit)) = accepted else {
+            continue;
+        };
+        while connections.try_join_next().is_some() {}
+        let connection =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let shutdown = shutdown.clone();
+        connections.spawn(async move {
+            let _slot = permit;
+            tokio::pin!(connection);
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                () = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(e) = ended {
+                tracing::debug!(error = %e, "HTTP connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    drain(connections, limits.drain).await;
+}
+
+/// The next connection, once a slot is free; `None` after an accept error (logged, and waited
+/// out when it is not about one connection).
+async fn accept(
+    listener: &TcpListener,
+    permits: &Arc<Semaphore>,
+    shutdown: &CancellationToken,
+) -> Option<(TcpStream, tokio::sync::OwnedSemaphorePermit)> {
+    let permit = Arc::clone(permits)
+        .acquire_owned()
+        .await
+        .expect("the semaphore is never closed");
+    match listener.accept().await {
+        Ok((stream, _)) => {
+            // Answers are small; sending them at once matters more than batching.
+            let _ = stream.set_nodelay(true);
+            Some((stream, permit))
+        }
+        Err(e) if is_connection_error(&e) => None,
+        Err(e) => {
+            // Out of file descriptors, most likely: wait for some to be freed.
+            tracing::error!(error = %e, "accepting a connection failed; retrying in 1 s");
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            None
+        }
+    }
+}
+
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}
+
+/// Waits up to `patience` for `connections` to finish, then closes the rest.
+async fn drain(mut connections: JoinSet<()>, patience: Duration) {
+    let finished = tokio::time::timeout(patience, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if finished.is_err() {
+        tracing::warn!(
+            connections = connections.len(),
+            drain_ms = patience.as_millis() as u64,
+            "closing HTTP connections still open when the shutdown's drain time was up"
+        );
+        connections.shutdown().await;
+    }
+}
+
+/// Gives the request's body a deadline: reading it fails with [`BodyTimedOut`] once
+/// `timeout` has passed since its head was read, however slowly the bytes trickle in.
+async fn body_deadline(State(timeout): State<Duration>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = Body::new(DeadlineBody {
+        inner: body,
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+    });
+    next.run(Request::from_parts(parts, body)).await
+}
+
+/// The error a body read gets once its deadline has passed.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive in time")]
+pub struct BodyTimedOut;
+
+impl BodyTimedOut {
+    /// Whether `error`, or an error it wraps, is a [`BodyTimedOut`].
+    pub fn caused(error: &(dyn std::error::Error + 'static)) -> bool {
+        std::iter::successors(Some(error), |e| e.source()).any(|e| e.is::<BodyTimedOut>())
+    }
+}
+
+/// A body that fails once its deadline has passed.
+struct DeadlineBody {
+    inner: Body,
+    deadline: Pin<Box<Sleep>>,
+}
+
+impl HttpBody for DeadlineBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        match self.deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut)))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body that sends one chunk, then nothing, forever.
+    struct Trickle(bool);
+
+    impl HttpBody for Trickle {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+            if std::mem::replace(&mut self.0, true) {
+                Poll::Pending
+            } else {
+                Poll::Ready(Some(Ok(http_body::Frame::data(Bytes::from_static(b"{")))))
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_that_does_not_arrive_in_time_fails() {
+        let body = DeadlineBody {
+            inner: Body::new(Trickle(false)),
+            deadline: Box::pin(tokio::time::sleep(Duration::from_millis(50))),
+        };
+        let error = axum::body::to_bytes(Body::new(body), 1024)
+            .await
+            .unwrap_err();
+        assert!(BodyTimedOut::caused(&error), "{error}");
+    }
+}

@@ -1,0 +1,186 @@
+//! Dead letters: filtered by endpoint, type and time, newest first; and the bulk replay, which
+//! shows how many deliveries match (a dry run) and asks for a reason before replaying them.
+//! The replay is recorded in the audit, whose page it then shows.
+
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use axum::{Extension, Form, Router};
+use serde::Deserialize;
+
+use super::error::UiError;
+use super::events::{endpoint_urls, internal};
+use super::session::Session;
+use super::view::{self, Chrome};
+use crate::api::auth::Actor;
+use crate::api::deliveries::{self as api, DeliveryView, ListDeliveries};
+use crate::api::extract::{ApiJson, ApiQuery};
+use crate::api::replays::{replay_bulk, BulkReplay, ReplayQuery};
+use crate::serve::AppState;
+
+#[derive(Clone, Default, Deserialize)]
+struct Filters {
+    endpoint_id: Option<String>,
+    event_type: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    cursor: Option<String>,
+}
+
+impl Filters {
+    /// The filter as a query string (without the cursor).
+    fn query(&self) -> String {
+        [
+            ("endpoint_id", &self.endpoint_id),
+            ("event_type", &self.event_type),
+            ("since", &self.since),
+            ("until", &self.until),
+        ]
+        .iter()
+        .filter_map(|(k, v)| view::given(v).map(|v| format!("{k}={}", view::enc(&v))))
+        .collect::<Vec<_>>()
+        .join("&")
+    }
+
+    fn replay_query(&self) -> Result<ReplayQuery, UiError> {
+        Ok(ReplayQuery {
+            status: Some("dead_letter".into()),
+            endpoint_id: view::given(&self.endpoint_id),
+            event_type: view::given(&self.event_type),
+            since: view::form_time("since", &self.since)?,
+            until: view::form_time("until", &self.until)?,
+        })
+    }
+}
+
+#[derive(Template)]
+#[template(path = "dead_letters.html")]
+struct ListPage {
+    chrome: Chrome,
+    q: Filters,
+    endpoints: Vec<(String, String)>,
+    rows: String,
+    filter_query: String,
+}
+
+#[derive(Template)]
+#[template(path = "dead_letters_rows.html")]
+struct Rows {
+    rows: Vec<(DeliveryView, String)>,
+    next: Option<String>,
+}
+
+async fn list(
+    session: Session,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<Filters>,
+) -> Result<Response, UiError> {
+    let replay = q.replay_query()?;
+    let query = ListDeliveries {
+        status: Some("dead_letter".into()),
+        endpoint_id: replay.endpoint_id,
+        event_type: replay.event_type,
+        since: replay.since,
+        until: replay.until,
+        cursor: view::given(&q.cursor),
+        limit: None,
+    };
+    let page = api::list(State(state.clone()), ApiQuery(query)).await?.0;
+    let urls = endpoint_urls(&state).await?;
+    let filter_query = q.query();
+    let next = page
+        .next_cursor
+        .map(|c| format!("/ui/dead-letters?cursor={}&{filter_query}", view::enc(&c)));
+    let rows = page
+        .data
+        .into_iter()
+        .map(|d| {
+            let url = urls.get(&d.endpoint_id).cloned().unwrap_or_default();
+            (d, url)
+        })
+        .collect();
+    let rows = Rows { rows, next };
+    let mut endpoints: Vec<(String, String)> = urls.into_iter().collect();
+    endpoints.sort_by(|a, b| a.1.cmp(&b.1));
+    let page = ListPage {
+        chrome: Chrome::new(&session, "dead-letters", "Dead letters"),
+        q,
+        endpoints,
+        rows: rows.render().map_err(internal)?,
+        filter_query,
+    };
+    super::page_or_rows(&headers, &page, &rows)
+}
+
+#[derive(Template)]
+#[template(path = "replay_confirm.html")]
+struct ConfirmPage {
+    chrome: Chrome,
+    q: Filters,
+    endpoint: String,
+    matching: i64,
+    filter_query: String,
+}
+
+/// The dry run: how many dead letters the replay would take, and the form asking why.
+async fn confirm(
+    session: Session,
+    State(state): State<AppState>,
+    Query(q): Query<Filters>,
+) -> Result<Response, UiError> {
+    let filter = q.replay_query()?.filter(&state).await?;
+    let matching = state.store.count_replayable(&filter).await?;
+    let endpoint = match &filter.endpoint_id {
+        Some(id) => endpoint_urls(&state)
+            .await?
+            .remove(id)
+            .unwrap_or_else(|| id.clone()),
+        None => "every endpoint".to_owned(),
+    };
+    let filter_query = q.query();
+    super::render(&ConfirmPage {
+        chrome: Chrome::new(&session, "dead-letters", "Replay dead letters"),
+        q,
+        endpoint,
+        matching,
+        filter_query,
+    })
+}
+
+#[derive(Deserialize)]
+struct ReplayForm {
+    csrf: String,
+    reason: String,
+    #[serde(flatten)]
+    filters: Filters,
+}
+
+async fn replay(
+    session: Session,
+    State(state): State<AppState>,
+    Form(f): Form<ReplayForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    let q = f.filters.replay_query()?;
+    let body = BulkReplay {
+        status: q.status,
+        endpoint_id: q.endpoint_id,
+        event_type: q.event_type,
+        since: q.since,
+        until: q.until,
+        reason: f.reason,
+    };
+    let actor = Extension(Actor(state.admin.name().to_owned()));
+    let _ = replay_bulk(State(state), actor, ApiJson(body)).await?;
+    Ok(Redirect::to("/ui/audit").into_response())
+}
+
+/// The dead-letter pages' routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/ui/dead-letters", get(list))
+        .route("/ui/dead-letters/replay", get(confirm).post(replay))
+}

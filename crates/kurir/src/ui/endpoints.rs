@@ -1,0 +1,281 @@
+//! Endpoints: the list with each one's health over the last hour, creating one, and one
+//! endpoint's page with its actions (edit, disable or enable, rotate the secret, send a test
+//! event). Every action goes through the admin API's own handler.
+
+use askama::Template;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use chrono::{Duration, Utc};
+use serde::Deserialize;
+
+use super::error::UiError;
+use super::session::Session;
+use super::view::{self, Chrome};
+use crate::api::endpoints::{
+    self as api, CreateEndpoint, EndpointView, RotateSecret, UpdateEndpoint,
+};
+use crate::api::extract::{ApiJson, ApiPath};
+use crate::probe::TestResult;
+use crate::serve::AppState;
+use crate::store::activity::EndpointHealth;
+
+/// One endpoint's health, ready to show.
+struct Health {
+    attempts: i64,
+    success: String,
+    timeouts: String,
+    p95: String,
+    last_error: String,
+    good: bool,
+}
+
+impl Health {
+    fn of(h: Option<&EndpointHealth>) -> Self {
+        let Some(h) = h else {
+            return Self {
+                attempts: 0,
+                success: "–".into(),
+                timeouts: "–".into(),
+                p95: "–".into(),
+                last_error: String::new(),
+                good: true,
+            };
+        };
+        Self {
+            attempts: h.attempts,
+            success: view::percent(h.delivered, h.attempts),
+            timeouts: view::percent(h.timeouts, h.attempts),
+            p95: h
+                .duration
+                .quantile(0.95)
+                .map_or("–".into(), |ms| view::seconds(ms / 1000.0)),
+            last_error: h
+                .last_error
+                .as_deref()
+                .map(|e| view::preview(e, 120))
+                .unwrap_or_default(),
+            good: h.delivered * 10 >= h.attempts * 9,
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "endpoints.html")]
+struct ListPage {
+    chrome: Chrome,
+    rows: Vec<(EndpointView, Health)>,
+}
+
+#[derive(Template)]
+#[template(path = "endpoint_new.html")]
+struct NewPage {
+    chrome: Chrome,
+}
+
+#[derive(Template)]
+#[template(path = "endpoint.html")]
+struct EndpointPage {
+    chrome: Chrome,
+    e: EndpointView,
+    health: Health,
+    event_types: String,
+    secret: Option<String>,
+    test: Option<TestResult>,
+}
+
+async fn health_since_an_hour(state: &AppState) -> Result<Vec<EndpointHealth>, UiError> {
+    Ok(state
+        .store
+        .endpoint_health(Utc::now() - Duration::hours(1))
+        .await?)
+}
+
+async fn list(session: Session, State(state): State<AppState>) -> Result<Response, UiError> {
+    let endpoints = api::list(State(state.clone())).await?.0;
+    let health = health_since_an_hour(&state).await?;
+    let rows = endpoints
+        .into_iter()
+        .map(|e| {
+            let h = Health::of(health.iter().find(|h| h.endpoint_id == e.id));
+            (e, h)
+        })
+        .collect();
+    super::render(&ListPage {
+        chrome: Chrome::new(&session, "endpoints", "Endpoints"),
+        rows,
+    })
+}
+
+async fn new_form(session: Session) -> Result<Response, UiError> {
+    super::render(&NewPage {
+        chrome: Chrome::new(&session, "endpoints", "New endpoint"),
+    })
+}
+
+#[derive(Deserialize)]
+struct EndpointForm {
+    csrf: String,
+    url: Option<String>,
+    description: Option<String>,
+    event_types: Option<String>,
+}
+
+/// `order.*, payment.succeeded` as a list.
+fn patterns(text: &Option<String>) -> Vec<String> {
+    view::given(text)
+        .map(|t| {
+            t.split([',', ' ', '\n'])
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn show_page(
+    session: &Session,
+    state: &AppState,
+    e: EndpointView,
+    secret: Option<String>,
+    test: Option<TestResult>,
+) -> Result<Response, UiError> {
+    let health = health_since_an_hour(state).await?;
+    let health = Health::of(health.iter().find(|h| h.endpoint_id == e.id));
+    super::render(&EndpointPage {
+        chrome: Chrome::new(session, "endpoints", e.url.clone()),
+        event_types: e.event_types.join(", "),
+        e,
+        health,
+        secret,
+        test,
+    })
+}
+
+async fn create(
+    session: Session,
+    State(state): State<AppState>,
+    Form(f): Form<EndpointForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    let body = CreateEndpoint {
+        url: view::given(&f.url).unwrap_or_default(),
+        description: view::given(&f.description).unwrap_or_default(),
+        event_types: patterns(&f.event_types),
+        secret: None,
+        max_in_flight: None,
+        connect_timeout_ms: None,
+        request_timeout_ms: None,
+        retry_initial_delay_ms: None,
+        retry_max_delay_ms: None,
+        retry_max_attempts: None,
+    };
+    let (_, created) = api::create(State(state.clone()), ApiJson(body)).await?;
+    let mut e = created.0;
+    let secret = e.secret.take().map(crate::redact::Sensitive::into_inner);
+    show_page(&session, &state, e, secret, None).await
+}
+
+async fn show(
+    session: Session,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    let e = api::show(State(state.clone()), ApiPath(id)).await?.0;
+    show_page(&session, &state, e, None, None).await
+}
+
+async fn update(
+    session: Session,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Form(f): Form<EndpointForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    let body = UpdateEndpoint {
+        url: view::given(&f.url),
+        description: Some(view::given(&f.description).unwrap_or_default()),
+        event_types: Some(patterns(&f.event_types)),
+        ..UpdateEndpoint::default()
+    };
+    let _ = api::update(State(state), ApiPath(id.clone()), ApiJson(body)).await?;
+    Ok(Redirect::to(&format!("/ui/endpoints/{}", view::enc(&id))).into_response())
+}
+
+#[derive(Deserialize)]
+struct EnabledForm {
+    csrf: String,
+    enabled: String,
+    reason: Option<String>,
+}
+
+async fn set_enabled(
+    session: Session,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Form(f): Form<EnabledForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    let enabled = f.enabled == "true";
+    let body = UpdateEndpoint {
+        enabled: Some(enabled),
+        disabled_reason: if enabled {
+            None
+        } else {
+            view::given(&f.reason)
+        },
+        ..UpdateEndpoint::default()
+    };
+    let _ = api::update(State(state), ApiPath(id.clone()), ApiJson(body)).await?;
+    Ok(Redirect::to(&format!("/ui/endpoints/{}", view::enc(&id))).into_response())
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    csrf: String,
+}
+
+async fn rotate(
+    session: Session,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Form(f): Form<CsrfForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    let mut e = api::rotate_secret(
+        State(state.clone()),
+        ApiPath(id),
+        ApiJson(RotateSecret::default()),
+    )
+    .await?
+    .0;
+    let secret = e.secret.take().map(crate::redact::Sensitive::into_inner);
+    show_page(&session, &state, e, secret, None).await
+}
+
+async fn test(
+    session: Session,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Form(f): Form<CsrfForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    let result = crate::api::endpoint_test::test(State(state.clone()), ApiPath(id.clone()))
+        .await?
+        .0;
+    let e = api::show(State(state.clone()), ApiPath(id)).await?.0;
+    show_page(&session, &state, e, None, Some(result)).await
+}
+
+/// The endpoint pages' routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/ui/endpoints", get(list).post(create))
+        .route("/ui/endpoints/new", get(new_form))
+        .route("/ui/endpoints/{id}", get(show).post(update))
+        .route("/ui/endpoints/{id}/enabled", post(set_enabled))
+        .route("/ui/endpoints/{id}/rotate", post(rotate))
+        .route("/ui/endpoints/{id}/test", post(test))
+}

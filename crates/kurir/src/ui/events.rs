@@ -1,0 +1,178 @@
+//! Events: search by event id, type, aggregate and time (newest first, paged by cursor), and one
+//! event's page: its payload, each delivery with the endpoint's URL, every attempt with its
+//! status, timing, error and captured response body, and replay with a reason.
+
+use std::collections::HashMap;
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Form, Router};
+use serde::Deserialize;
+
+use super::error::UiError;
+use super::session::Session;
+use super::view::{self, Chrome};
+use crate::api::auth::Actor;
+use crate::api::events::{self as api, EventDetail, EventView, ListEvents};
+use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::api::replays::{replay_event, ReplayEvent};
+use crate::serve::AppState;
+
+#[derive(Default, Deserialize)]
+struct SearchForm {
+    event_id: Option<String>,
+    event_type: Option<String>,
+    aggregate_id: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    cursor: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "events.html")]
+struct ListPage {
+    chrome: Chrome,
+    q: SearchForm,
+    rows: String,
+}
+
+#[derive(Template)]
+#[template(path = "events_rows.html")]
+struct Rows {
+    events: Vec<EventView>,
+    next: Option<String>,
+}
+
+/// Every endpoint's URL by id, to show beside each delivery.
+pub(super) async fn endpoint_urls(state: &AppState) -> Result<HashMap<String, String>, UiError> {
+    Ok(state
+        .store
+        .list_endpoints()
+        .await?
+        .into_iter()
+        .map(|e| (e.id.to_string(), e.url))
+        .collect())
+}
+
+async fn list(
+    session: Session,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<SearchForm>,
+) -> Result<Response, UiError> {
+    if let Some(id) = view::given(&q.event_id) {
+        return Ok(Redirect::to(&format!("/ui/events/{}", view::enc(&id))).into_response());
+    }
+    let query = ListEvents {
+        event_type: view::given(&q.event_type),
+        aggregate_id: view::given(&q.aggregate_id),
+        since: view::form_time("since", &q.since)?,
+        until: view::form_time("until", &q.until)?,
+        cursor: view::given(&q.cursor),
+        limit: None,
+    };
+    let page = api::list(State(state), ApiQuery(query)).await?.0;
+    let next = page.next_cursor.map(|c| {
+        let keep = [
+            ("event_type", &q.event_type),
+            ("aggregate_id", &q.aggregate_id),
+            ("since", &q.since),
+            ("until", &q.until),
+        ];
+        let mut link = format!("/ui/events?cursor={}", view::enc(&c));
+        for (k, v) in keep {
+            if let Some(v) = view::given(v) {
+                link.push_str(&format!("&{k}={}", view::enc(&v)));
+            }
+        }
+        link
+    });
+    let rows = Rows {
+        events: page.data,
+        next,
+    };
+    let page = ListPage {
+        chrome: Chrome::new(&session, "events", "Events"),
+        q,
+        rows: rows.render().map_err(internal)?,
+    };
+    super::page_or_rows(&headers, &page, &rows)
+}
+
+pub(super) fn internal(e: askama::Error) -> UiError {
+    UiError::Api(crate::api::error::ApiError::Internal(Box::new(e)))
+}
+
+#[derive(Template)]
+#[template(path = "event.html")]
+struct EventPage {
+    chrome: Chrome,
+    e: EventDetail,
+    payload: String,
+    urls: HashMap<String, String>,
+}
+
+impl EventPage {
+    fn url_of(&self, endpoint_id: &str) -> String {
+        self.urls
+            .get(endpoint_id)
+            .cloned()
+            .unwrap_or_else(|| "(deleted endpoint)".to_owned())
+    }
+}
+
+async fn show(
+    session: Session,
+    State(state): State<AppState>,
+    Path(event_id): Path<String>,
+) -> Result<Response, UiError> {
+    let e = api::show(State(state.clone()), ApiPath(event_id)).await?.0;
+    let payload = view::pretty_json(e.event.data.get());
+    let urls = endpoint_urls(&state).await?;
+    super::render(&EventPage {
+        chrome: Chrome::new(&session, "events", e.event.event_id.clone()),
+        e,
+        payload,
+        urls,
+    })
+}
+
+#[derive(Deserialize)]
+struct ReplayForm {
+    csrf: String,
+    endpoint_id: String,
+    reason: String,
+}
+
+async fn replay(
+    session: Session,
+    State(state): State<AppState>,
+    Path(event_id): Path<String>,
+    Form(f): Form<ReplayForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    let actor = Extension(Actor(state.admin.name().to_owned()));
+    let body = ReplayEvent {
+        endpoint_id: Some(f.endpoint_id),
+        reason: f.reason,
+    };
+    let _ = replay_event(
+        State(state),
+        actor,
+        ApiPath(event_id.clone()),
+        ApiJson(body),
+    )
+    .await?;
+    Ok(Redirect::to(&format!("/ui/events/{}", view::enc(&event_id))).into_response())
+}
+
+/// The event pages' routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/ui/events", get(list))
+        .route("/ui/events/{event_id}", get(show))
+        .route("/ui/events/{event_id}/replay", post(replay))
+}

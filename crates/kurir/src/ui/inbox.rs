@@ -1,0 +1,136 @@
+//! The inbox gateway: its sources with their events per status, one source's events (by status,
+//! newest first, paged), and retrying a failed one.
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use serde::Deserialize;
+
+use super::error::UiError;
+use super::events::internal;
+use super::session::Session;
+use super::view::{self, Chrome};
+use crate::api::extract::{ApiPath, ApiQuery};
+use crate::api::inbox_events::{self as api, InboxEventView, ListInboxEvents};
+use crate::api::sources::SourceView;
+use crate::api::stats::{InboxCounts, InboxStats};
+use crate::serve::AppState;
+
+#[derive(Template)]
+#[template(path = "inbox.html")]
+struct SourcesPage {
+    chrome: Chrome,
+    sources: Vec<(SourceView, InboxCounts)>,
+}
+
+async fn sources(session: Session, State(state): State<AppState>) -> Result<Response, UiError> {
+    let list = crate::api::sources::list(State(state.clone())).await?.0;
+    let stats = InboxStats::new(state.store.inbox_counts().await?, chrono::Utc::now());
+    let sources = list
+        .into_iter()
+        .map(|s| {
+            let counts = stats
+                .sources
+                .iter()
+                .find(|c| c.source == s.name)
+                .map(|c| c.counts.clone())
+                .unwrap_or_default();
+            (s, counts)
+        })
+        .collect();
+    super::render(&SourcesPage {
+        chrome: Chrome::new(&session, "inbox", "Inbox"),
+        sources,
+    })
+}
+
+#[derive(Default, Deserialize)]
+struct EventsQuery {
+    status: Option<String>,
+    cursor: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "inbox_source.html")]
+struct SourcePage {
+    chrome: Chrome,
+    name: String,
+    status: String,
+    rows: String,
+}
+
+#[derive(Template)]
+#[template(path = "inbox_rows.html")]
+struct Rows {
+    name: String,
+    csrf: String,
+    events: Vec<InboxEventView>,
+    next: Option<String>,
+}
+
+async fn source(
+    session: Session,
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    Query(q): Query<EventsQuery>,
+) -> Result<Response, UiError> {
+    let status = view::given(&q.status);
+    let query = ListInboxEvents {
+        status: status.clone(),
+        cursor: view::given(&q.cursor),
+        ..ListInboxEvents::default()
+    };
+    let page = api::list(State(state), ApiPath(name.clone()), ApiQuery(query))
+        .await?
+        .0;
+    let status = status.unwrap_or_default();
+    let next = page.next_cursor.map(|c| {
+        format!(
+            "/ui/inbox/{}?status={}&cursor={}",
+            view::enc(&name),
+            view::enc(&status),
+            view::enc(&c)
+        )
+    });
+    let rows = Rows {
+        name: name.clone(),
+        csrf: session.csrf().to_owned(),
+        events: page.data,
+        next,
+    };
+    let page = SourcePage {
+        chrome: Chrome::new(&session, "inbox", format!("Inbox: {name}")),
+        name,
+        status,
+        rows: rows.render().map_err(internal)?,
+    };
+    super::page_or_rows(&headers, &page, &rows)
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    csrf: String,
+}
+
+async fn retry(
+    session: Session,
+    State(state): State<AppState>,
+    Path((name, event_id)): Path<(String, String)>,
+    Form(f): Form<CsrfForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    api::retry_event(&state, &name, &event_id).await?;
+    Ok(Redirect::to(&format!("/ui/inbox/{}", view::enc(&name))).into_response())
+}
+
+/// The inbox pages' routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/ui/inbox", get(sources))
+        .route("/ui/inbox/{name}", get(source))
+        .route("/ui/inbox/{name}/events/{event_id}/retry", post(retry))
+}

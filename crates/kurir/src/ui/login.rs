@@ -1,0 +1,87 @@
+//! Signing in with the admin token, and out.
+
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use serde::Deserialize;
+
+use super::error::UiError;
+use super::render;
+use super::session::{self, Session};
+use crate::serve::AppState;
+
+#[derive(Template)]
+#[template(path = "login.html")]
+struct LoginPage {
+    failed: bool,
+    signed_out: bool,
+}
+
+#[derive(Deserialize)]
+struct LoginQuery {
+    signed_out: Option<String>,
+}
+
+async fn form(Query(q): Query<LoginQuery>) -> Result<Response, UiError> {
+    render(&LoginPage {
+        failed: false,
+        signed_out: q.signed_out.is_some(),
+    })
+}
+
+#[derive(Deserialize)]
+struct Credentials {
+    token: String,
+}
+
+/// Checks the token (in constant time, as the API does) and starts a session.
+async fn sign_in(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<Credentials>,
+) -> Result<Response, UiError> {
+    if !state.admin.verify(form.token.trim()) {
+        tracing::warn!("dashboard sign-in refused: wrong admin token");
+        let mut page = render(&LoginPage {
+            failed: true,
+            signed_out: false,
+        })?;
+        *page.status_mut() = StatusCode::UNAUTHORIZED;
+        return Ok(page);
+    }
+    tracing::info!(actor = state.admin.name(), "dashboard sign-in");
+    let cookie = session::issue(&state);
+    Ok((
+        [session::set_cookie(&headers, Some(&cookie))],
+        Redirect::to("/ui/"),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+struct CsrfOnly {
+    csrf: String,
+}
+
+async fn sign_out(
+    session: Session,
+    headers: HeaderMap,
+    Form(form): Form<CsrfOnly>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&form.csrf)?;
+    Ok((
+        [session::set_cookie(&headers, None)],
+        Redirect::to("/ui/login?signed_out=1"),
+    )
+        .into_response())
+}
+
+/// The routes of signing in and out.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/ui/login", get(form).post(sign_in))
+        .route("/ui/logout", post(sign_out))
+}

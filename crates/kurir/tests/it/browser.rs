@@ -1,0 +1,459 @@
+//! The dashboard in a real headless Chromium, driven through ChromeDriver (WebDriver): sign in,
+//! create an endpoint, send it a test event and see it delivered, find a dead letter and replay
+//! it with a reason after a dry-run count, see the replay on the audit page, sign out. Each
+//! main page is checked at 1280 and 390 px for horizontal overflow.
+//!
+//! ChromeDriver comes from `KURIR_CHROMEDRIVER` (what `.ci/run` sets) or the PATH. Without it the
+//! test is skipped with a notice, except under CI, where it fails. `KURIR_SCREENSHOTS=1` saves a
+//! screenshot of each main page under `docs/screenshots/`.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+use tokio::process::{Child, Command};
+
+use crate::api::support::{eventually, Backend, Receiver, TestApp, TestDatabase, TOKEN};
+
+/// A ChromeDriver on a free loopback port, killed with the test.
+struct Driver {
+    _child: Child,
+    url: String,
+}
+
+fn chromedriver() -> Option<String> {
+    let candidate = std::env::var("KURIR_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
+    let runs = std::process::Command::new(&candidate)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    match runs {
+        true => Some(candidate),
+        false if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {candidate} does not run: .ci/run installs chromium-driver")
+        }
+        false => {
+            eprintln!("notice: {candidate} is not installed; skipping the browser test");
+            None
+        }
+    }
+}
+
+async fn start_driver(program: &str) -> Driver {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(program)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("chromedriver starts");
+    let url = format!("http://127.0.0.1:{port}");
+    eventually("chromedriver to answer", || async {
+        let status = reqwest::get(format!("{url}/status")).await.ok()?;
+        status.status().is_success().then_some(())
+    })
+    .await;
+    Driver { _child: child, url }
+}
+
+async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
+    let args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+    ];
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    args.push(format!("--user-data-dir={}", profile.display()));
+    let mut caps = serde_json::Map::new();
+    caps.insert("goog:chromeOptions".into(), json!({ "args": args }));
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&driver.url)
+        .await
+        .expect("a Chromium session")
+}
+
+/// The visible text of the page.
+async fn text(c: &Client) -> String {
+    c.find(Locator::Css("body"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The page's text once it contains `needle` (a click's navigation may still be under way).
+async fn page_with(c: &Client, needle: &str) -> String {
+    let what = format!("a page with '{needle}'");
+    let found = eventually(&what, || async {
+        let body = c.find(Locator::Css("body")).await.ok()?;
+        let text = body.text().await.ok()?;
+        text.contains(needle).then_some(text)
+    });
+    match tokio::time::timeout(Duration::from_secs(10), found).await {
+        Ok(text) => text,
+        Err(_) => panic!("no page with '{needle}'; the page says: {}", text(c).await),
+    }
+}
+
+async fn fill(c: &Client, id: &str, value: &str) {
+    let field = c.find(Locator::Id(id)).await.unwrap();
+    field.clear().await.unwrap();
+    field.send_keys(value).await.unwrap();
+}
+
+async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Checks the page has no horizontal overflow at 1280 and 390 px; saves a screenshot at 1280
+/// when asked to.
+async fn check_widths(c: &Client, name: &str) {
+    for width in [390, 1280] {
+        c.set_window_size(width, 900).await.unwrap();
+        if width == 390 && name == "overview" {
+            screenshot(c, "overview-390").await;
+        }
+        let sizes = c
+            .execute(
+                "return [document.documentElement.scrollWidth, window.innerWidth];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let (scroll, inner) = (sizes[0].as_i64().unwrap(), sizes[1].as_i64().unwrap());
+        assert!(
+            scroll <= inner,
+            "{name} overflows at {width} px: {scroll} > {inner}"
+        );
+    }
+    screenshot(c, name).await;
+}
+
+/// Saves a screenshot of the window as `docs/screenshots/<name>.png` when `KURIR_SCREENSHOTS` is
+/// set.
+async fn screenshot(c: &Client, name: &str) {
+    if std::env::var_os("KURIR_SCREENSHOTS").is_some() {
+        let png = c.screenshot().await.unwrap();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+}
+
+/// Every labelled control's label points at it, and every input has a label.
+async fn check_labels(c: &Client, page: &str) {
+    let unlabelled = c
+        .execute(
+            "return [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+                .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label'))
+                .map(e => e.name);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(unlabelled, json!([]), "controls without a label on {page}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_signs_in_sets_up_an_endpoint_replays_a_dead_letter_and_signs_out() {
+    let Some(program) = chromedriver() else {
+        return;
+    };
+    let database = TestDatabase::create(Backend::Sqlite).await.unwrap();
+    let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "2")]).await;
+    let driver = start_driver(&program).await;
+    let profile = tempfile::tempdir().unwrap();
+    let c = browser(&driver, profile.path()).await;
+    let result = tokio::time::timeout(Duration::from_secs(120), flows(&c, &app)).await;
+    c.close().await.unwrap();
+    app.stopper().stop().await;
+    result.expect("the flows finish within two minutes");
+}
+
+async fn flows(c: &Client, app: &TestApp) {
+    sign_in(c, app).await;
+    let receiver = Receiver::start().await;
+    let endpoint_page = create_endpoint_and_test_it(c, &receiver).await;
+    replay_a_dead_letter(c, app).await;
+    visit_the_other_pages(c, app, &endpoint_page).await;
+    sign_out(c, app).await;
+}
+
+async fn sign_in(c: &Client, app: &TestApp) {
+    c.goto(&format!("{}/", app.url)).await.unwrap();
+    assert!(
+        c.current_url().await.unwrap().path().ends_with("/ui/login"),
+        "signed out: the login page"
+    );
+    page_with(c, "Sign in to kurir").await;
+    check_widths(c, "login").await;
+    check_labels(c, "login").await;
+    fill(c, "token", "not-the-token").await;
+    click(c, "button[type=submit]").await;
+    page_with(c, "That is not the admin token.").await;
+    fill(c, "token", TOKEN).await;
+    click(c, "button[type=submit]").await;
+    let page = page_with(c, "Backlog").await;
+    assert!(page.contains("Overview"), "{page}");
+    let cookie = c.get_named_cookie("kurir_session").await.unwrap();
+    assert_eq!(cookie.http_only(), Some(true));
+    assert_eq!(format!("{:?}", cookie.same_site()), "Some(Strict)");
+}
+
+async fn create_endpoint_and_test_it(c: &Client, receiver: &Receiver) -> String {
+    click(c, "nav a[href='/ui/endpoints']").await;
+    page_with(c, "No endpoint yet").await;
+    click(c, "a[href='/ui/endpoints/new']").await;
+    page_with(c, "New endpoint").await;
+    check_labels(c, "new endpoint").await;
+    fill(c, "url", &receiver.url).await;
+    fill(c, "description", "Billing partner").await;
+    fill(c, "event_types", "order.*").await;
+    click(c, "main form[action='/ui/endpoints'] button").await;
+    let page = page_with(c, "Signing secret").await;
+    assert!(
+        page.contains("Signing secret") && page.contains("whsec_"),
+        "the secret, once: {page}"
+    );
+    let test_form = c.find(Locator::Css("form[action$='/test']")).await.unwrap();
+    let action = test_form.attr("action").await.unwrap().unwrap();
+    let endpoint_page = action.trim_end_matches("/test").to_owned();
+    click(c, "form[action$='/test'] button").await;
+    page_with(c, "Test event delivered").await;
+    let result = c
+        .find(Locator::Id("test-result"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        result.contains("Test event delivered") && result.contains("HTTP 200"),
+        "{result}"
+    );
+    let got = receiver.wait_for(1).await;
+    assert_eq!(got[0].json()["event_type"], "kurir.test");
+    assert!(
+        !text(c).await.contains("whsec_"),
+        "the secret is shown only once"
+    );
+    check_labels(c, "endpoint").await;
+    check_widths(c, "endpoint").await;
+    endpoint_page
+}
+
+async fn replay_a_dead_letter(c: &Client, app: &TestApp) {
+    let down = Receiver::start().await;
+    down.respond_with(500);
+    let failing = app
+        .create_endpoint(
+            &down.url,
+            json!({"description": "Down for maintenance", "event_types": ["invoice.*"]}),
+        )
+        .await;
+    let event_id = app
+        .publish("invoice.paid", json!({"invoice": "inv_42"}))
+        .await;
+    app.wait_for_deliveries(&event_id, "dead_letter").await;
+    let base = app.url.clone();
+    c.goto(&format!("{base}/ui/dead-letters")).await.unwrap();
+    let id = failing["id"].as_str().unwrap();
+    c.find(Locator::Css(&format!("#endpoint_id option[value='{id}']")))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    click(c, "form.filters button[type=submit]").await;
+    eventually("the filtered rows", || async {
+        let rows = c.find(Locator::Id("rows")).await.ok()?.text().await.ok()?;
+        (rows.contains(&event_id) && rows.contains(&down.url)).then_some(())
+    })
+    .await;
+    check_labels(c, "dead letters").await;
+    check_widths(c, "dead-letters").await;
+    // The bulk replay shows its dry-run count and asks why before doing anything.
+    c.goto(&format!("{base}/ui/dead-letters/replay?endpoint_id={id}"))
+        .await
+        .unwrap();
+    let dry_run = c
+        .find(Locator::Id("dry-run"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        dry_run.starts_with("1 dead-lettered delivery matches"),
+        "{dry_run}"
+    );
+    let (_, audit) = app.get("/v1/replays").await;
+    assert_eq!(audit["data"], json!([]), "nothing replayed yet");
+    check_labels(c, "replay").await;
+    check_widths(c, "replay").await;
+    down.respond_with(200);
+    fill(c, "reason", "partner fixed their TLS certificate").await;
+    click(c, "form[action='/ui/dead-letters/replay'] button").await;
+    let audit = page_with(c, "partner fixed their TLS certificate").await;
+    assert!(
+        audit.contains("Replay audit") && audit.contains("partner fixed their TLS certificate"),
+        "{audit}"
+    );
+    app.wait_for_deliveries(&event_id, "sent").await;
+    check_widths(c, "audit").await;
+    c.goto(&format!("{base}/ui/events/{event_id}"))
+        .await
+        .unwrap();
+    let event = page_with(c, "inv_42").await;
+    assert!(
+        event.contains("inv_42") && event.contains(&down.url) && event.contains("replay"),
+        "{event}"
+    );
+    check_widths(c, "event").await;
+}
+
+/// An hour of history for the screenshots' charts: events every minute, delivered after a
+/// varying delay, a few of them after a failed first attempt (SQLite, written as kurir writes).
+async fn seed_history(app: &TestApp) {
+    let kurir::store::Store::Sqlite(sq) = &app.store else {
+        return;
+    };
+    let endpoint: String =
+        sqlx::query_scalar("SELECT id FROM kurir_endpoints ORDER BY created_at LIMIT 1")
+            .fetch_one(sq.pool())
+            .await
+            .unwrap();
+    let now = chrono::Utc::now();
+    let ts = kurir::store::sqlite_ts;
+    for minute in 1..60i64 {
+        for n in 0..(3 + (minute * 7) % 11) {
+            let at = now - chrono::Duration::seconds(minute * 60 - n * 3);
+            let latency = 40 + (minute * 37 + n * 53) % 900;
+            let failed_first = (minute + n) % 9 == 0;
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO kurir_outbox (event_type, payload, occurred_at, created_at, dispatched_at) \
+                 VALUES ('order.paid', '{}', ?1, ?1, ?1) RETURNING id",
+            )
+            .bind(ts(at))
+            .fetch_one(sq.pool())
+            .await
+            .unwrap();
+            let delivery: i64 = sqlx::query_scalar(
+                "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, status, attempt_count, sent_at, created_at) \
+                 SELECT id, event_id, ?2, 'sent', ?3, ?4, created_at FROM kurir_outbox WHERE id = ?1 RETURNING id",
+            )
+            .bind(id)
+            .bind(&endpoint)
+            .bind(if failed_first { 2 } else { 1 })
+            .bind(ts(at + chrono::Duration::milliseconds(latency)))
+            .fetch_one(sq.pool())
+            .await
+            .unwrap();
+            let attempts: &[(i64, Option<i64>)] = if failed_first {
+                &[(503, Some(0)), (200, None)]
+            } else {
+                &[(200, None)]
+            };
+            for (i, (code, _)) in attempts.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO kurir_attempts (delivery_id, attempt, started_at, duration_ms, status_code) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .bind(delivery)
+                .bind(i as i64 + 1)
+                .bind(ts(at + chrono::Duration::milliseconds(latency * (i as i64 + 1) / 2)))
+                .bind(20 + (latency % 180))
+                .bind(code)
+                .execute(sq.pool())
+                .await
+                .unwrap();
+            }
+        }
+    }
+}
+
+async fn visit_the_other_pages(c: &Client, app: &TestApp, endpoint_page: &str) {
+    if std::env::var_os("KURIR_SCREENSHOTS").is_some() {
+        seed_history(app).await;
+    }
+    let base = &app.url;
+    c.goto(&format!("{base}/ui/")).await.unwrap();
+    let overview = page_with(c, "Success ratio").await;
+    assert!(
+        overview.contains("Delivery attempts per second") && overview.contains("Success ratio"),
+        "{overview}"
+    );
+    check_widths(c, "overview").await;
+    for (path, expect, name) in [
+        ("/ui/endpoints", "Billing partner", "endpoints"),
+        ("/ui/events", "Aggregate id", "events"),
+        ("/ui/inbox", "No source yet", "inbox"),
+        ("/docs", "test_endpoint", "docs"),
+    ] {
+        c.goto(&format!("{base}{path}")).await.unwrap();
+        let page = text(c).await;
+        assert!(page.contains(expect), "{path}: {page}");
+        check_labels(c, path).await;
+        check_widths(c, name).await;
+    }
+    // The search form answers through htmx with the rows only, and keeps the URL bookmarkable.
+    c.goto(&format!("{base}/ui/events")).await.unwrap();
+    fill(c, "event_type", "order.none").await;
+    click(c, "form.filters button[type=submit]").await;
+    eventually("htmx to swap the rows", || async {
+        let rows = c.find(Locator::Id("rows")).await.ok()?.text().await.ok()?;
+        rows.contains("No event matches").then_some(())
+    })
+    .await;
+    assert!(c
+        .current_url()
+        .await
+        .unwrap()
+        .query()
+        .unwrap_or_default()
+        .contains("event_type=order.none"));
+    assert_eq!(
+        c.find_all(Locator::Css("header.top")).await.unwrap().len(),
+        1,
+        "one page, not one inside another"
+    );
+    c.goto(&format!("{base}{endpoint_page}")).await.unwrap();
+    let focusable: Value = c
+        .execute(
+            "document.querySelector('#url').focus(); return document.activeElement.id;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(focusable, "url", "form fields take keyboard focus");
+}
+
+async fn sign_out(c: &Client, app: &TestApp) {
+    click(c, "form[action='/ui/logout'] button").await;
+    page_with(c, "You are signed out.").await;
+    c.goto(&format!("{}/ui/endpoints", app.url)).await.unwrap();
+    assert!(
+        c.current_url().await.unwrap().path().ends_with("/ui/login"),
+        "the session is gone"
+    );
+}

@@ -1,0 +1,240 @@
+//! The SQL contract: `kurir_outbox` refuses, at `INSERT`, the rows the admin API would refuse,
+//! each with a named constraint in the error, so an application's transaction fails loudly. Rows
+//! written before the contract existed that break it are recorded as refused, visible in the
+//! event's view and in a metric, never silently dropped or delivered.
+
+use kurir::endpoint::NewEndpoint;
+use kurir::store::Store;
+use serde_json::Value;
+
+use crate::on_both_backends;
+use crate::support::receiver::Receiver;
+use crate::support::{test_delivery_config, Backend, TestDb, TestServer};
+
+on_both_backends!(the_readme_insert_with_bad_values_names_the_constraint);
+
+/// The README's plain INSERT, with every value a parameter as an application binds them.
+const INSERT_PG: &str =
+    "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
+    VALUES (COALESCE($1, kurir_uuid_v7()::text), $2, $3, $4, $5::json)";
+const INSERT_SQLITE: &str =
+    "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
+    VALUES (COALESCE(?1, lower(hex(randomblob(16)))), ?2, ?3, ?4, ?5)";
+
+/// One outbox row as an application would write it.
+struct Row<'a> {
+    event_id: Option<&'a str>,
+    event_type: &'a str,
+    aggregate_id: &'a str,
+    payload: String,
+}
+
+fn row(event_type: &str, payload: &str) -> Row<'static> {
+    Row {
+        event_id: None,
+        event_type: Box::leak(event_type.to_owned().into_boxed_str()),
+        aggregate_id: "98765",
+        payload: payload.to_owned(),
+    }
+}
+
+/// Inserts `row` with plain SQL; the database's error text when it refuses.
+async fn insert(store: &Store, row: &Row<'_>) -> Result<(), String> {
+    let result = match store {
+        Store::Postgres(pg) => sqlx::query(INSERT_PG)
+            .bind(row.event_id)
+            .bind(row.event_type)
+            .bind("order")
+            .bind(row.aggregate_id)
+            .bind(&row.payload)
+            .execute(pg.pool())
+            .await
+            .map(drop),
+        Store::Sqlite(sq) => sqlx::query(INSERT_SQLITE)
+            .bind(row.event_id)
+            .bind(row.event_type)
+            .bind("order")
+            .bind(row.aggregate_id)
+            .bind(&row.payload)
+            .execute(sq.pool())
+            .await
+            .map(drop),
+    };
+    result.map_err(|e| e.to_string())
+}
+
+async fn the_readme_insert_with_bad_values_names_the_constraint(db: TestDb) {
+    let big = format!(r#"{{"blob":"{}"}}"#, "x".repeat(1024 * 1024));
+    let cases = [
+        (row("order.paid", "[1,2,3]"), "kurir_outbox_payload_object"),
+        (
+            row("order.paid", r#""text""#),
+            "kurir_outbox_payload_object",
+        ),
+        (row("order.paid", "null"), "kurir_outbox_payload_object"),
+        (row("order.paid", &big), "kurir_outbox_payload_size"),
+        (row("Order.Paid", "{}"), "kurir_outbox_event_type_format"),
+        (row("order..paid", "{}"), "kurir_outbox_event_type_format"),
+        (row("order.paid.", "{}"), "kurir_outbox_event_type_format"),
+        (row("order paid", "{}"), "kurir_outbox_event_type_format"),
+        (
+            row(&"a".repeat(256), "{}"),
+            "kurir_outbox_event_type_format",
+        ),
+        (
+            Row {
+                event_id: Some("has space"),
+                ..row("order.paid", "{}")
+            },
+            "kurir_outbox_event_id_format",
+        ),
+        (
+            Row {
+                event_id: Some("ünïcode"),
+                ..row("order.paid", "{}")
+            },
+            "kurir_outbox_event_id_format",
+        ),
+        (
+            Row {
+                aggregate_id: "",
+                ..row("order.paid", "{}")
+            },
+            "kurir_outbox_aggregate_format",
+        ),
+    ];
+    for (bad, constraint) in &cases {
+        let err = insert(&db.store, bad)
+            .await
+            .expect_err(&format!("{constraint}: refused at INSERT"));
+        assert!(err.contains(constraint), "{constraint}: {err}");
+    }
+    // A NUL in any text: PostgreSQL's text cannot hold one at all; SQLite's is refused by name.
+    let nul = Row {
+        aggregate_id: "98\u{0}765",
+        ..row("order.paid", "{}")
+    };
+    let err = insert(&db.store, &nul).await.expect_err("a NUL is refused");
+    if db.backend == Backend::Sqlite {
+        assert!(err.contains("kurir_outbox_nul_free"), "{err}");
+    }
+    insert(&db.store, &row("order.paid", r#"{"order_id":"98765"}"#))
+        .await
+        .expect("a good row is accepted");
+    let stored = db
+        .store
+        .list_events(&kurir::store::EventQuery {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 1, "only the good row is stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_written_before_the_contract_are_recorded_as_refused_on_sqlite() {
+    rows_written_before_the_contract_are_recorded_as_refused(Backend::Sqlite).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_written_before_the_contract_are_recorded_as_refused_on_postgres() {
+    rows_written_before_the_contract_are_recorded_as_refused(Backend::Postgres).await
+}
+
+/// Applies kurir's migrations before version 5 (the SQL contract's), as a database upgraded
+/// from an earlier kurir has them.
+async fn migrate_before_the_contract(store: &Store) {
+    macro_rules! run {
+        ($migrator:expr, $pool:expr) => {{
+            let mut migrator = $migrator;
+            migrator.migrations = migrator
+                .migrations
+                .iter()
+                .filter(|m| m.version < 5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .into();
+            migrator.run($pool).await.unwrap();
+        }};
+    }
+    match store {
+        Store::Postgres(pg) => run!(sqlx::migrate!("./migrations/postgres"), pg.pool()),
+        Store::Sqlite(sq) => run!(sqlx::migrate!("./migrations/sqlite"), sq.pool()),
+    }
+}
+
+async fn rows_written_before_the_contract_are_recorded_as_refused(backend: Backend) {
+    let Some(db) = TestDb::unmigrated(backend).await else {
+        return;
+    };
+    migrate_before_the_contract(&db.store).await;
+    let receiver = Receiver::ok().await;
+    db.store
+        .create_endpoint(NewEndpoint::new(receiver.url("/hook")))
+        .await
+        .unwrap();
+    let legacy = [
+        ("legacy-type", "Order.Paid", "{}"),
+        ("legacy-array", "order.paid", "[1,2,3]"),
+        ("legacy-good", "order.paid", r#"{"n":1}"#),
+    ];
+    for (event_id, event_type, payload) in legacy {
+        let row = Row {
+            event_id: Some(event_id),
+            ..row(event_type, payload)
+        };
+        insert(&db.store, &row).await.unwrap();
+    }
+    db.store
+        .migrate()
+        .await
+        .expect("the contract's migration keeps old rows");
+
+    let server = TestServer::start(&db, test_delivery_config()).await;
+    let api = |path: String| {
+        let url = format!("http://{}{path}", server.addr);
+        async move {
+            let response = reqwest::Client::new()
+                .get(url)
+                .bearer_auth("test-token")
+                .send()
+                .await
+                .unwrap();
+            response.text().await.unwrap()
+        }
+    };
+    receiver.wait_for(1).await;
+    crate::support::eventually("the good legacy row to be sent", || async {
+        let event: Value =
+            serde_json::from_str(&api("/v1/events/legacy-good".into()).await).ok()?;
+        (event["deliveries"][0]["status"] == "sent").then_some(())
+    })
+    .await;
+    for (event_id, constraint) in [
+        ("legacy-type", "kurir_outbox_event_type_format"),
+        ("legacy-array", "kurir_outbox_payload_object"),
+    ] {
+        let event: Value =
+            serde_json::from_str(&api(format!("/v1/events/{event_id}")).await).unwrap();
+        let reason = event["refused_reason"].as_str().unwrap_or_default();
+        assert!(reason.contains(constraint), "{event_id}: {event}");
+        assert_eq!(event["deliveries"], serde_json::json!([]), "{event_id}");
+    }
+    let metrics = reqwest::get(format!("http://{}/metrics", server.addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.lines().any(|l| l == "kurir_outbox_refused 2"),
+        "{metrics}"
+    );
+    assert_eq!(
+        receiver.requests().len(),
+        1,
+        "only the good row was delivered"
+    );
+    server.stop().await;
+}
