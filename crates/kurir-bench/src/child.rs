@@ -3,7 +3,8 @@
 //! kurir's command line exactly as the `kurir` binary's `main` does.
 //!
 //! Re-entering this executable rather than looking for a built `kurir` binary means the code
-//! under test is always the code this harness was built with.
+//! under test is always the code this harness was built with, unless [`KURIR_BIN_ENV`] names
+//! another binary.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -16,6 +17,10 @@ use crate::machine::{self, ProcSample};
 
 /// First argument that makes this executable run `kurir` itself.
 pub const KURIR_ARG: &str = "__kurir";
+
+/// Names a `kurir` binary to measure instead of the code this harness was built with (to
+/// measure an older build the same way).
+pub const KURIR_BIN_ENV: &str = "KURIR_BENCH_KURIR_BIN";
 
 /// The admin API token given to kurir under test.
 pub const ADMIN_TOKEN: &str = "kurir-bench-admin-token-0123456789abcdef0123456789abcdef";
@@ -46,8 +51,15 @@ impl UnderTest {
         env: &[(&str, String)],
     ) -> anyhow::Result<Self> {
         let port = free_port()?;
-        let mut cmd = Command::new(std::env::current_exe()?);
-        cmd.arg(KURIR_ARG).arg("serve");
+        let mut cmd = match std::env::var_os(KURIR_BIN_ENV) {
+            Some(bin) => Command::new(bin),
+            None => {
+                let mut cmd = Command::new(std::env::current_exe()?);
+                cmd.arg(KURIR_ARG);
+                cmd
+            }
+        };
+        cmd.arg("serve");
         for s in kurir::config::SETTINGS {
             cmd.env_remove(s.env);
         }

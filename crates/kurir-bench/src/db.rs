@@ -113,6 +113,24 @@ impl Database {
         Ok(())
     }
 
+    /// Transactions committed or rolled back in this database so far, as the server counts
+    /// them (`pg_stat_database`, read from another database so the reading is not counted;
+    /// each backend reports at most about a second late). `None` on SQLite.
+    pub async fn transactions(&self) -> anyhow::Result<Option<i64>> {
+        if self.backend == Backend::Sqlite {
+            return Ok(None);
+        }
+        let mut admin = sqlx::PgConnection::connect(&self.server_url).await?;
+        let n: i64 = sqlx::query_scalar(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1",
+        )
+        .bind(&self.name)
+        .fetch_one(&mut admin)
+        .await?;
+        admin.close().await?;
+        Ok(Some(n))
+    }
+
     /// kurir's store on this database, migrated (kurir's and the receiver's tables).
     pub async fn store(&self) -> anyhow::Result<kurir::store::Store> {
         let store = kurir::store::Store::connect(&self.url).await?;

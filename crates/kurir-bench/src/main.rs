@@ -3,7 +3,7 @@
 //!
 //! # Layout
 //!
-//! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, and the
+//! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, `idle`, and the
 //!   rig they share (fresh database, sink, endpoints, kurir under test).
 //! - [`child`]: the process under test: this executable re-entered as `kurir serve`, so its
 //!   memory and CPU are measured on their own.
@@ -61,7 +61,8 @@ struct Args {
     /// Pending deliveries for `backlog` [default: 1000000 on PostgreSQL, 200000 on SQLite].
     #[arg(long)]
     backlog: Option<usize>,
-    /// Seconds per steady-rate phase of `latency` [default: 30].
+    /// Seconds per steady-rate phase of `latency`, and of the idle window of `idle`
+    /// [default: 30].
     #[arg(long)]
     duration: Option<u64>,
     /// Tiny sizes, a few seconds per scenario: checks that the harness works, measures nothing.
@@ -90,6 +91,7 @@ enum Scenario {
     Backlog,
     Isolation,
     Inbox,
+    Idle,
     All,
 }
 
@@ -244,6 +246,7 @@ fn scenarios(s: Scenario) -> Vec<Scenario> {
             Scenario::Backlog,
             Scenario::Isolation,
             Scenario::Inbox,
+            Scenario::Idle,
         ],
         one => vec![one],
     }
@@ -257,6 +260,7 @@ async fn run_scenario(ctx: &Ctx, s: Scenario) -> anyhow::Result<Vec<ScenarioResu
         Scenario::Backlog => scenario::backlog::run(ctx).await,
         Scenario::Isolation => scenario::isolation::run(ctx).await,
         Scenario::Inbox => scenario::inbox::run(ctx).await,
+        Scenario::Idle => scenario::idle::run(ctx).await,
         Scenario::All => unreachable!("expanded by scenarios()"),
     }
 }

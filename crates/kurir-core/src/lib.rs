@@ -1,6 +1,6 @@
 //! kurir's wire contract, shared by the sender (`kurir`) and the receiving kit (`kurir-receiver`):
-//! the event envelope, the header names, signing and verifying for every supported scheme, and the
-//! retry policy.
+//! the event envelope, the header names, signing and verifying for every supported scheme, the
+//! retry policy, and the idle polling schedule of kurir's loops.
 //!
 //! Pure: no I/O, no async, no clock of its own (time is always passed in as `now`).
 //!
@@ -11,6 +11,8 @@
 //! - [`sign`]: the sender side, [`signature_headers`] for one attempt and the header name constants.
 //! - [`verify`]: the receiver side, a [`Verifier`] per [`Scheme`], one submodule per scheme.
 //! - [`retry`]: [`RetryPolicy`] (backoff, jitter, dead-letter) and [`parse_retry_after`].
+//! - [`poll`]: [`IdlePoll`], the wait between looks of a polling loop: short while it finds
+//!   work, growing while it finds none.
 //! - `mac` (private): the HMAC-SHA256 and constant-time comparison both sides share.
 //!
 //! # Example
@@ -39,12 +41,14 @@
 
 pub mod event;
 mod mac;
+pub mod poll;
 pub mod retry;
 pub mod secret;
 pub mod sign;
 pub mod verify;
 
 pub use event::{Envelope, EventId, EventType, InvalidEventId, InvalidEventType};
+pub use poll::IdlePoll;
 pub use retry::{parse_retry_after, AttemptOutcome, InvalidRetryPolicy, Next, RetryPolicy};
 pub use secret::{InvalidSecret, Secret};
 pub use sign::{headers, sign_kurir, sign_standard, signature_headers};

@@ -3,12 +3,14 @@
 //!
 //! Between steps the runner sleeps until the poll interval passes, a [`Receiver`](crate::Receiver)
 //! wakes it because a new event was stored, or shutdown is requested. A full batch is followed by
-//! another step at once. Shutdown (the [`CancellationToken`] passed to [`Runner::run`]) is honoured
+//! another step at once. With [`Runner::max_poll_interval`], the sleep grows while steps find
+//! nothing ([`IdlePoll`]), so an idle runner costs its database little. Shutdown (the [`CancellationToken`] passed to [`Runner::run`]) is honoured
 //! between steps: attempts in flight finish and record their outcome first.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use kurir_core::IdlePoll;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +33,7 @@ pub struct Runner {
     sources: Option<SourceSet>,
     batch_size: u32,
     poll_interval: Duration,
+    max_poll_interval: Option<Duration>,
     wake: Arc<Notify>,
 }
 
@@ -79,6 +82,7 @@ impl Runner {
             sources: None,
             batch_size: DEFAULT_BATCH_SIZE,
             poll_interval: DEFAULT_POLL_INTERVAL,
+            max_poll_interval: None,
             wake: Arc::new(Notify::new()),
         }
     }
@@ -105,6 +109,15 @@ impl Runner {
     /// scheduled retry starts.
     pub fn poll_interval(mut self, poll_interval: Duration) -> Runner {
         self.poll_interval = poll_interval;
+        self
+    }
+
+    /// Lets the wait grow while steps find nothing: from the poll interval, doubling after a
+    /// few empty steps, up to `max` (see [`IdlePoll`]); the first step that finds events returns
+    /// to the poll interval. Without it the wait is always the poll interval. A scheduled retry
+    /// may then start up to `max` late on an idle runner.
+    pub fn max_poll_interval(mut self, max: Duration) -> Runner {
+        self.max_poll_interval = Some(max);
         self
     }
 
@@ -156,20 +169,23 @@ impl Runner {
     /// Steps until `shutdown` is cancelled. Store errors are logged and retried after the poll
     /// interval; they never end the loop.
     pub async fn run(self, shutdown: CancellationToken) {
+        let slowest = self.max_poll_interval.unwrap_or(self.poll_interval);
+        let mut poll = IdlePoll::new(self.poll_interval, slowest);
         while !shutdown.is_cancelled() {
-            let full_batch = match self.step().await {
-                Ok(StepOutcome::Processed(counts)) => counts.claimed >= self.batch_size,
-                Ok(StepOutcome::Idle) => false,
+            let (claimed, full_batch) = match self.step().await {
+                Ok(StepOutcome::Processed(counts)) => (true, counts.claimed >= self.batch_size),
+                Ok(StepOutcome::Idle) => (false, false),
                 Err(error) => {
                     tracing::error!(%error, "inbox runner step failed");
-                    false
+                    (false, false)
                 }
             };
+            let wait = poll.next_wait(claimed);
             if !full_batch {
                 tokio::select! {
                     () = shutdown.cancelled() => {}
                     () = self.wake.notified() => {}
-                    () = tokio::time::sleep(self.poll_interval) => {}
+                    () = tokio::time::sleep(wait) => {}
                 }
             }
         }

@@ -20,7 +20,8 @@
 //!   token) and the API reference at `/docs`.
 //! - [`probe`]: endpoint checks: the SSRF warning at create time and the `kurir.test` event.
 //! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
-//! - [`wake`]: the PostgreSQL `LISTEN` that wakes the relay when kurir itself publishes.
+//! - [`wake`]: wake-ups in the process and across processes (`NOTIFY` after commit, `LISTEN`),
+//!   and how rarely an idle process polls.
 //! - [`config`]: settings from `kurir.toml`, the environment and flags, validated.
 //! - [`limits`]: the documented bounds of every number, shared by the configuration and the API.
 //! - [`redact`]: secrets that show themselves as `***` in `Debug` output.

@@ -10,7 +10,6 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -24,9 +23,11 @@ use crate::gateway::Gateway;
 use crate::metrics::Metrics;
 use crate::probe::Probe;
 use crate::store::Store;
+use crate::wake::{Channel, Wake, Wakes};
 
-/// How often each process sweeps expired leases.
-const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+/// How often each process sweeps expired leases. Every lease is at least `lease_margin` (30 s by
+/// default) long, so this is a small part of it; an idle process pays one statement per sweep.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(2);
 
 /// How often histogram samples are folded into buckets between scrapes.
 const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
@@ -38,10 +39,10 @@ pub struct AppState {
     pub store: Store,
     /// The admin API's token.
     pub admin: Arc<AdminToken>,
-    /// Wakes this process's relay (an event was published).
-    pub relay_wake: Arc<Notify>,
-    /// Wakes this process's dispatcher (deliveries were replayed).
-    pub dispatch_wake: Arc<Notify>,
+    /// Wakes the relays (an event was published).
+    pub relay_wake: Wake,
+    /// Wakes the dispatchers (deliveries were replayed).
+    pub dispatch_wake: Wake,
     /// Largest admin API request body, in bytes.
     pub max_body_bytes: usize,
     /// This process's metrics registry.
@@ -55,14 +56,15 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State for `store`, `admin` and `gateway`, with fresh wake-ups and the default body limit.
+    /// State for `store`, `admin` and `gateway`, with fresh wake-ups (this process's only) and
+    /// the default body limit.
     pub fn new(store: Store, admin: AdminToken, gateway: Gateway) -> Self {
         Self {
             store,
             admin: Arc::new(admin),
             gateway,
-            relay_wake: Arc::new(Notify::new()),
-            dispatch_wake: Arc::new(Notify::new()),
+            relay_wake: Wake::new(Channel::Outbox),
+            dispatch_wake: Wake::new(Channel::Deliveries),
             max_body_bytes: 256 * 1024,
             metrics: Metrics::new(),
             metrics_require_token: false,
@@ -131,7 +133,10 @@ pub async fn run(
     let delivery = config.delivery.clone();
     let metrics = Metrics::new();
     let gateway = Gateway::new(store.clone(), &delivery)?.with_metrics(metrics.clone());
+    let wakes = Wakes::announced();
     let state = AppState {
+        relay_wake: wakes.relay.clone(),
+        dispatch_wake: wakes.dispatcher.clone(),
         max_body_bytes: config.max_body_bytes,
         metrics_require_token: config.metrics_require_token,
         probe: Probe::new(&delivery),
@@ -152,7 +157,7 @@ pub async fn run(
         owner = dispatcher.owner(),
         "kurir serving"
     );
-    let tasks = spawn_workers(&state, &delivery, dispatcher, gateway, &shutdown);
+    let tasks = spawn_workers(&state, &wakes, &delivery, dispatcher, gateway, &shutdown);
     let limits = crate::listener::Limits {
         header_timeout: config.http.header_timeout,
         body_timeout: config.http.body_timeout,
@@ -186,10 +191,11 @@ fn settle_admin_token(config: &Config, listen: std::net::SocketAddr) -> anyhow::
     Ok(token)
 }
 
-/// Starts the relay, the PostgreSQL wake-up listener, the lease sweep, the metrics upkeep, the
-/// dispatcher and the inbox gateway's runner, each stopping at `shutdown`.
+/// Starts the relay, the cross-process wake-ups (PostgreSQL), the lease sweep, the metrics
+/// upkeep, the dispatcher and the inbox gateway's runner, each stopping at `shutdown`.
 fn spawn_workers(
     state: &AppState,
+    wakes: &Wakes,
     delivery: &crate::config::DeliveryConfig,
     dispatcher: Arc<Dispatcher>,
     gateway: Gateway,
@@ -197,13 +203,7 @@ fn spawn_workers(
 ) -> TaskTracker {
     let store = &state.store;
     let tasks = TaskTracker::new();
-    if let Store::Postgres(pg) = store {
-        tasks.spawn(crate::wake::listen_for_outbox(
-            pg.pool().clone(),
-            state.relay_wake.clone(),
-            shutdown.clone(),
-        ));
-    }
+    wakes.spawn(&tasks, store, dispatcher.owner(), shutdown);
     tasks.spawn(crate::relay::run(
         store.clone(),
         delivery.batch_size,
@@ -226,7 +226,7 @@ fn spawn_workers(
         state.metrics.clone(),
         shutdown.clone(),
     ));
-    tasks.spawn(dispatcher.run(state.dispatch_wake.clone(), shutdown.clone()));
+    tasks.spawn(dispatcher.run(state.dispatch_wake.handle(), shutdown.clone()));
     tasks.spawn(gateway.run(shutdown.clone()));
     tasks.close();
     tasks

@@ -1,6 +1,6 @@
 //! `ceiling`: the limits of this machine in this run, for the other scenarios' ratios.
 //!
-//! - Raw POSTs/s: closed-loop requests to the sink with kurir's HTTP client settings and an
+//! - Raw POSTs/s: closed-loop requests to the sink with kurir's own HTTP client and an
 //!   envelope-sized signed-looking body, at the concurrency kurir uses (16 per endpoint, 256 in
 //!   all), no database.
 //! - Claim+complete rows/s: kurir's own store calls (`claim_due_deliveries` in batches of the
@@ -11,11 +11,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
+
 use kurir::delivery::{Completion, NextState};
+use kurir::dispatch::http::{Timeouts, WebhookClient};
 use kurir::endpoint::NewEndpoint;
 use kurir::store::EndpointSlot;
 
-use super::{kurir_concurrency, result, Ctx};
+use super::{kurir_concurrency, result, Ctx, PER_PROCESS};
 use crate::clock::now_ns;
 use crate::db::PAYLOAD;
 use crate::report::ScenarioResult;
@@ -38,7 +41,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         ctx.shared.lock().unwrap().raw_posts.insert(c, v);
         r.metric("raw_posts_per_s", v, "/s");
         r.notes.push(format!(
-            "{c} concurrent keep-alive requests for {:?}, kurir's client settings, one sink on loopback",
+            "{c} concurrent keep-alive requests for {:?}, kurir's own HTTP client, one sink on loopback",
             ctx.sizes.ceiling
         ));
         r.load_end = crate::machine::load_average();
@@ -48,8 +51,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     Ok(out)
 }
 
-/// An HTTP client built as kurir's dispatcher builds its own with its default
-/// `max_concurrency` (minus the SSRF resolver, which an IP-literal URL never reaches).
+/// An HTTP client for the harness's own requests (the inbox scenario's partner).
 pub fn kurir_like_client() -> anyhow::Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(2))
@@ -65,11 +67,27 @@ pub async fn raw_posts(concurrency: usize, duration: Duration) -> anyhow::Result
     let recorder = Recorder::new(0, 0, 0);
     let sink = Sink::start(recorder.clone()).await?;
     let url = format!("{}/raw", sink.url());
-    let client = kurir_like_client()?;
-    let body = bytes::Bytes::from(format!(
+    // kurir's own HTTP client, as its dispatcher builds it with its default `max_concurrency`.
+    let allowed = kurir::config::parse_networks("127.0.0.0/8").context("loopback network")?;
+    let client = Arc::new(WebhookClient::new(allowed, PER_PROCESS));
+    let body = format!(
         r#"{{"event_id":"0190f3c2-7c4e-7b1a-9a51-6f1d2f0e9b11","event_type":"order.paid","version":1,"occurred_at":"2026-06-11T08:15:30Z","delivery_attempt":1,"data":{PAYLOAD}}}"#
-    ));
-    let sig = "0".repeat(64);
+    )
+    .into_bytes();
+    let headers: Arc<[(&'static str, String)]> = Arc::from(vec![
+        ("content-type", "application/json".to_owned()),
+        ("x-webhook-event", "order.paid".to_owned()),
+        (
+            "x-webhook-event-id",
+            "0190f3c2-7c4e-7b1a-9a51-6f1d2f0e9b11".to_owned(),
+        ),
+        ("x-webhook-timestamp", "2026-06-11T08:15:31Z".to_owned()),
+        ("x-webhook-signature", "0".repeat(64)),
+    ]);
+    let timeouts = Timeouts {
+        connect: Duration::from_secs(2),
+        response: Duration::from_secs(5),
+    };
     let count = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     // Warm the connections up first, as kurir's pool is warm in steady state.
@@ -77,32 +95,18 @@ pub async fn raw_posts(concurrency: usize, duration: Duration) -> anyhow::Result
     let end = warm_until + duration;
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
-        let (client, url, body, sig, count, errors) = (
+        let (client, url, body, headers, count, errors) = (
             client.clone(),
             url.clone(),
             body.clone(),
-            sig.clone(),
+            headers.clone(),
             count.clone(),
             errors.clone(),
         );
         tasks.spawn(async move {
             while Instant::now() < end {
-                let sent = client
-                    .post(&url)
-                    .timeout(Duration::from_secs(5))
-                    .header("content-type", "application/json")
-                    .header("user-agent", "kurir/0.1.0")
-                    .header("x-webhook-event", "order.paid")
-                    .header("x-webhook-event-id", "0190f3c2-7c4e-7b1a-9a51-6f1d2f0e9b11")
-                    .header("x-webhook-timestamp", "2026-06-11T08:15:31Z")
-                    .header("x-webhook-signature", &sig)
-                    .body(body.clone())
-                    .send()
-                    .await;
-                let ok = match sent {
-                    Ok(resp) => resp.bytes().await.is_ok(),
-                    Err(_) => false,
-                };
+                let sent = client.post(&url, &headers, body.clone(), timeouts).await;
+                let ok = sent.is_ok_and(|r| r.status == 200);
                 if Instant::now() >= warm_until {
                     if ok {
                         count.fetch_add(1, Ordering::Relaxed);

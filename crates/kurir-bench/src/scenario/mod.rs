@@ -1,8 +1,9 @@
-//! The scenarios of issue 7, one module each, and what they share: the [`Ctx`] of a run and the
+//! The scenarios of issue 7 (and issue 11's `idle`), one module each, and what they share: the [`Ctx`] of a run and the
 //! [`Rig`] (fresh database, sink, endpoints, kurir under test) most of them stand up.
 
 pub mod backlog;
 pub mod ceiling;
+pub mod idle;
 pub mod inbox;
 pub mod isolation;
 pub mod latency;

@@ -221,7 +221,7 @@ pub async fn publish(
     });
     match state.store.publish_event(event, key.as_ref()).await? {
         Published::Created(event_id) => {
-            state.relay_wake.notify_one();
+            state.relay_wake.wake();
             tracing::info!(event_id = %event_id, event_type = %body.event_type, "event accepted");
             Ok((StatusCode::ACCEPTED, Json(Accepted { event_id })).into_response())
         }

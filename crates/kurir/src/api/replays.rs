@@ -117,7 +117,7 @@ pub(crate) async fn replay(
 ) -> Result<(StatusCode, Json<Replayed>), ApiError> {
     let record = state.store.replay(&request).await?;
     if record.count > 0 {
-        state.dispatch_wake.notify_one();
+        state.dispatch_wake.wake();
     }
     tracing::info!(replay_id = record.id, actor = %record.actor, reason = %record.reason,
         replayed = record.count, filter = %record.filter, "deliveries replayed");

@@ -1,31 +1,30 @@
 //! The HTTP client kurir POSTs webhooks with: to endpoints (the dispatcher) and to forward URLs
 //! (the inbox gateway). Every address connected to passes the SSRF guard, redirects are not
 //! followed, no proxy is used, and at most the first [`RESPONSE_CAPTURE_BYTES`] of a response
-//! body are kept.
+//! body are kept. The connections themselves are [`super::transport`]'s.
 //!
-//! The two timeouts are separate ([`Timeouts`]). reqwest's own per-request timeout runs from
-//! before connecting to the end of the body, so it is not used: the request body reports when
-//! hyper first reads it (`Signalled`), which happens once a connection (a new one, or one
-//! from the pool) is there and the request is being written. Until then the connect timeout
-//! runs; from then, the response timeout.
+//! The two timeouts are separate ([`Timeouts`]): the request body reports when hyper first reads
+//! it ([`transport::Signalled`]), which happens once a connection (a new one, or one from the
+//! pool) is there and the request is being written. Until then the connect timeout runs; from
+//! then, the response timeout, to the end of the captured body.
 //!
 //! This module owns the wire mechanics only. What to send (body, signature headers) and what an
 //! answer means for the retry schedule are its callers' business.
 
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::Utc;
-use http_body::{Frame, SizeHint};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use ipnet::IpNet;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::ssrf::{Guard, GuardedResolver, Refused};
+use super::transport::{self, HttpClient, Signalled};
 use crate::delivery::WireText;
 
 /// At most this much of a response body is kept.
@@ -52,8 +51,7 @@ pub struct Response {
     pub body: WireText,
 }
 
-/// Why no response came back. Each message says which kind of failure it was; the messages
-/// may quote the wire, so they are [`WireText`].
+/// Why no response came back. Each message says which kind of failure it was.
 #[derive(Debug, thiserror::Error)]
 pub enum PostError {
     /// The SSRF guard refused the destination; nothing was sent.
@@ -70,11 +68,12 @@ pub enum PostError {
     Request(WireText),
 }
 
-/// POSTs with the process's delivery settings. Holds one `reqwest` client per distinct connect
-/// timeout (reqwest sets it per client), all sharing the SSRF-guarded resolver.
+/// POSTs with the process's delivery settings. Holds one client per distinct connect timeout
+/// (a connector has one), all sharing the SSRF-guarded resolver.
 pub struct WebhookClient {
     guard: Arc<Guard>,
-    clients: Mutex<HashMap<Duration, reqwest::Client>>,
+    resolver: Arc<GuardedResolver>,
+    clients: Mutex<HashMap<Duration, HttpClient>>,
     user_agent: String,
     max_idle_per_host: usize,
 }
@@ -84,32 +83,31 @@ impl WebhookClient {
     /// `max_concurrency` idle connections per host: as many as the process may use at once, so
     /// connections that go idle together (a lane waiting for its next claim) are kept, not
     /// closed and opened again. At 64, ten endpoints on one host at 160 requests in flight put
-    /// 11 % of kurir's samples under reqwest's connect path, the kernel's handshakes aside
+    /// 11 % of kurir's samples under the client's connect path, the kernel's handshakes aside
     /// (`perf` with DWARF call graphs, BENCHMARKS.md).
     pub fn new(allowed_networks: Vec<IpNet>, max_concurrency: usize) -> Self {
+        let guard = Arc::new(Guard::new(allowed_networks));
         Self {
-            guard: Arc::new(Guard::new(allowed_networks)),
+            resolver: Arc::new(GuardedResolver::new(guard.clone())),
+            guard,
             clients: Mutex::new(HashMap::new()),
             user_agent: format!("kurir/{}", env!("CARGO_PKG_VERSION")),
             max_idle_per_host: max_concurrency.max(1),
         }
     }
 
-    fn client(&self, connect_timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
+    fn client(&self, connect_timeout: Duration) -> HttpClient {
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = clients.get(&connect_timeout) {
-            return Ok(c.clone());
-        }
-        let client = reqwest::Client::builder()
-            .connect_timeout(connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(self.max_idle_per_host)
-            .dns_resolver(Arc::new(GuardedResolver::new(self.guard.clone())))
-            .build()?;
-        clients.insert(connect_timeout, client.clone());
-        Ok(client)
+        clients
+            .entry(connect_timeout)
+            .or_insert_with(|| {
+                transport::client(
+                    self.resolver.clone(),
+                    connect_timeout,
+                    self.max_idle_per_host,
+                )
+            })
+            .clone()
     }
 
     /// POSTs `body` to `url` with `headers` (and kurir's `User-Agent`). Any status is a
@@ -124,34 +122,48 @@ impl WebhookClient {
         let url = reqwest::Url::parse(url)
             .map_err(|e| PostError::Request(format!("invalid URL: {e}").into()))?;
         self.guard.check_url(&url).map_err(PostError::Refused)?;
-        let client = self
-            .client(timeouts.connect)
-            .map_err(|e| PostError::Request(error_chain(&e).into()))?;
         let (started, sending) = oneshot::channel();
-        let body = Signalled {
-            body: Some(Bytes::from(body)),
-            started: Some(started),
-        };
-        let mut request = client
-            .post(url)
-            .header(reqwest::header::USER_AGENT, &self.user_agent);
+        let request = self.request(url, headers, Signalled::new(Bytes::from(body), started))?;
+        let send = self.client(timeouts.connect).request(request);
+        let (response, deadline) = exchange(send, sending, timeouts).await?;
+        Ok(capture(response, deadline).await)
+    }
+
+    /// The request: credentials in the URL become a Basic `Authorization` header, as browsers
+    /// and curl send them.
+    fn request(
+        &self,
+        mut url: reqwest::Url,
+        headers: &[(&'static str, String)],
+        body: Signalled,
+    ) -> Result<http::Request<Signalled>, PostError> {
+        let basic = transport::basic_auth(&mut url);
+        // The headers reqwest sent by default, so subscribers see what they saw before.
+        let mut request = http::Request::post(url.as_str())
+            .header(http::header::USER_AGENT, &self.user_agent)
+            .header(http::header::ACCEPT, "*/*");
+        if let Some(credentials) = basic {
+            request = request.header(http::header::AUTHORIZATION, credentials);
+        }
         for (name, value) in headers {
             request = request.header(*name, value);
         }
-        let send = request.body(reqwest::Body::wrap(body)).send();
-        let (response, deadline) = exchange(send, sending, timeouts).await?;
-        Ok(capture(response, deadline).await)
+        request
+            .body(body)
+            .map_err(|e| PostError::Request(format!("invalid request: {e}").into()))
     }
 }
 
 /// Runs `send` within `timeouts`: the connect timeout until `sending` reports the request going
-/// out, the response timeout from then until the headers; returns the response and the
-/// instant the response timeout ends (the captured body must be in by then).
+/// out, the response timeout from then until the headers; returns the response and the instant
+/// the response timeout ends (the captured body must be in by then).
 async fn exchange(
-    send: impl std::future::Future<Output = reqwest::Result<reqwest::Response>>,
+    send: impl std::future::Future<
+        Output = Result<http::Response<Incoming>, hyper_util::client::legacy::Error>,
+    >,
     sending: oneshot::Receiver<()>,
     timeouts: Timeouts,
-) -> Result<(reqwest::Response, Instant), PostError> {
+) -> Result<(http::Response<Incoming>, Instant), PostError> {
     tokio::pin!(send);
     let connecting = async {
         tokio::select! {
@@ -161,14 +173,11 @@ async fn exchange(
             Ok(()) = sending => None,
         }
     };
-    let done = match tokio::time::timeout(timeouts.connect, connecting).await {
-        Ok(done) => done,
-        Err(_) => {
-            let connect = timeouts.connect;
-            return Err(PostError::Timeout(
-                format!("timeout: not connected within the connect timeout of {connect:?}").into(),
-            ));
-        }
+    let Ok(done) = tokio::time::timeout(timeouts.connect, connecting).await else {
+        let connect = timeouts.connect;
+        return Err(PostError::Timeout(
+            format!("timeout: not connected within the connect timeout of {connect:?}").into(),
+        ));
     };
     let deadline = Instant::now() + timeouts.response;
     let done = match done {
@@ -180,23 +189,27 @@ async fn exchange(
             )
         })?,
     };
-    Ok((done.map_err(PostError::from_reqwest)?, deadline))
+    Ok((done.map_err(PostError::from_client)?, deadline))
 }
 
-/// The status, `Retry-After` and first bytes of `response`, read until `deadline`.
-async fn capture(mut response: reqwest::Response, deadline: Instant) -> Response {
+/// The status, `Retry-After` and first bytes of `response`, reading no later than `deadline`.
+async fn capture(response: http::Response<Incoming>, deadline: Instant) -> Response {
     let status = response.status().as_u16();
     let retry_after = response
         .headers()
-        .get(reqwest::header::RETRY_AFTER)
+        .get(http::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| kurir_core::retry::parse_retry_after(v, Utc::now()));
+    let mut body = response.into_body();
     let mut captured = Vec::new();
-    // A body that stops mid-way or outlasts the response timeout still leaves the status: keep
-    // what arrived.
+    // A body that stops mid-way or times out still leaves the status: keep what arrived.
     while captured.len() < RESPONSE_CAPTURE_BYTES {
-        match tokio::time::timeout_at(deadline, response.chunk()).await {
-            Ok(Ok(Some(chunk))) => captured.extend_from_slice(&chunk),
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    captured.extend_from_slice(data);
+                }
+            }
             _ => break,
         }
     }
@@ -208,51 +221,23 @@ async fn capture(mut response: reqwest::Response, deadline: Instant) -> Response
     }
 }
 
-/// A request body that reports, once, when it is first read: the connection is there and the
-/// request is being written.
-struct Signalled {
-    body: Option<Bytes>,
-    started: Option<oneshot::Sender<()>>,
-}
-
-impl http_body::Body for Signalled {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        if let Some(started) = self.started.take() {
-            let _ = started.send(());
-        }
-        Poll::Ready(self.body.take().map(|b| Ok(Frame::data(b))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_none()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        // Exact, so the request carries Content-Length rather than a chunked body.
-        SizeHint::with_exact(self.body.as_ref().map_or(0, |b| b.len() as u64))
-    }
-}
-
 impl PostError {
-    fn from_reqwest(e: reqwest::Error) -> Self {
+    fn from_client(e: hyper_util::client::legacy::Error) -> Self {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        let mut timed_out = false;
         while let Some(s) = source {
             if let Some(r) = s.downcast_ref::<Refused>() {
                 return Self::Refused(r.clone());
             }
+            timed_out |= s
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
             source = s.source();
         }
-        let (timeout, connect) = (e.is_timeout(), e.is_connect());
-        let chain = error_chain(&e.without_url());
-        if timeout {
+        let chain = error_chain(&e);
+        if timed_out {
             Self::Timeout(format!("timeout: {chain}").into())
-        } else if connect {
+        } else if e.is_connect() {
             Self::Connect(format!("connect error: {chain}").into())
         } else {
             Self::Request(format!("request error: {chain}").into())

@@ -24,6 +24,7 @@ pub mod http;
 mod lanes;
 pub mod record;
 pub mod ssrf;
+pub mod transport;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -180,9 +181,12 @@ impl Dispatcher {
     }
 
     /// Runs until `shutdown`: claims and sends, waking for the relay's `wake` (new deliveries
-    /// exist), a slot coming free, the poll interval, or the moment a waiting delivery could
-    /// no longer start within its lease; then shuts down as the module doc says.
+    /// exist), a slot coming free, the poll interval (which grows while nothing is due, up to
+    /// [`crate::wake::DISPATCHER_SLOWEST_POLL`]), or the moment a waiting delivery could no
+    /// longer start within its lease; then shuts down as the module doc says.
     pub async fn run(self: Arc<Self>, wake: Arc<Notify>, shutdown: CancellationToken) {
+        let slowest = crate::wake::DISPATCHER_SLOWEST_POLL;
+        let mut poll = kurir_core::IdlePoll::new(self.config.poll_interval, slowest);
         let rx = self
             .completions_rx
             .lock()
@@ -200,16 +204,15 @@ impl Dispatcher {
         );
         let writer = tokio::spawn(writer.run(rx));
         while !shutdown.is_cancelled() {
-            let wait = match self.step().await {
-                Ok(StepOutcome::Full(_)) => continue,
-                Ok(StepOutcome::Partial(_)) => self.config.poll_interval,
-                Ok(StepOutcome::Saturated) => Duration::from_secs(3600),
-                Err(e) => {
-                    tracing::warn!(error = %e, "claiming deliveries failed; retrying");
-                    self.config.poll_interval.max(Duration::from_millis(500))
-                }
-            };
-            let until = tokio::time::Instant::now() + wait;
+            let step = self.step().await;
+            if let Err(e) = &step {
+                tracing::warn!(error = %e, "claiming deliveries failed; retrying");
+            }
+            let wait = wait_after(&step, &mut poll);
+            if wait.is_zero() {
+                continue;
+            }
+            let until = tokio::time::Instant::now() + wait.min(Duration::from_secs(3600));
             let until = self.lanes.next_expiry().map_or(until, |at| at.min(until));
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -281,6 +284,22 @@ impl Dispatcher {
                 self.lanes.return_late(late);
             }
         }
+    }
+}
+
+/// The wait after a step: none after a full claim, until a slot frees when saturated, else what
+/// the idle schedule says (at least 500 ms after a failure).
+fn wait_after(
+    step: &Result<StepOutcome, crate::store::StoreError>,
+    poll: &mut kurir_core::IdlePoll,
+) -> Duration {
+    let found = !matches!(step, Ok(StepOutcome::Partial(0)) | Err(_));
+    let wait = poll.next_wait(found);
+    match step {
+        Ok(StepOutcome::Full(_)) => Duration::ZERO,
+        Ok(StepOutcome::Saturated) => Duration::MAX,
+        Ok(StepOutcome::Partial(_)) => wait,
+        Err(_) => wait.max(Duration::from_millis(500)),
     }
 }
 

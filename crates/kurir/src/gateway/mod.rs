@@ -46,7 +46,8 @@ pub struct Gateway {
 
 impl Gateway {
     /// A gateway over `store` that forwards with the delivery settings of `config`: its
-    /// timeouts, SSRF exemptions, retry policy and poll interval. Nothing runs until
+    /// timeouts, SSRF exemptions, retry policy and poll interval (growing while idle, up to
+    /// [`crate::wake::INBOX_SLOWEST_POLL`]). Nothing runs until
     /// [`Gateway::run`].
     pub fn new(store: Store, config: &DeliveryConfig) -> Result<Self, ConfigError> {
         let timeouts = Timeouts {
@@ -80,7 +81,8 @@ impl Gateway {
         let runner = Runner::new(store.inbox(), processor)
             .sources(sources.clone())
             .batch_size(config.batch_size.min(config.max_concurrency))
-            .poll_interval(config.poll_interval);
+            .poll_interval(config.poll_interval)
+            .max_poll_interval(crate::wake::INBOX_SLOWEST_POLL);
         Ok(Self {
             store,
             sources,

@@ -169,9 +169,9 @@ pub struct StatusCount {
 }
 
 impl Store {
-    /// Records `event` in its own transaction, with `key` if given; on PostgreSQL the same
-    /// transaction sends a `kurir_outbox` notification (the relay's wake-up hint). Nothing is
-    /// written when the key or the event id is already taken.
+    /// Records `event` in its own transaction, with `key` if given. Nothing is written when the
+    /// key or the event id is already taken. It wakes no relay: the caller does, after it
+    /// returns ([`crate::wake::Wake::wake`]).
     pub async fn publish_event(
         &self,
         event: NewEvent,

@@ -16,6 +16,7 @@ pub mod backlog;
 mod claims;
 mod endpoint_changes;
 pub mod inbox;
+pub mod notify;
 pub mod postgres;
 pub mod replay_preview;
 pub mod sources;

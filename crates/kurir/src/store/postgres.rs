@@ -4,6 +4,7 @@
 mod admin;
 mod endpoints;
 mod leases;
+mod notify;
 mod sources;
 
 use std::str::FromStr;

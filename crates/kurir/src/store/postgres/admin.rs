@@ -14,9 +14,10 @@ use crate::store::{Result, StoreError, StoredEvent};
 
 impl PgStore {
     /// One transaction: looks the key up, inserts the event (its unique `event_id` decides
-    /// between concurrent duplicates), records the key (a concurrent holder of the same key
-    /// makes this wait for its commit, then lose), and notifies `kurir_outbox`; the
-    /// notification is only delivered if the transaction commits.
+    /// between concurrent duplicates) and records the key (a concurrent holder of the same key
+    /// makes this wait for its commit, then lose). No `NOTIFY` inside it: notifying
+    /// transactions commit one at a time; the caller wakes relays after the commit
+    /// ([`crate::wake`]).
     pub(in crate::store) async fn publish_event(
         &self,
         event: NewEvent,
@@ -44,7 +45,6 @@ impl PgStore {
                     .unwrap_or(Published::Created(event_id)));
             }
         }
-        notify_outbox(&mut tx).await?;
         tx.commit().await?;
         Ok(Published::Created(event_id))
     }
@@ -218,14 +218,6 @@ async fn insert_idempotency_key(
     .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)
-}
-
-/// Queues a `kurir_outbox` notification, delivered to listening relays at commit.
-async fn notify_outbox(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_notify('kurir_outbox', '')")
-        .execute(conn)
-        .await
-        .map(drop)
 }
 
 pub(super) fn stored_event(r: &PgRow) -> Result<StoredEvent> {

@@ -1,9 +1,14 @@
-//! Publishing wakes the relay at once: directly in the process that accepted the event, and on
-//! PostgreSQL through `LISTEN kurir_outbox` in every process. The poll interval is an hour here,
-//! so only a wake-up can get the events delivered.
+//! Wake-ups: publishing wakes the relay at once, directly in the process that accepted the
+//! event; on PostgreSQL other processes learn of new events and deliveries through `LISTEN`
+//! (`kurir_outbox`, `kurir_deliveries`). The poll intervals are an hour here, so only a wake-up
+//! can get the events delivered.
+
+use kurir::wake::Wakes;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::support::{eventually, Backend, Receiver, TestApp, TestDatabase};
-use serde_json::json;
 
 const NO_POLLING: &[(&str, &str)] = &[("poll_interval", "1h"), ("relay_poll_interval", "1h")];
 
@@ -30,10 +35,38 @@ async fn an_api_publish_wakes_the_relay_on_postgres() {
     an_api_publish_wakes_the_relay(Backend::Postgres).await;
 }
 
-/// An event published by another process (here: the test's own store handle, whose publish
-/// sends `NOTIFY kurir_outbox`) reaches the server's relay only through its `LISTEN`.
+/// Waits until the server `app` listens for other processes' notifications.
+async fn wait_for_listen(pool: &sqlx::PgPool) {
+    eventually("the server to LISTEN", || async move {
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND query LIKE '%LISTEN \"kurir_deliveries\"%'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        (listening > 0).then_some(())
+    })
+    .await;
+}
+
+/// Another kurir process on the same database: a store and its wake-ups, announced.
+async fn other_process(url: &str) -> (kurir::store::Store, Wakes, TaskTracker, CancellationToken) {
+    let store = kurir::store::Store::connect(url).await.unwrap();
+    let (wakes, tasks, stop) = (
+        Wakes::announced(),
+        TaskTracker::new(),
+        CancellationToken::new(),
+    );
+    wakes.spawn(&tasks, &store, "the-other-process", &stop);
+    (store, wakes, tasks, stop)
+}
+
+/// An event published by another process (here: the test's own store handle and wake-ups)
+/// reaches the server's relay only through its `LISTEN`: the other process announces it after
+/// its publish committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_notify_from_another_process_wakes_the_relay_on_postgres() {
+async fn a_publish_announced_by_another_process_wakes_the_relay_on_postgres() {
     let Some(database) = TestDatabase::create(Backend::Postgres).await else {
         return;
     };
@@ -41,28 +74,59 @@ async fn a_notify_from_another_process_wakes_the_relay_on_postgres() {
     let receiver = Receiver::start().await;
     app.create_endpoint(&receiver.url, json!({})).await;
     let pool = sqlx::PgPool::connect(&database.url).await.unwrap();
-    eventually("the server to LISTEN", || {
-        let pool = &pool;
-        async move {
-            let listening: i64 = sqlx::query_scalar(
-                "SELECT count(*) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND query ILIKE 'LISTEN%kurir_outbox%'",
-            )
-            .fetch_one(pool)
-            .await
-            .unwrap();
-            (listening > 0).then_some(())
-        }
-    })
-    .await;
-    let other_process = kurir::store::Store::connect(&database.url).await.unwrap();
+    wait_for_listen(&pool).await;
+    let (other, wakes, tasks, stop) = other_process(&database.url).await;
     let event = kurir::outbox::NewEvent::json("order.paid", &json!({"from": "elsewhere"})).unwrap();
-    let published = other_process.publish_event(event, None).await.unwrap();
+    let published = other.publish_event(event, None).await.unwrap();
     let kurir::store::Published::Created(event_id) = published else {
         panic!("{published:?}")
     };
+    wakes.relay.wake();
     app.wait_for_deliveries(&event_id, "sent").await;
-    other_process.close().await;
+    stop.cancel();
+    tasks.close();
+    tasks.wait().await;
+    other.close().await;
+    pool.close().await;
+    app.stopper().stop().await;
+    database.drop().await;
+}
+
+/// Deliveries another process's relay created reach this server's dispatcher only through its
+/// `LISTEN` (neither of its loops polls here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_relayed_by_another_process_wake_the_dispatcher_on_postgres() {
+    let Some(database) = TestDatabase::create(Backend::Postgres).await else {
+        return;
+    };
+    let app = TestApp::spawn_with(&database, NO_POLLING).await;
+    let receiver = Receiver::start().await;
+    app.create_endpoint(&receiver.url, json!({})).await;
+    // One event through the server itself: its relay and dispatcher have run and are waiting.
+    let first = app.publish("order.paid", json!({})).await;
+    app.wait_for_deliveries(&first, "sent").await;
+    let pool = sqlx::PgPool::connect(&database.url).await.unwrap();
+    wait_for_listen(&pool).await;
+    let (other, wakes, tasks, stop) = other_process(&database.url).await;
+    let event_id: String = sqlx::query_scalar(
+        "INSERT INTO kurir_outbox (event_type, payload) VALUES ('order.paid', '{}') RETURNING event_id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let metrics = kurir::metrics::Metrics::new();
+    let relayed = kurir::relay::step(&other, 100, &wakes.dispatcher, &metrics)
+        .await
+        .unwrap();
+    assert_eq!(
+        relayed.deliveries, 1,
+        "the other process fanned the event out"
+    );
+    app.wait_for_deliveries(&event_id, "sent").await;
+    stop.cancel();
+    tasks.close();
+    tasks.wait().await;
+    other.close().await;
     pool.close().await;
     app.stopper().stop().await;
     database.drop().await;

@@ -1,6 +1,9 @@
 //! Test support: fresh databases on both backends, a recording HTTP receiver on loopback, a
-//! kurir server in-process or as the real binary, and condition waits with deadlines.
+//! hostile one on raw TCP, a TCP proxy that can cut connections, a kurir server in-process or as
+//! the real binary, and condition waits with deadlines.
 
+pub mod hostile;
+pub mod process;
 pub mod proxy;
 pub mod receiver;
 

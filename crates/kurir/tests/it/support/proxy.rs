@@ -1,65 +1,205 @@
-//! A TCP proxy on loopback that a test can cut and restore, to take a database away from a
-//! running kurir without touching the database server (other tests share it).
+//! A TCP proxy the test controls, on 127.0.0.1:0, in front of PostgreSQL or a receiver: it takes
+//! the database (or the receiver) away from a running kurir without touching the server, which
+//! other tests share.
+//!
+//! [`Proxy::cut`] drops every proxied connection and closes the port, so new connections are
+//! refused, as when a host goes away; [`Proxy::restore`] opens the same port again. In front of
+//! PostgreSQL ([`Proxy::postgres`]) it also counts the statements clients send through it: each
+//! simple `Query` and each extended-protocol `Execute` message (clients must not use TLS, or
+//! there is nothing to read: `sslmode=disable`).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-/// Forwards every connection to `target` until [`Proxy::cut`].
+struct Shared {
+    target: SocketAddr,
+    count_statements: bool,
+    statements: AtomicU64,
+    /// Bumped by `cut`: every connection of an earlier generation is dropped.
+    generation: watch::Sender<u64>,
+}
+
+/// The proxy; stops (and drops its connections) when dropped.
 pub struct Proxy {
     pub addr: SocketAddr,
-    target: SocketAddr,
-    running: Arc<Mutex<Option<JoinSet<()>>>>,
+    shared: Arc<Shared>,
+    accepting: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Proxy {
-    /// A proxy on 127.0.0.1:0 to `target`.
+    /// A proxy on 127.0.0.1:0 to `target` that forwards bytes only.
     pub async fn start(target: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let proxy = Self {
-            addr: listener.local_addr().unwrap(),
+        Self::open(target, false).await
+    }
+
+    /// A proxy to the PostgreSQL server at `target` that counts statements.
+    pub async fn postgres(target: SocketAddr) -> Self {
+        Self::open(target, true).await
+    }
+
+    async fn open(target: SocketAddr, count_statements: bool) -> Self {
+        let listener = bind("127.0.0.1:0".parse().unwrap());
+        let addr = listener.local_addr().unwrap();
+        let shared = Arc::new(Shared {
             target,
-            running: Arc::default(),
-        };
-        proxy.serve(listener);
-        proxy
+            count_statements,
+            statements: AtomicU64::new(0),
+            generation: watch::channel(0).0,
+        });
+        let accepting = tokio::spawn(accept(listener, shared.clone()));
+        Self {
+            addr,
+            shared,
+            accepting: Mutex::new(Some(accepting)),
+        }
     }
 
-    fn serve(&self, listener: TcpListener) {
-        let mut tasks = JoinSet::new();
-        let target = self.target;
-        let connections = Arc::new(Mutex::new(JoinSet::new()));
-        let held = connections.clone();
-        tasks.spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                held.lock().unwrap().spawn(async move {
-                    if let Ok(mut server) = TcpStream::connect(target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                });
-            }
-        });
-        // Dropping the accept loop closes the listener (new connections are refused); dropping
-        // the connections' set aborts every forwarded connection.
-        tasks.spawn(async move {
-            let _keep = connections;
-            std::future::pending::<()>().await
-        });
-        *self.running.lock().unwrap() = Some(tasks);
+    /// Statements counted so far (PostgreSQL proxies only).
+    pub fn statements(&self) -> u64 {
+        self.shared.statements.load(Ordering::Relaxed)
     }
 
-    /// The database goes away: open connections break, new ones are refused.
+    /// Drops every connection and closes the port: connecting is refused until [`Proxy::restore`].
     pub fn cut(&self) {
-        self.running.lock().unwrap().take();
+        if let Some(task) = self.accepting.lock().unwrap().take() {
+            task.abort();
+        }
+        self.shared.generation.send_modify(|g| *g += 1);
     }
 
-    /// The database comes back on the same address.
+    /// Opens the port again, on the same address.
     pub async fn restore(&self) {
-        let listener = TcpListener::bind(self.addr)
-            .await
-            .expect("rebind the proxy");
-        self.serve(listener);
+        let mut accepting = self.accepting.lock().unwrap();
+        if accepting.is_none() {
+            let listener = bind(self.addr);
+            *accepting = Some(tokio::spawn(accept(listener, self.shared.clone())));
+        }
     }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.cut();
+    }
+}
+
+/// A listener on `addr` that can be bound again right after it was closed.
+fn bind(addr: SocketAddr) -> TcpListener {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_reuseaddr(true).unwrap();
+    socket
+        .bind(addr)
+        .unwrap_or_else(|e| panic!("proxy cannot bind {addr}: {e}"));
+    socket.listen(1024).unwrap()
+}
+
+async fn accept(listener: TcpListener, shared: Arc<Shared>) {
+    while let Ok((inbound, _)) = listener.accept().await {
+        tokio::spawn(pipe(inbound, shared.clone()));
+    }
+}
+
+/// Carries one connection both ways until either side closes or the proxy is cut.
+async fn pipe(inbound: TcpStream, shared: Arc<Shared>) {
+    let mut cut = shared.generation.subscribe();
+    let Ok(outbound) = TcpStream::connect(shared.target).await else {
+        return;
+    };
+    let _ = (inbound.set_nodelay(true), outbound.set_nodelay(true));
+    let (mut from_client, mut to_client) = inbound.into_split();
+    let (mut from_server, mut to_server) = outbound.into_split();
+    let upstream = async {
+        let mut counter = shared.count_statements.then(PgCounter::default);
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = from_client.read(&mut buf).await?;
+            if n == 0 {
+                return Ok::<(), std::io::Error>(());
+            }
+            if let Some(counter) = &mut counter {
+                let found = counter.feed(&buf[..n]);
+                shared.statements.fetch_add(found, Ordering::Relaxed);
+            }
+            to_server.write_all(&buf[..n]).await?;
+        }
+    };
+    let downstream = tokio::io::copy(&mut from_server, &mut to_client);
+    // Either side closing ends both: neither PostgreSQL nor HTTP/1.1 needs half-open connections.
+    tokio::select! {
+        _ = cut.changed() => {}
+        _ = upstream => {}
+        _ = downstream => {}
+    }
+}
+
+/// Reads the frontend side of the PostgreSQL protocol and counts `Query` (`Q`) and `Execute`
+/// (`E`) messages. The first messages (SSL or GSS requests, then the startup message) carry no
+/// type byte.
+#[derive(Default)]
+struct PgCounter {
+    started: bool,
+    buf: Vec<u8>,
+}
+
+impl PgCounter {
+    fn feed(&mut self, bytes: &[u8]) -> u64 {
+        self.buf.extend_from_slice(bytes);
+        let mut found = 0;
+        let mut at = 0;
+        loop {
+            let rest = &self.buf[at..];
+            let (header, kind) = if self.started {
+                (5, rest.first().copied())
+            } else {
+                (4, None)
+            };
+            if rest.len() < header {
+                break;
+            }
+            let len_at = header - 4;
+            let len = u32::from_be_bytes(rest[len_at..header].try_into().unwrap()) as usize;
+            let total = len_at + len;
+            if rest.len() < total {
+                break;
+            }
+            match kind {
+                Some(b'Q' | b'E') => found += 1,
+                Some(_) => {}
+                None => {
+                    // SSLRequest and GSSENCRequest are followed by the startup message.
+                    let code = u32::from_be_bytes(rest[4..8].try_into().unwrap());
+                    self.started = !matches!(code, 80_877_103 | 80_877_104);
+                }
+            }
+            at += total;
+        }
+        self.buf.drain(..at);
+        found
+    }
+}
+
+/// The address a `postgres://` URL points at.
+pub fn postgres_addr(url: &str) -> SocketAddr {
+    let url = url::Url::parse(url).expect("a postgres:// URL");
+    let host = url.host_str().unwrap_or("127.0.0.1");
+    let port = url.port().unwrap_or(5432);
+    std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .expect("resolve the PostgreSQL host")
+        .find(SocketAddr::is_ipv4)
+        .expect("an IPv4 address for the PostgreSQL host")
+}
+
+/// `url` (a `postgres://` URL) through `proxy`, without TLS so the proxy can read it.
+pub fn postgres_url_through(url: &str, proxy: &Proxy) -> String {
+    let mut url = url::Url::parse(url).expect("a postgres:// URL");
+    url.set_host(Some("127.0.0.1")).unwrap();
+    url.set_port(Some(proxy.addr.port())).unwrap();
+    url.query_pairs_mut().append_pair("sslmode", "disable");
+    url.to_string()
 }
