@@ -27,7 +27,11 @@ const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event
 const DELIVERY_COLUMNS: &str = "id, event_id, endpoint_id, status, attempt_count, available_at, \
     last_status_code, last_error, sent_at, created_at";
 
-/// The fenced update of a completion batch (see [`PgStore::complete_deliveries`]).
+/// The fenced update of a completion batch (see [`PgStore::complete_deliveries`]): the row's
+/// last lease must be `$7`'s at the completion's attempt number, still held (`processing`) or
+/// ended since by the sweep or the shutdown release (`failed` or `dead_letter`, which keep the
+/// owner). A claim since, by anyone, moved the owner or the attempt number on; a hand-back, a
+/// completion or a replay cleared the owner.
 const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, \
          available_at = COALESCE(x.next_at, d.available_at), \
          lease_owner = NULL, lease_expires_at = NULL, \
@@ -36,7 +40,8 @@ const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, 
          trigger = 'scheduled', updated_at = now() \
      FROM unnest($1::int8[], $2::int4[], $3::text[], $4::timestamptz[], $5::int4[], $6::text[]) \
          AS x(id, attempt, status, next_at, code, err) \
-     WHERE d.id = x.id AND CASE WHEN d.status = 'processing' AND d.lease_owner = $7 \
+     WHERE d.id = x.id AND CASE WHEN d.lease_owner = $7 \
+             AND d.status IN ('processing', 'failed', 'dead_letter') \
          THEN d.attempt_count = x.attempt ELSE FALSE END";
 
 /// The advisory lock that orders fan-out and endpoint deletion: each relay batch holds it
@@ -285,9 +290,9 @@ impl PgStore {
         })
     }
 
-    /// One transaction: inserts every attempt, moves each delivery on only where the lease is
-    /// still `owner`'s at the same attempt number (the fence), and disables endpoints that
-    /// answered 410. The attempts of a delivery deleted meanwhile (its endpoint was) are dropped
+    /// One transaction: inserts every attempt, moves each delivery on only where its last lease
+    /// is `owner`'s at the same attempt number (the fence, see `COMPLETE_SQL`), and disables
+    /// endpoints that answered 410. The attempts of a delivery deleted meanwhile (its endpoint was) are dropped
     /// with it.
     ///
     /// The fence is one `CASE` over both sides of the join, so the planner can apply it neither
