@@ -27,11 +27,7 @@ const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event
 const DELIVERY_COLUMNS: &str = "id, event_id, endpoint_id, status, attempt_count, available_at, \
     last_status_code, last_error, sent_at, created_at";
 
-/// The fenced update of a completion batch (see [`PgStore::complete_deliveries`]): the row's
-/// last lease must be `$7`'s at the completion's attempt number, still held (`processing`) or
-/// ended since by the sweep or the shutdown release (`failed` or `dead_letter`, which keep the
-/// owner). A claim since, by anyone, moved the owner or the attempt number on; a hand-back, a
-/// completion or a replay cleared the owner.
+/// The fenced update of a completion batch (see [`PgStore::complete_deliveries`]).
 const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, \
          available_at = COALESCE(x.next_at, d.available_at), \
          lease_owner = NULL, lease_expires_at = NULL, \
@@ -291,8 +287,8 @@ impl PgStore {
     }
 
     /// One transaction: inserts every attempt, moves each delivery on only where its last lease
-    /// is `owner`'s at the same attempt number (the fence, see `COMPLETE_SQL`), and disables
-    /// endpoints that answered 410. The attempts of a delivery deleted meanwhile (its endpoint was) are dropped
+    /// is `owner`'s at the same attempt number (the fence), and disables endpoints that
+    /// answered 410. The attempts of a delivery deleted meanwhile (its endpoint was) are dropped
     /// with it.
     ///
     /// The fence is one `CASE` over both sides of the join, so the planner can apply it neither

@@ -324,11 +324,6 @@ impl SqliteStore {
     /// statement, not two per completion; flat, so no element is parsed twice): the attempt
     /// rows, the fenced update, and endpoints that answered 410. The attempts of a delivery
     /// deleted meanwhile (its endpoint was) are dropped with it.
-    ///
-    /// The fence: the row's last lease is `owner`'s at the completion's attempt number, still
-    /// held (`processing`) or ended since by the sweep or the shutdown release (`failed` or
-    /// `dead_letter`, which keep the owner). A claim since, by anyone, moved the owner or the
-    /// attempt number on; a hand-back, a completion or a replay cleared the owner.
     pub(super) async fn complete_deliveries(
         &self,
         owner: &str,

@@ -520,8 +520,8 @@ async fn state_of(
 /// writer kept retrying while the leases ran out; back online, the sweep ran before the writer
 /// and moved those deliveries to `failed` (or `dead_letter` at the maximum), then the fence
 /// refused the writer's completions: deliveries the endpoint had answered 2xx were sent again
-/// (108 duplicates in `faults/database.rs`). Moved only by the sweep or the shutdown release
-/// since its claim, a delivery takes its outcome as if the lease were still held.
+/// (`faults/database.rs` counted them). Moved only by the sweep or the shutdown release since
+/// its claim, a delivery takes its outcome as if the lease were still held.
 async fn an_outcome_arriving_after_the_sweep_or_the_release_took_its_lease_is_recorded(db: TestDb) {
     let s = &db.store;
     let retried = endpoint(s, None).await;
@@ -532,7 +532,7 @@ async fn an_outcome_arriving_after_the_sweep_or_the_release_took_its_lease_is_re
     let a = claim_one(s, &retried, "w1", Duration::ZERO).await;
     let b = claim_one(s, &last, "w1", Duration::ZERO).await;
     let c = claim_one(s, &released, "w2", Duration::from_secs(60)).await;
-    let swept = sweep(s, 1 + 1).await;
+    let swept = sweep(s, 2).await;
     assert_eq!((swept.retried, swept.dead_lettered), (1, 1));
     let released_at_shutdown = s.release_leases("w2", &quick_retries()).await.unwrap();
     assert_eq!(released_at_shutdown.total(), 1);
