@@ -107,7 +107,7 @@ const CLAIM_LOOKING_SQL: &str = claim_sql!(
 /// capped at 100 years, the most both backends' timestamps take. Rows are taken
 /// with `FOR UPDATE SKIP LOCKED` and reached through `id = ANY(ARRAY(…))` (see `claim_sql!`).
 /// `lease_owner` is left as it was: the lease's owner may still record the outcome of the
-/// attempt until the delivery is claimed again (see `COMPLETE_SQL`).
+/// attempt until the delivery is claimed again (see `Store::complete_deliveries`).
 macro_rules! requeue_sql {
     ($cond:literal) => {
         concat!(

@@ -65,7 +65,7 @@ const REMOVE_OF_DELETED_ENDPOINTS_SQL: &str = "WITH RECURSIVE owners(endpoint_id
 /// `last_error`, `?6` now; `?7` is free for the condition `$cond` on the leased row `d`. A
 /// delay is capped at 100 years, the most both backends' timestamps take. `lease_owner` is
 /// left as it was: the lease's owner may still record the outcome of the attempt until the
-/// delivery is claimed again (see `SqliteStore::complete_deliveries`).
+/// delivery is claimed again (see `Store::complete_deliveries`).
 macro_rules! requeue_sql {
     ($cond:literal) => {
         concat!(
