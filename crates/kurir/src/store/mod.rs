@@ -372,9 +372,12 @@ impl Store {
         on_backend!(self, s => s.remove_deliveries_of_deleted_endpoints(limit).await)
     }
 
-    /// Records attempts and moves their deliveries on, in one transaction. A delivery whose
-    /// lease is no longer `owner`'s at that attempt number is left alone (its attempt is still
-    /// recorded); the number of such fenced-out completions is returned.
+    /// Records attempts and moves their deliveries on, in one transaction. The fence: a
+    /// delivery moves on only if its last lease is `owner`'s at that attempt number, whether
+    /// still held or taken back since by the sweep or the shutdown release (which keep the
+    /// owner, so an outcome held up by an unreachable database is not lost). A delivery claimed
+    /// again since, by anyone, is left alone (its attempt is still recorded); the number of
+    /// such fenced-out completions is returned.
     pub async fn complete_deliveries(&self, owner: &str, done: &[Completion]) -> Result<u64> {
         if done.is_empty() {
             return Ok(0);
@@ -404,7 +407,9 @@ impl Store {
     /// Ends the leases that expired (their worker died; the attempt may have been made): each
     /// counts as an attempt, so the delivery is due again after the retry backoff, or
     /// dead-lettered if that was its endpoint's last attempt. The endpoint's overrides apply,
-    /// else `defaults`. Safe to run in every process at once.
+    /// else `defaults`. The lease owner stays on the row until the next claim, so a worker that
+    /// was only cut off from the database still records its outcome (see
+    /// [`Store::complete_deliveries`]). Safe to run in every process at once.
     pub async fn sweep_expired_leases(&self, defaults: &RetryPolicy) -> Result<Requeued> {
         on_backend!(self, s => s.sweep_expired_leases(defaults).await)
     }

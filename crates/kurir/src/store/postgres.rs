@@ -36,7 +36,8 @@ const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, 
          trigger = 'scheduled', updated_at = now() \
      FROM unnest($1::int8[], $2::int4[], $3::text[], $4::timestamptz[], $5::int4[], $6::text[]) \
          AS x(id, attempt, status, next_at, code, err) \
-     WHERE d.id = x.id AND CASE WHEN d.status = 'processing' AND d.lease_owner = $7 \
+     WHERE d.id = x.id AND CASE WHEN d.lease_owner = $7 \
+             AND d.status IN ('processing', 'failed', 'dead_letter') \
          THEN d.attempt_count = x.attempt ELSE FALSE END";
 
 /// The advisory lock that orders fan-out and endpoint deletion: each relay batch holds it
@@ -285,8 +286,8 @@ impl PgStore {
         })
     }
 
-    /// One transaction: inserts every attempt, moves each delivery on only where the lease is
-    /// still `owner`'s at the same attempt number (the fence), and disables endpoints that
+    /// One transaction: inserts every attempt, moves each delivery on only where its last lease
+    /// is `owner`'s at the same attempt number (the fence), and disables endpoints that
     /// answered 410. The attempts of a delivery deleted meanwhile (its endpoint was) are dropped
     /// with it.
     ///

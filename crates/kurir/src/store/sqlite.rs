@@ -378,7 +378,7 @@ impl SqliteStore {
                  trigger = 'scheduled', updated_at = ?3 \
              FROM x \
              WHERE d.id = x.id AND d.attempt_count = x.attempt AND d.lease_owner = ?2 \
-               AND d.status = 'processing'"
+               AND d.status IN ('processing', 'failed', 'dead_letter')"
             ),
         )
         .bind(&rows)

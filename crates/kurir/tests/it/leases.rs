@@ -1,18 +1,19 @@
 //! Leases that end without a recorded attempt: an expired lease (the worker died; the attempt
 //! may have been made) counts as an attempt, backs off and dead-letters at the maximum; a
 //! delivery handed back unattempted (it could not start within its lease, or the process is
-//! shutting down) is not charged.
+//! shutting down) is not charged. An outcome that arrives after the sweep or the release took
+//! its lease is still recorded, unless the delivery was claimed again since.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
 use kurir::config::DeliveryConfig;
-use kurir::delivery::DeliveryStatus;
+use kurir::delivery::{ClaimedDelivery, Completion, DeliveryStatus, NextState, Trigger};
 use kurir::dispatch::Dispatcher;
 use kurir::endpoint::{Endpoint, EventFilter, NewEndpoint};
 use kurir::metrics::Metrics;
-use kurir::store::{EndpointSlot, Store};
+use kurir::store::{EndpointSlot, ReplayFilter, ReplayRequest, Requeued, Store};
 use kurir_core::retry::RetryPolicy;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -27,6 +28,8 @@ on_both_backends!(
     a_delivery_that_cannot_start_within_its_lease_is_handed_back_not_sent_late,
     deliveries_waiting_in_their_lanes_at_shutdown_are_handed_back_not_sent,
     an_attempt_ending_long_after_shutdown_began_is_still_recorded,
+    an_outcome_arriving_after_the_sweep_or_the_release_took_its_lease_is_recorded,
+    an_outcome_arriving_after_its_delivery_was_claimed_again_stays_fenced_out,
 );
 
 fn slot(e: &Endpoint, lease: Duration) -> EndpointSlot {
@@ -407,4 +410,255 @@ async fn an_attempt_ending_long_after_shutdown_began_is_still_recorded(db: TestD
         let d = &db.store.deliveries_for_event(id).await.unwrap()[0];
         assert_eq!(d.status, DeliveryStatus::Sent, "recorded before exit");
     }
+}
+
+/// Claims `e`'s due delivery for `owner`, leased for `lease`.
+async fn claim_one(store: &Store, e: &Endpoint, owner: &str, lease: Duration) -> ClaimedDelivery {
+    let mut claimed = store
+        .claim_due_deliveries(owner, &[slot(e, lease)], 1)
+        .await
+        .unwrap()
+        .deliveries;
+    assert_eq!(claimed.len(), 1, "{owner} claims {}'s delivery", e.id);
+    claimed.remove(0)
+}
+
+/// Waits until `e`'s delivery is due again (after the sweep's backoff), then claims it.
+async fn claim_when_due(
+    store: &Store,
+    e: &Endpoint,
+    owner: &str,
+    lease: Duration,
+) -> ClaimedDelivery {
+    eventually("the delivery to be due again", || async {
+        store
+            .claim_due_deliveries(owner, &[slot(e, lease)], 1)
+            .await
+            .unwrap()
+            .deliveries
+            .pop()
+    })
+    .await
+}
+
+/// Sweeps until `n` expired leases in all were taken back (a lease of zero is over once the
+/// database's clock has moved on, so they may be taken over several sweeps).
+async fn sweep(store: &Store, n: u64) -> Requeued {
+    let swept = std::cell::Cell::new(Requeued::default());
+    let swept = eventually("the expired leases to be swept", || async {
+        let r = store.sweep_expired_leases(&quick_retries()).await.unwrap();
+        let mut all = swept.get();
+        all.retried += r.retried;
+        all.dead_lettered += r.dead_lettered;
+        swept.set(all);
+        (all.total() >= n).then_some(all)
+    })
+    .await;
+    assert_eq!(swept.total(), n, "no other lease was swept");
+    swept
+}
+
+/// What the writer reports for `d`: answered `code`, then `next`.
+fn outcome(d: &ClaimedDelivery, code: u16, next: NextState) -> Completion {
+    Completion {
+        delivery_id: d.delivery_id,
+        endpoint_id: d.endpoint.id.clone(),
+        attempt: d.attempt,
+        trigger: Trigger::Scheduled,
+        started_at: Utc::now(),
+        duration_ms: 7,
+        status_code: Some(code),
+        error: (code >= 300).then(|| format!("HTTP {code}").as_str().into()),
+        response_body: None,
+        next,
+    }
+}
+
+/// Where `d`'s delivery stands: status, attempts, next due, last error, and the lease (owner
+/// and expiry, as stored).
+async fn state_of(
+    store: &Store,
+    d: &ClaimedDelivery,
+) -> (
+    DeliveryStatus,
+    u32,
+    chrono::DateTime<Utc>,
+    Option<String>,
+    (Option<String>, Option<String>),
+) {
+    let r = store
+        .deliveries_for_event(&d.event.event_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.id == d.delivery_id)
+        .expect("the delivery exists");
+    let sql = "SELECT lease_owner, CAST(lease_expires_at AS TEXT) FROM kurir_deliveries \
+               WHERE id = $1";
+    let lease = match store {
+        Store::Postgres(pg) => sqlx::query_as(sql)
+            .bind(d.delivery_id)
+            .fetch_one(pg.pool())
+            .await
+            .unwrap(),
+        Store::Sqlite(sq) => sqlx::query_as(&sql.replace('$', "?"))
+            .bind(d.delivery_id)
+            .fetch_one(sq.pool())
+            .await
+            .unwrap(),
+    };
+    (
+        r.status,
+        r.attempt_count,
+        r.available_at,
+        r.last_error,
+        lease,
+    )
+}
+
+/// Issue 11, follow-up: with the database out of reach for longer than a lease, the completion
+/// writer kept retrying while the leases ran out; back online, the sweep ran before the writer
+/// and moved those deliveries to `failed` (or `dead_letter` at the maximum), then the fence
+/// refused the writer's completions: deliveries the endpoint had answered 2xx were sent again
+/// (`faults/database.rs` counted them). Moved only by the sweep or the shutdown release since
+/// its claim, a delivery takes its outcome as if the lease were still held.
+async fn an_outcome_arriving_after_the_sweep_or_the_release_took_its_lease_is_recorded(db: TestDb) {
+    let s = &db.store;
+    let retried = endpoint(s, None).await;
+    let last = endpoint(s, Some(1)).await;
+    let released = endpoint(s, None).await;
+    let ids = enqueue_events(s, "order.paid", 1).await;
+    s.relay_batch(10).await.unwrap();
+    let a = claim_one(s, &retried, "w1", Duration::ZERO).await;
+    let b = claim_one(s, &last, "w1", Duration::ZERO).await;
+    let c = claim_one(s, &released, "w2", Duration::from_secs(60)).await;
+    let swept = sweep(s, 2).await;
+    assert_eq!((swept.retried, swept.dead_lettered), (1, 1));
+    let released_at_shutdown = s.release_leases("w2", &quick_retries()).await.unwrap();
+    assert_eq!(released_at_shutdown.total(), 1);
+    let before = s.deliveries_for_event(&ids[0]).await.unwrap();
+    let statuses: Vec<_> = before.iter().map(|d| d.status).collect();
+    use DeliveryStatus::{DeadLetter, Failed, Sent};
+    assert_eq!(statuses, [Failed, DeadLetter, Failed], "taken back first");
+
+    let retry_at = Utc::now() + chrono::Duration::hours(1);
+    let fenced = s
+        .complete_deliveries("w1", &[outcome(&a, 200, NextState::Sent)])
+        .await
+        .unwrap()
+        + s.complete_deliveries("w1", &[outcome(&b, 204, NextState::Sent)])
+            .await
+            .unwrap()
+        + s.complete_deliveries("w2", &[outcome(&c, 503, NextState::Retry(retry_at))])
+            .await
+            .unwrap();
+    assert_eq!(fenced, 0, "nobody claimed them since: none fenced out");
+
+    let after = s.deliveries_for_event(&ids[0]).await.unwrap();
+    let seen: Vec<_> = after
+        .iter()
+        .map(|d| (d.status, d.attempt_count, d.last_status_code))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (Sent, 1, Some(200)),
+            (Sent, 1, Some(204)),
+            (Failed, 1, Some(503))
+        ],
+        "each outcome recorded as its attempt, which the sweep or release already counted"
+    );
+    for d in &after[..2] {
+        assert!(d.sent_at.is_some() && d.last_error.is_none(), "{d:?}");
+    }
+    let c_now = &after[2];
+    assert_eq!(c_now.last_error.as_deref(), Some("HTTP 503"));
+    assert!(
+        (c_now.available_at - retry_at).num_milliseconds().abs() <= 1,
+        "due when the outcome says ({retry_at}), not after the release's backoff ({})",
+        c_now.available_at
+    );
+    for d in &after {
+        let attempts = s.attempts_for_delivery(d.id).await.unwrap();
+        assert_eq!(
+            attempts.len(),
+            1,
+            "one attempt on record for {}",
+            d.endpoint_id
+        );
+    }
+    for d in [&a, &b, &c] {
+        assert_eq!(state_of(s, d).await.4, (None, None), "no lease left");
+    }
+    let all = [
+        slot(&retried, Duration::from_secs(60)),
+        slot(&last, Duration::from_secs(60)),
+    ];
+    let again = s.claim_due_deliveries("w3", &all, 10).await.unwrap();
+    assert!(
+        again.deliveries.is_empty(),
+        "the sent ones are never sent again"
+    );
+}
+
+/// The other side of the rule above: a delivery claimed again since the sweep, by any process,
+/// keeps the newer lease's state, and the old outcome is fenced out (its attempt is still on
+/// record). Owner and attempt number are both needed: the same owner may have claimed it again
+/// (the attempt number moved on), and after a replay another owner's lease can carry the same
+/// attempt number.
+async fn an_outcome_arriving_after_its_delivery_was_claimed_again_stays_fenced_out(db: TestDb) {
+    let s = &db.store;
+    let retried = endpoint(s, None).await;
+    let once = endpoint(s, Some(1)).await;
+    publish(s, "order.paid").await;
+
+    // Claimed again by the same owner: swept, claimed, swept again.
+    let stale = claim_one(s, &retried, "w1", Duration::ZERO).await;
+    let late_once = claim_one(s, &once, "w1", Duration::ZERO).await;
+    sweep(s, 2).await;
+    let again = claim_when_due(s, &retried, "w1", Duration::ZERO).await;
+    assert_eq!(again.attempt, 2);
+    sweep(s, 1).await;
+    let was = state_of(s, &stale).await;
+    let fenced = s
+        .complete_deliveries("w1", &[outcome(&stale, 200, NextState::Sent)])
+        .await
+        .unwrap();
+    assert_eq!(fenced, 1, "attempt 1's outcome after attempt 2 began");
+    assert_eq!(
+        state_of(s, &stale).await,
+        was,
+        "left as the newer lease left it"
+    );
+
+    // Replayed from `dead_letter` and claimed by another owner: the same attempt number.
+    s.replay(&ReplayRequest {
+        filter: ReplayFilter {
+            endpoint_id: Some(once.id.to_string()),
+            ..ReplayFilter::default()
+        },
+        actor: "admin".into(),
+        reason: "test".into(),
+    })
+    .await
+    .unwrap();
+    let newer = claim_one(s, &once, "w2", Duration::from_secs(60)).await;
+    assert_eq!(newer.attempt, late_once.attempt);
+    for taken_back in [false, true] {
+        if taken_back {
+            s.release_leases("w2", &quick_retries()).await.unwrap();
+        }
+        let was = state_of(s, &newer).await;
+        let fenced = s
+            .complete_deliveries("w1", &[outcome(&late_once, 200, NextState::Sent)])
+            .await
+            .unwrap();
+        assert_eq!(
+            fenced, 1,
+            "w1's outcome on w2's lease (released: {taken_back})"
+        );
+        assert_eq!(state_of(s, &newer).await, was);
+    }
+    let attempts = s.attempts_for_delivery(stale.delivery_id).await.unwrap();
+    assert_eq!(attempts.len(), 1, "the late attempt is still on record");
 }

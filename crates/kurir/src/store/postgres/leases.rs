@@ -106,6 +106,8 @@ const CLAIM_LOOKING_SQL: &str = claim_sql!(
 /// `last_error`, `$6` is free for the condition `$cond` on the leased row `x`. A delay is
 /// capped at 100 years, the most both backends' timestamps take. Rows are taken
 /// with `FOR UPDATE SKIP LOCKED` and reached through `id = ANY(ARRAY(…))` (see `claim_sql!`).
+/// `lease_owner` is left as it was: the lease's owner may still record the outcome of the
+/// attempt until the delivery is claimed again (see `Store::complete_deliveries`).
 macro_rules! requeue_sql {
     ($cond:literal) => {
         concat!(
@@ -122,7 +124,7 @@ macro_rules! requeue_sql {
                         COALESCE(max(e.retry_initial_delay_ms), $2)::float8 AS initial_ms, \
                         COALESCE(max(e.retry_max_delay_ms), $3)::float8 AS max_ms \
                       FROM kurir_endpoints e WHERE e.id = d.endpoint_id) p), \
-                lease_owner = NULL, lease_expires_at = NULL, updated_at = now() \
+                lease_expires_at = NULL, updated_at = now() \
              WHERE d.id = ANY (ARRAY( \
                 SELECT x.id FROM kurir_deliveries x WHERE x.status = 'processing' AND ",
             $cond,

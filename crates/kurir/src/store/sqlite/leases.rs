@@ -63,7 +63,9 @@ const REMOVE_OF_DELETED_ENDPOINTS_SQL: &str = "WITH RECURSIVE owners(endpoint_id
 /// moved by the jitter, capped again). The endpoint's overrides apply, else the defaults:
 /// `?1` attempts, `?2` initial and `?3` longest delay in ms, `?4` jitter; `?5` is the
 /// `last_error`, `?6` now; `?7` is free for the condition `$cond` on the leased row `d`. A
-/// delay is capped at 100 years, the most both backends' timestamps take.
+/// delay is capped at 100 years, the most both backends' timestamps take. `lease_owner` is
+/// left as it was: the lease's owner may still record the outcome of the attempt until the
+/// delivery is claimed again (see `Store::complete_deliveries`).
 macro_rules! requeue_sql {
     ($cond:literal) => {
         concat!(
@@ -83,7 +85,7 @@ macro_rules! requeue_sql {
                 status = CASE WHEN x.dead THEN 'dead_letter' ELSE 'failed' END, \
                 available_at = CASE WHEN x.dead THEN d.available_at ELSE strftime( \
                     '%Y-%m-%dT%H:%M:%fZ', ?6, printf('%+.3f seconds', x.delay_ms / 1000.0)) END, \
-                lease_owner = NULL, lease_expires_at = NULL, updated_at = ?6, \
+                lease_expires_at = NULL, updated_at = ?6, \
                 last_error = CASE WHEN x.dead THEN ?5 || '; no attempts left' ELSE ?5 END \
              FROM x WHERE d.id = x.id \
              RETURNING status"
