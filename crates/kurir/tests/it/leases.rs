@@ -336,7 +336,12 @@ async fn deliveries_waiting_in_their_lanes_at_shutdown_are_handed_back_not_sent(
         .create_endpoint(subscribed(fast.url("/fast"), "fast.*"))
         .await
         .unwrap();
-    let process = Process::start(&db.store, one_slot(), "only");
+    // The slow request must outlast the test's steps however loaded the machine is.
+    let config = DeliveryConfig {
+        request_timeout: Duration::from_secs(120),
+        ..one_slot()
+    };
+    let process = Process::start(&db.store, config, "only");
     let in_flight = publish(&db.store, "slow.call").await;
     process.wake.notify_one();
     held.wait_until("the slow request to hold the only slot", |_, open| {
@@ -352,13 +357,17 @@ async fn deliveries_waiting_in_their_lanes_at_shutdown_are_handed_back_not_sent(
         })
         .await;
     }
-    let metrics = process.metrics.clone();
-    let stopping = tokio::spawn(process.stop());
+    // Shutdown begins while the slot is still held, so nothing waiting could start; the slow
+    // request is let go only once shutdown has handed the waiting ones back.
+    process.shutdown.cancel();
+    eventually("shutdown to hand the waiting deliveries back", || async {
+        (process.handed_back("shutdown") >= 3.0).then_some(())
+    })
+    .await;
     held.release(1);
-    stopping.await.unwrap();
-    assert!(metrics
-        .render()
-        .contains("kurir_deliveries_handed_back_total{reason=\"shutdown\"} 3"));
+    let handed_back = process.handed_back("shutdown");
+    process.stop().await;
+    assert_eq!(handed_back, 3.0);
 
     assert!(fast.requests().is_empty(), "nothing waiting was sent");
     for id in &waiting {
