@@ -5,6 +5,7 @@
 //! own signer (straight `hmac`), so a round-trip test cannot pass by the signer and the verifier sharing
 //! a mistake.
 
+mod breaker;
 mod envelope;
 mod retry;
 mod roundtrip;
