@@ -13,6 +13,7 @@
 pub mod activity;
 pub mod admin;
 pub mod backlog;
+pub mod breaker;
 mod claims;
 mod endpoint_changes;
 pub mod inbox;

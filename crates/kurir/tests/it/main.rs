@@ -24,6 +24,7 @@ mod outbox;
 mod recording;
 mod sql_contract;
 mod store;
+mod store_breaker;
 mod store_dashboard;
 mod timeouts;
 mod ui;
