@@ -149,6 +149,10 @@ pub struct Overrides {
     pub retry_max_delay_ms: Option<u64>,
     /// Attempts before dead-letter.
     pub retry_max_attempts: Option<u32>,
+    /// Failures in a row that open the circuit breaker.
+    pub circuit_failure_threshold: Option<u32>,
+    /// The circuit breaker's first cool-down.
+    pub circuit_cooldown_ms: Option<u64>,
 }
 
 impl Overrides {
@@ -179,6 +183,17 @@ impl Overrides {
             "retry_max_attempts",
             self.retry_max_attempts.map(u64::from),
             &attempts,
+        )?;
+        let threshold = limits::CIRCUIT_FAILURE_THRESHOLD;
+        in_range(
+            "circuit_failure_threshold",
+            self.circuit_failure_threshold.map(u64::from),
+            &(u64::from(*threshold.start())..=u64::from(*threshold.end())),
+        )?;
+        in_range(
+            "circuit_cooldown_ms",
+            self.circuit_cooldown_ms,
+            &limits::millis(&limits::CIRCUIT_COOLDOWN),
         )?;
         if let (Some(initial), Some(max)) = (self.retry_initial_delay_ms, self.retry_max_delay_ms) {
             if initial > max {
@@ -309,6 +324,10 @@ pub struct OverridesUpdate {
     pub retry_max_delay_ms: Option<Option<u64>>,
     /// Attempts before dead-letter.
     pub retry_max_attempts: Option<Option<u32>>,
+    /// Failures in a row that open the circuit breaker.
+    pub circuit_failure_threshold: Option<Option<u32>>,
+    /// The circuit breaker's first cool-down.
+    pub circuit_cooldown_ms: Option<Option<u64>>,
 }
 
 impl OverridesUpdate {
@@ -326,6 +345,11 @@ impl OverridesUpdate {
             ),
             retry_max_delay_ms: pick(self.retry_max_delay_ms, current.retry_max_delay_ms),
             retry_max_attempts: pick(self.retry_max_attempts, current.retry_max_attempts),
+            circuit_failure_threshold: pick(
+                self.circuit_failure_threshold,
+                current.circuit_failure_threshold,
+            ),
+            circuit_cooldown_ms: pick(self.circuit_cooldown_ms, current.circuit_cooldown_ms),
         }
     }
 }

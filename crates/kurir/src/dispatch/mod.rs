@@ -19,6 +19,7 @@
 //! never attempted), lets the requests in flight finish (each bounded by its timeouts), records
 //! them, and ends what leases are left, each counted as an attempt.
 
+pub mod breakers;
 pub mod deliver;
 pub mod http;
 mod lanes;

@@ -60,6 +60,11 @@ pub(crate) fn endpoint_changes(update: &EndpointUpdate) -> Vec<(&'static str, Co
             "retry_max_attempts",
             o.retry_max_attempts.map(|v| v.map(u64::from)),
         ),
+        (
+            "circuit_failure_threshold",
+            o.circuit_failure_threshold.map(|v| v.map(u64::from)),
+        ),
+        ("circuit_cooldown_ms", o.circuit_cooldown_ms),
     ] {
         if let Some(value) = change {
             changes.push((column, Int(ms(value))));

@@ -28,7 +28,8 @@ use crate::endpoint::{Endpoint, EndpointId};
 
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
     enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
-    retry_max_delay_ms, retry_max_attempts, max_in_flight, created_at, updated_at";
+    retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
+    max_in_flight, created_at, updated_at";
 
 const DELIVERY_COLUMNS: &str = "id, event_id, endpoint_id, status, attempt_count, available_at, \
     last_status_code, last_error, sent_at, created_at";
@@ -195,8 +196,8 @@ impl SqliteStore {
         let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
             previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
             retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            created_at, updated_at) \
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)";
+            circuit_failure_threshold, circuit_cooldown_ms, created_at, updated_at) \
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?17)";
         bind_endpoint(sqlx::query(sql), e)
             .bind(sqlite_ts(e.created_at))
             .execute(&self.pool)
@@ -483,6 +484,11 @@ fn bind_endpoint<'q>(
         .bind(o.retry_max_delay_ms.map(|v| v as i64))
         .bind(o.retry_max_attempts.map(i64::from))
         .bind(i64::from(e.max_in_flight))
+        .bind(o.circuit_failure_threshold.map(i64::from))
+        .bind(
+            o.circuit_cooldown_ms
+                .map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
+        )
 }
 
 fn ts(r: &SqliteRow, column: &str) -> Result<DateTime<Utc>> {
@@ -519,6 +525,8 @@ fn endpoint_row(r: &SqliteRow) -> Result<EndpointRow> {
         retry_initial_delay_ms: r.try_get("retry_initial_delay_ms")?,
         retry_max_delay_ms: r.try_get("retry_max_delay_ms")?,
         retry_max_attempts: r.try_get("retry_max_attempts")?,
+        circuit_failure_threshold: r.try_get("circuit_failure_threshold")?,
+        circuit_cooldown_ms: r.try_get("circuit_cooldown_ms")?,
         max_in_flight: r.try_get("max_in_flight")?,
         created_at: ts(r, "created_at")?,
         updated_at: ts(r, "updated_at")?,
