@@ -27,7 +27,7 @@ pub const MAX_COOLDOWN: Duration = Duration::from_secs(600);
 /// When a circuit opens and how long it stays open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BreakerPolicy {
-    /// Failures in a row that open a closed circuit (at least 1).
+    /// Failures in a row that open a closed circuit; 0 turns the breaker off (it never opens).
     pub failure_threshold: u32,
     /// How long the circuit stays open the first time; each re-open from half-open doubles it,
     /// up to [`MAX_COOLDOWN`].
@@ -281,6 +281,11 @@ impl Circuit {
         }
     }
 
+    /// Whether `policy` turns the breaker off.
+    pub fn is_off(policy: &BreakerPolicy) -> bool {
+        policy.failure_threshold == 0
+    }
+
     /// Whether it has failed, with no attempt that did not fail, for at least `after`.
     pub fn failing_for(&self, after: Duration, now: DateTime<Utc>) -> bool {
         self.failing_since
@@ -288,7 +293,10 @@ impl Circuit {
     }
 
     fn trips(&self, policy: &BreakerPolicy, now: DateTime<Utc>) -> bool {
-        if self.consecutive_failures >= policy.failure_threshold.max(1) {
+        if policy.failure_threshold == 0 {
+            return false;
+        }
+        if self.consecutive_failures >= policy.failure_threshold {
             return true;
         }
         let (attempts, failures) = self.window.estimate(now);

@@ -20,9 +20,13 @@ pub const RETRY_DELAY: RangeInclusive<Duration> =
 /// Attempts before a delivery is dead-lettered, global and per endpoint.
 pub const RETRY_ATTEMPTS: RangeInclusive<u32> = 1..=50;
 
-/// Failures in a row that open an endpoint's circuit breaker, global
-/// (`KURIR_CIRCUIT_FAILURE_THRESHOLD`) and per endpoint (`circuit_failure_threshold`).
+/// Failures in a row that open an endpoint's circuit breaker, per endpoint
+/// (`circuit_failure_threshold`).
 pub const CIRCUIT_FAILURE_THRESHOLD: RangeInclusive<u32> = 1..=1000;
+
+/// The same, process-wide (`KURIR_CIRCUIT_FAILURE_THRESHOLD`), where 0 turns the breaker off
+/// for endpoints without a threshold of their own.
+pub const CIRCUIT_FAILURE_THRESHOLD_DEFAULT: RangeInclusive<u32> = 0..=1000;
 
 /// The first cool-down of an open circuit breaker, global (`KURIR_CIRCUIT_COOLDOWN`) and per
 /// endpoint (`circuit_cooldown_ms`); re-opens double it up to ten minutes.

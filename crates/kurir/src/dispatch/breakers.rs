@@ -27,6 +27,7 @@ use kurir_core::{BreakerPolicy, Circuit, Health};
 use tokio::sync::mpsc;
 
 use super::deliver::ResponseClass;
+use crate::delivery::ClaimedDelivery;
 use crate::endpoint::Endpoint;
 use crate::metrics::Metrics;
 use crate::store::{now_millis, Store, StoreError};
@@ -36,7 +37,7 @@ use crate::store::{now_millis, Store, StoreError};
 pub enum Gate {
     /// Closed: as many as there is room for.
     Pass,
-    /// This process holds the endpoint's probe: one delivery.
+    /// A probe is due: one delivery, to carry it if this process wins it.
     Probe,
     /// Open or half-open: none.
     Hold,
@@ -55,8 +56,11 @@ pub struct Breakers {
     defaults: BreakerPolicy,
     disable_after: Duration,
     metrics: OnceLock<Metrics>,
-    /// The circuits as last read or written (no entry: closed, nothing counted).
+    /// The circuits as last read or written (no entry: closed, nothing counted), with this
+    /// process's attempts the recorder has not written yet counted in.
     known: Mutex<HashMap<String, Circuit>>,
+    /// Per endpoint, those attempts, in order: counted in again when the circuits are read.
+    unrecorded: Mutex<HashMap<String, Vec<(BreakerPolicy, Health, DateTime<Utc>)>>>,
     /// Endpoints whose probe this process took and has not started yet.
     probes: Mutex<HashSet<String>>,
     tx: mpsc::UnboundedSender<Observed>,
@@ -86,6 +90,7 @@ impl Breakers {
             disable_after,
             metrics: OnceLock::new(),
             known: Mutex::default(),
+            unrecorded: Mutex::default(),
             probes: Mutex::default(),
             tx,
             rx: Mutex::new(Some(rx)),
@@ -123,52 +128,116 @@ impl Breakers {
         self.probes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Reads every circuit from the database (one statement, no locks).
+    fn unrecorded(
+        &self,
+    ) -> MutexGuard<'_, HashMap<String, Vec<(BreakerPolicy, Health, DateTime<Utc>)>>> {
+        self.unrecorded.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads every circuit from the database (one statement, no locks), and counts in this
+    /// process's attempts not written yet, so a read never forgets them.
     pub async fn refresh(&self) -> Result<(), StoreError> {
         let stored = self.store.circuits().await?;
+        let unrecorded = self.unrecorded();
         let mut known = self.known();
         known.clear();
         known.extend(stored.into_iter().map(|s| (s.endpoint_id, s.circuit)));
+        let now = now_millis();
+        for (id, seen) in unrecorded.iter() {
+            let c = known
+                .entry(id.clone())
+                .or_insert_with(|| Circuit::closed(now));
+            for (policy, health, started_at) in seen {
+                c.record(policy, *health, *started_at, now);
+            }
+        }
         Ok(())
     }
 
-    /// Whether a claim may take `endpoint`'s deliveries now. An open endpoint whose cool-down is
-    /// over is probed by the one process that wins the compare-and-set; `lease` bounds the
-    /// probe, after which another process may take it.
-    pub async fn gate(&self, endpoint: &Endpoint, lease: Duration) -> Result<Gate, StoreError> {
-        let now = now_millis();
-        let due = match self.known().get(endpoint.id.as_str()) {
-            None => return Ok(Gate::Pass),
-            Some(c) if c.lets_through() => return Ok(Gate::Pass),
-            Some(c) => c.probe_due(now),
-        };
-        if !due || self.probes().contains(endpoint.id.as_str()) {
-            return Ok(Gate::Hold);
+    /// Whether a claim may take `endpoint`'s deliveries now, as this process knows its
+    /// circuit. [`Gate::Probe`] is a candidate: the claimed delivery becomes the probe only if
+    /// this process wins it ([`Breakers::take_probes`]).
+    pub fn gate(&self, endpoint: &Endpoint) -> Gate {
+        if self.lets_through(endpoint) {
+            return Gate::Pass;
         }
-        let (circuit, took) = self
-            .store
-            .update_circuit(endpoint.id.as_str(), |c| c.take_probe(now, lease))
-            .await?;
-        self.known().insert(endpoint.id.to_string(), circuit);
-        let Some(t) = took else {
-            return Ok(Gate::Hold);
-        };
-        self.log_transition(endpoint, t, &circuit);
-        self.probes().insert(endpoint.id.to_string());
-        Ok(Gate::Probe)
+        let due = self
+            .known()
+            .get(endpoint.id.as_str())
+            .is_some_and(|c| c.probe_due(now_millis()));
+        if due && !self.holds_probe(endpoint) {
+            Gate::Probe
+        } else {
+            Gate::Hold
+        }
     }
 
-    /// Whether a claimed delivery of `endpoint_id` may start: its circuit is closed, or this is
-    /// the probe this process took (which starts once).
-    pub fn may_start(&self, endpoint_id: &str) -> bool {
-        if self
-            .known()
-            .get(endpoint_id)
-            .is_none_or(Circuit::lets_through)
-        {
-            return true;
+    /// Splits claimed deliveries into those that may start and those to hand back: a delivery
+    /// of an endpoint whose circuit is not closed is its probe if this process wins the probe
+    /// (a compare-and-set on the shared circuit: one probe across all processes, until its
+    /// lease is up), and is handed back otherwise. A claim taken before the probe means one
+    /// is only taken when a delivery is due to carry it.
+    pub async fn take_probes(
+        &self,
+        claimed: Vec<ClaimedDelivery>,
+    ) -> (Vec<ClaimedDelivery>, Vec<ClaimedDelivery>) {
+        let (mut start, mut back) = (Vec::with_capacity(claimed.len()), Vec::new());
+        for d in claimed {
+            if self.lets_through(&d.endpoint) {
+                start.push(d);
+                continue;
+            }
+            if self.holds_probe(&d.endpoint) {
+                back.push(d);
+                continue;
+            }
+            let now = now_millis();
+            let lease = d
+                .lease_deadline
+                .saturating_duration_since(tokio::time::Instant::now());
+            let taken = self
+                .store
+                .update_circuit(d.endpoint.id.as_str(), |c| c.take_probe(now, lease))
+                .await;
+            match taken {
+                Ok((circuit, Some(t))) => {
+                    self.known().insert(d.endpoint.id.to_string(), circuit);
+                    self.log_transition(&d.endpoint, t, &circuit);
+                    self.probes().insert(d.endpoint.id.to_string());
+                    start.push(d);
+                }
+                Ok((circuit, None)) => {
+                    self.known().insert(d.endpoint.id.to_string(), circuit);
+                    back.push(d);
+                }
+                Err(e) => {
+                    tracing::warn!(endpoint_id = %d.endpoint.id, error = %e, "could not take a circuit breaker probe");
+                    back.push(d);
+                }
+            }
         }
-        self.probes().remove(endpoint_id)
+        (start, back)
+    }
+
+    /// Whether `endpoint`'s deliveries may be sent as far as this process knows: its breaker
+    /// is off or closed.
+    pub fn lets_through(&self, endpoint: &Endpoint) -> bool {
+        Circuit::is_off(&self.policy(endpoint))
+            || self
+                .known()
+                .get(endpoint.id.as_str())
+                .is_none_or(Circuit::lets_through)
+    }
+
+    /// Whether `endpoint` has a probe this process took and has not started.
+    pub fn holds_probe(&self, endpoint: &Endpoint) -> bool {
+        self.probes().contains(endpoint.id.as_str())
+    }
+
+    /// Whether a claimed delivery of `endpoint` may start: its circuit lets it through, or this
+    /// is the probe this process took (which starts once).
+    pub fn may_start(&self, endpoint: &Endpoint) -> bool {
+        self.lets_through(endpoint) || self.probes().remove(endpoint.id.as_str())
     }
 
     /// Counts an attempt to `endpoint` that started at `started_at` and ended as `class`: into
@@ -183,23 +252,28 @@ impl Breakers {
             return;
         };
         let policy = self.policy(endpoint);
-        {
-            let mut known = self.known();
-            let Some(c) = known.get_mut(endpoint.id.as_str()) else {
-                if health == Health::Answered {
-                    return;
-                }
-                let mut c = Circuit::closed(now_millis());
-                c.record(&policy, health, started_at, now_millis());
-                known.insert(endpoint.id.to_string(), c);
-                drop(known);
-                return self.send(endpoint, health, started_at);
-            };
-            if c.is_clean() && health == Health::Answered {
-                return;
-            }
-            c.record(&policy, health, started_at, now_millis());
+        if Circuit::is_off(&policy) {
+            return;
         }
+        let mut unrecorded = self.unrecorded();
+        let mut known = self.known();
+        let now = now_millis();
+        let c = known.get_mut(endpoint.id.as_str());
+        if health == Health::Answered && c.as_ref().is_none_or(|c| c.is_clean()) {
+            return;
+        }
+        let c = match c {
+            Some(c) => c,
+            None => known
+                .entry(endpoint.id.to_string())
+                .or_insert_with(|| Circuit::closed(now)),
+        };
+        c.record(&policy, health, started_at, now);
+        unrecorded
+            .entry(endpoint.id.to_string())
+            .or_default()
+            .push((policy, health, started_at));
+        drop((known, unrecorded));
         self.send(endpoint, health, started_at);
     }
 
@@ -255,9 +329,29 @@ impl Breakers {
                     Some(moved)
                 })
                 .await;
+            let mut circuit = written.as_ref().ok().map(|(c, _)| *c);
+            {
+                // Written or given up: either way no longer this process's to count in, but
+                // for the attempts that came in since.
+                let mut unrecorded = self.unrecorded();
+                let mut known = self.known();
+                if let Some(rest) = unrecorded.get_mut(id) {
+                    rest.drain(..seen.len().min(rest.len()));
+                    if let Some(c) = circuit.as_mut() {
+                        for (policy, health, started_at) in rest.iter() {
+                            c.record(policy, *health, *started_at, now);
+                        }
+                        known.insert(id.to_string(), *c);
+                    }
+                    if rest.is_empty() {
+                        unrecorded.remove(id);
+                    }
+                } else if let Some(c) = circuit {
+                    known.insert(id.to_string(), c);
+                }
+            }
             match written {
                 Ok((circuit, moved)) => {
-                    self.known().insert(id.to_string(), circuit);
                     for t in moved.unwrap_or_default() {
                         self.log_transition(endpoint, t, &circuit);
                     }

@@ -5,6 +5,7 @@ mod support;
 
 mod api;
 mod binary;
+mod breaker;
 mod browser;
 mod cli;
 mod crash;
