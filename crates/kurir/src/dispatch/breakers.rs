@@ -251,10 +251,8 @@ impl Breakers {
         let Some(health) = health_of(class) else {
             return;
         };
+        // Counted even with the breaker off: the auto-disable reads the same circuit.
         let policy = self.policy(endpoint);
-        if Circuit::is_off(&policy) {
-            return;
-        }
         let mut unrecorded = self.unrecorded();
         let mut known = self.known();
         let now = now_millis();

@@ -22,6 +22,7 @@ use crate::support::{enqueue_events, eventually, test_delivery_config, Backend, 
 on_both_backends!(
     a_failing_endpoint_is_probed_once_per_cooldown_and_loses_nothing,
     processes_sharing_a_database_share_one_breaker,
+    an_endpoint_failing_for_the_disable_period_is_disabled_and_keeps_its_deliveries,
 );
 
 /// A receiver answering 500 while `down` is set, 200 otherwise.
@@ -173,4 +174,44 @@ async fn processes_sharing_a_database_share_one_breaker(db: TestDb) {
     for p in processes {
         p.stop().await;
     }
+}
+
+/// Issue 15, auto-disable: an endpoint whose attempts have all failed for
+/// `KURIR_ENDPOINT_DISABLE_AFTER` is disabled with a reason; its deliveries stay pending.
+async fn an_endpoint_failing_for_the_disable_period_is_disabled_and_keeps_its_deliveries(
+    db: TestDb,
+) {
+    let down = Arc::new(AtomicBool::new(true));
+    let receiver = switchable(&down).await;
+    let e = guarded(&db.store, receiver.url("/hook"), 2, 50).await;
+    enqueue_events(&db.store, "order.paid", 5).await;
+    db.store.relay_batch(100).await.unwrap();
+    let config = DeliveryConfig {
+        endpoint_disable_after: Duration::from_millis(600),
+        ..config()
+    };
+    let process = Process::start(&db.store, config, "only");
+    let disabled = eventually("the endpoint to be disabled", || async {
+        let e = db.store.get_endpoint(&e.id).await.unwrap().unwrap();
+        (!e.enabled).then_some(e)
+    })
+    .await;
+    let reason = disabled.disabled_reason.unwrap_or_default();
+    assert!(reason.contains("no successful attempt since"), "{reason}");
+    let line = format!(
+        "kurir_endpoints_auto_disabled_total{{endpoint_id=\"{}\"}}",
+        e.id
+    );
+    assert_eq!(process.counter(&line), 1.0);
+    let seen = receiver.requests().len();
+    // Disabled: nothing more is sent, nothing is dead-lettered, all five still wait.
+    down.store(false, Ordering::SeqCst);
+    assert_eq!(count_in(&db.store, "dead_letter").await, 0);
+    assert_eq!(count_in(&db.store, "sent").await, 0);
+    process.stop().await;
+    assert_eq!(receiver.requests().len(), seen);
+    assert_eq!(
+        count_in(&db.store, "pending").await + count_in(&db.store, "failed").await,
+        5
+    );
 }
