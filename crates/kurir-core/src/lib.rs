@@ -15,6 +15,7 @@
 //!   work, growing while it finds none.
 //! - [`breaker`]: [`Circuit`], an endpoint's circuit breaker (closed, open, half-open) and
 //!   [`BreakerPolicy`].
+//! - [`rate`]: [`rate::Bucket`], an endpoint's rate limit (GCRA), lowered for a while by a `429`.
 //! - `mac` (private): the HMAC-SHA256 and constant-time comparison both sides share.
 //!
 //! # Example
@@ -45,6 +46,7 @@ pub mod breaker;
 pub mod event;
 mod mac;
 pub mod poll;
+pub mod rate;
 pub mod retry;
 pub mod secret;
 pub mod sign;

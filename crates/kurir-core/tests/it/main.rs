@@ -7,6 +7,7 @@
 
 mod breaker;
 mod envelope;
+mod rate;
 mod retry;
 mod roundtrip;
 mod schemes;
