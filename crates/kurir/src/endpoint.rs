@@ -244,6 +244,8 @@ pub struct Endpoint {
     pub overrides: Overrides,
     /// Concurrent requests to this endpoint allowed per kurir process.
     pub max_in_flight: u32,
+    /// Requests per second to it, all processes together; `None`: no limit.
+    pub rate_limit_per_second: Option<u32>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
@@ -265,6 +267,8 @@ pub struct NewEndpoint {
     pub overrides: Overrides,
     /// Concurrent requests per process; [`DEFAULT_MAX_IN_FLIGHT`] when `None`.
     pub max_in_flight: Option<u32>,
+    /// Requests per second, all processes together; `None`: no limit.
+    pub rate_limit_per_second: Option<u32>,
 }
 
 impl NewEndpoint {
@@ -277,6 +281,7 @@ impl NewEndpoint {
             secret: None,
             overrides: Overrides::default(),
             max_in_flight: None,
+            rate_limit_per_second: None,
         }
     }
 
@@ -285,6 +290,7 @@ impl NewEndpoint {
         validate_url(&self.url)?;
         check_text("description", &self.description)?;
         check_max_in_flight(self.max_in_flight)?;
+        check_rate_limit(self.rate_limit_per_second)?;
         self.overrides.validate()
     }
 }
@@ -306,6 +312,8 @@ pub struct EndpointUpdate {
     pub disabled_reason: Option<String>,
     /// New per-process concurrency cap.
     pub max_in_flight: Option<u32>,
+    /// New rate limit: `Some(None)` removes it.
+    pub rate_limit_per_second: Option<Option<u32>>,
     /// Override changes: `Some(Some(v))` sets one, `Some(None)` clears it (back to the
     /// process-wide setting).
     pub overrides: OverridesUpdate,
@@ -368,7 +376,8 @@ impl EndpointUpdate {
         if let Some(reason) = &self.disabled_reason {
             check_text("disabled_reason", reason)?;
         }
-        check_max_in_flight(self.max_in_flight)
+        check_max_in_flight(self.max_in_flight)?;
+        check_rate_limit(self.rate_limit_per_second.flatten())
     }
 }
 
@@ -377,6 +386,16 @@ impl EndpointUpdate {
 /// host `path` and `http:host` as `http://host`), holds no whitespace or control character (the
 /// standard drops tabs and newlines silently), carries no user or password (every read would show
 /// them; kurir authenticates its requests with signatures), and is at most
+/// Refuses a rate limit outside [`limits::RATE_LIMIT_PER_SECOND`].
+fn check_rate_limit(limit: Option<u32>) -> Result<(), InvalidEndpoint> {
+    let range = limits::RATE_LIMIT_PER_SECOND;
+    in_range(
+        "rate_limit_per_second",
+        limit.map(u64::from),
+        &(u64::from(*range.start())..=u64::from(*range.end())),
+    )
+}
+
 /// [`limits::MAX_URL_BYTES`] long.
 pub fn validate_url(url: &str) -> Result<(), InvalidEndpoint> {
     let bad = |message: &str| InvalidEndpoint::new("url", message);

@@ -38,6 +38,10 @@ pub const CIRCUIT_COOLDOWN: RangeInclusive<Duration> =
 pub const ENDPOINT_DISABLE_AFTER: RangeInclusive<Duration> =
     Duration::from_secs(1)..=Duration::from_secs(365 * 86_400);
 
+/// An endpoint's rate limit, requests per second across all processes together
+/// (`rate_limit_per_second`).
+pub const RATE_LIMIT_PER_SECOND: RangeInclusive<u32> = 1..=100_000;
+
 /// Concurrent requests to one endpoint per kurir process (`max_in_flight`).
 pub const MAX_IN_FLIGHT: RangeInclusive<u32> = 1..=1000;
 

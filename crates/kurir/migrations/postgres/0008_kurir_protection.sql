@@ -1,5 +1,5 @@
--- Endpoint protection (issue 15): the circuit breaker, shared by every kurir process through
--- these rows. Plain SQL on purpose, so each dialect's copy reads alike.
+-- Endpoint protection (issue 15): the circuit breaker and the rate limit, shared by every kurir
+-- process through these rows. Plain SQL on purpose, so each dialect's copy reads alike.
 
 -- Per-endpoint overrides of the breaker's process-wide defaults (NULL: the default applies).
 ALTER TABLE kurir_endpoints ADD COLUMN circuit_failure_threshold INTEGER
@@ -25,5 +25,16 @@ CREATE TABLE kurir_endpoint_circuits (
     window_failures      INTEGER NOT NULL,
     previous_attempts    INTEGER NOT NULL,
     previous_failures    INTEGER NOT NULL,
+    version              BIGINT  NOT NULL
+);
+
+-- One row per rate-limited endpoint that has sent something: its bucket (kurir_core::rate::Bucket),
+-- written compare-and-set on `version` like the circuits. `rate_limit_per_second` is the
+-- endpoint's own column (0001).
+CREATE TABLE kurir_endpoint_rates (
+    endpoint_id          TEXT    PRIMARY KEY,
+    tat_us               BIGINT  NOT NULL,
+    halvings             INTEGER NOT NULL,
+    throttled_until_ms   BIGINT,
     version              BIGINT  NOT NULL
 );

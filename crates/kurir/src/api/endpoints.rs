@@ -46,6 +46,8 @@ pub struct EndpointView {
     pub disabled_reason: Option<String>,
     /// Concurrent requests to it per kurir process.
     pub max_in_flight: u32,
+    /// Requests per second to it, all kurir processes together; `null`: no limit.
+    pub rate_limit_per_second: Option<u32>,
     /// Connect timeout override.
     pub connect_timeout_ms: Option<u32>,
     /// Response timeout override.
@@ -90,6 +92,7 @@ impl EndpointView {
             enabled: e.enabled,
             disabled_reason: e.disabled_reason,
             max_in_flight: e.max_in_flight,
+            rate_limit_per_second: e.rate_limit_per_second,
             connect_timeout_ms: e.overrides.connect_timeout_ms,
             request_timeout_ms: e.overrides.request_timeout_ms,
             retry_initial_delay_ms: e.overrides.retry_initial_delay_ms,
@@ -143,6 +146,8 @@ pub struct CreateEndpoint {
     pub secret: Option<Sensitive>,
     /// Concurrent requests per kurir process (default 16).
     pub max_in_flight: Option<u32>,
+    /// Requests per second, all kurir processes together (1 to 100000); absent: no limit.
+    pub rate_limit_per_second: Option<u32>,
     /// Connect timeout, overriding the global one.
     pub connect_timeout_ms: Option<u32>,
     /// Response timeout, overriding the global one.
@@ -176,6 +181,10 @@ pub struct UpdateEndpoint {
     pub disabled_reason: Option<String>,
     /// New per-process concurrency.
     pub max_in_flight: Option<u32>,
+    /// New rate limit; `null` removes it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<u32>, nullable)]
+    pub rate_limit_per_second: Option<Option<u32>>,
     /// Connect timeout override; `null` clears it.
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<u32>, nullable)]
@@ -269,6 +278,7 @@ pub async fn create(
         secret: parse_secret(body.secret.as_ref())?,
         overrides,
         max_in_flight: body.max_in_flight,
+        rate_limit_per_second: body.rate_limit_per_second,
     };
     new.validate()?;
     let endpoint = state.store.create_endpoint(new).await?;
@@ -360,6 +370,7 @@ pub async fn update(
         enabled: body.enabled,
         disabled_reason: body.disabled_reason,
         max_in_flight: body.max_in_flight,
+        rate_limit_per_second: body.rate_limit_per_second,
         overrides,
     };
     update.validate()?;

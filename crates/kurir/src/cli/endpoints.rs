@@ -204,6 +204,7 @@ fn show(e: &Value) {
             "enabled",
             "disabled_reason",
             "max_in_flight",
+            "rate_limit_per_second",
             "connect_timeout_ms",
             "request_timeout_ms",
             "retry_initial_delay_ms",

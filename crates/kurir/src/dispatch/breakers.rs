@@ -102,6 +102,11 @@ impl Breakers {
         let _ = self.metrics.set(metrics);
     }
 
+    /// The store the circuits are kept in.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// How long an endpoint fails, with no answer, before it is disabled.
     pub fn disable_after(&self) -> Duration {
         self.disable_after

@@ -243,6 +243,9 @@ impl Lanes {
                 lanes
                     .breakers
                     .observe(&delivery.endpoint, attempted.class, started_at);
+                if attempted.completion.status_code == Some(429) {
+                    super::rates::throttled(lanes.breakers.store(), &delivery.endpoint).await;
+                }
                 if let Some(metrics) = lanes.metrics.get() {
                     metrics.record_attempt(&delivery, &attempted);
                 }

@@ -23,6 +23,7 @@ pub mod breakers;
 pub mod deliver;
 pub mod http;
 mod lanes;
+pub mod rates;
 pub mod record;
 pub mod ssrf;
 pub mod transport;
@@ -62,6 +63,9 @@ pub enum StepOutcome {
     Partial(usize),
     /// Every slot is busy: wait for a delivery to finish.
     Saturated,
+    /// Due deliveries were held back by their endpoints' rate limits: look again after the
+    /// poll interval.
+    Throttled,
 }
 
 /// Shared state of one process's dispatcher.
@@ -131,9 +135,12 @@ impl Dispatcher {
             return Ok(StepOutcome::Saturated);
         }
         let endpoint_slots = self.endpoint_slots(free).await?;
+        let (endpoint_slots, taken, held) = rates::take(&self.store, endpoint_slots).await?;
         if endpoint_slots.is_empty() {
             return Ok(if self.lanes.slots.available_permits() == 0 {
                 StepOutcome::Saturated
+            } else if held {
+                StepOutcome::Throttled
             } else {
                 StepOutcome::Partial(0)
             });
@@ -143,6 +150,7 @@ impl Dispatcher {
             .claim_due_deliveries(&self.owner, &endpoint_slots, free as u32)
             .await?;
         report_orphans(&claim.orphans, self.lanes.metrics.get());
+        rates::give_back(&self.store, taken, &claim.deliveries).await;
         let n = claim.deliveries.len();
         let (start, back) = self.breakers.take_probes(claim.deliveries).await;
         self.lanes.enqueue(start);
@@ -152,6 +160,8 @@ impl Dispatcher {
         }
         Ok(if n == free {
             StepOutcome::Full(n)
+        } else if held && n == 0 {
+            StepOutcome::Throttled
         } else {
             StepOutcome::Partial(n)
         })
@@ -335,7 +345,7 @@ fn wait_after(
     match step {
         Ok(StepOutcome::Full(_)) => Duration::ZERO,
         Ok(StepOutcome::Saturated) => Duration::MAX,
-        Ok(StepOutcome::Partial(_)) => wait,
+        Ok(StepOutcome::Partial(_) | StepOutcome::Throttled) => wait,
         Err(_) => wait.max(Duration::from_millis(500)),
     }
 }

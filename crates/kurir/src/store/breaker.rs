@@ -54,15 +54,24 @@ const DISABLE_SQLITE: &str = "UPDATE kurir_endpoints SET enabled = 0, disabled_r
     updated_at = ?3 WHERE id = ?1 AND enabled";
 
 /// SQLite's spelling of a statement written with `$n` placeholders.
-fn sqlite(sql: &str) -> String {
+pub(super) fn sqlite(sql: &str) -> String {
     sql.replace('$', "?")
 }
 static ONE_SQLITE: LazyLock<String> = LazyLock::new(|| sqlite(&ONE));
 static INSERT_SQLITE: LazyLock<String> = LazyLock::new(|| sqlite(INSERT));
 static UPDATE_SQLITE: LazyLock<String> = LazyLock::new(|| sqlite(UPDATE));
 
-/// The most times [`Store::update_circuit`] re-reads a row another process keeps changing.
-const CAS_TRIES: u32 = 32;
+/// The most times a compare-and-set update re-reads a row other processes keep changing.
+pub(super) const CAS_TRIES: u32 = 32;
+
+/// Before try `tries` of a compare-and-set update (none before the first): a random pause, so
+/// writers that lost to each other do not keep colliding.
+pub(super) async fn lost_pause(tries: u32) {
+    if tries > 0 {
+        let pause = rand::random::<u64>() % (1 + 2 * u64::from(tries.min(8)));
+        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+    }
+}
 
 impl Store {
     /// Every stored circuit (endpoints without a row are closed with nothing counted). Reads
@@ -155,11 +164,7 @@ impl Store {
         mut change: impl FnMut(&mut Circuit) -> Option<T>,
     ) -> Result<(Circuit, Option<T>)> {
         for tries in 0..CAS_TRIES {
-            if tries > 0 {
-                // Lost to another writer: a random pause, so racers do not keep colliding.
-                let pause = rand::random::<u64>() % (1 + 2 * u64::from(tries.min(8)));
-                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-            }
+            lost_pause(tries).await;
             let stored = self.circuit(endpoint_id).await?;
             let version = stored.as_ref().map(|s| s.version);
             let mut circuit = stored.map_or_else(|| Circuit::closed(now_millis()), |s| s.circuit);

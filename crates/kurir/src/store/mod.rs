@@ -19,6 +19,7 @@ mod endpoint_changes;
 pub mod inbox;
 pub mod notify;
 pub mod postgres;
+pub mod rates;
 pub mod replay_preview;
 pub mod sources;
 pub mod sqlite;
@@ -154,6 +155,7 @@ pub(crate) struct EndpointRow {
     pub circuit_failure_threshold: Option<i64>,
     pub circuit_cooldown_ms: Option<i64>,
     pub max_in_flight: i64,
+    pub rate_limit_per_second: Option<i64>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -190,6 +192,7 @@ impl EndpointRow {
                 circuit_cooldown_ms: self.circuit_cooldown_ms.and_then(|v| v.try_into().ok()),
             },
             max_in_flight: u32_of(Some(self.max_in_flight)).unwrap_or(1).max(1),
+            rate_limit_per_second: u32_of(self.rate_limit_per_second),
             created_at: self.created_at,
             updated_at: self.updated_at,
         })
@@ -213,6 +216,7 @@ pub(crate) fn endpoint_from_new(new: NewEndpoint, now: DateTime<Utc>) -> Endpoin
         max_in_flight: new
             .max_in_flight
             .unwrap_or(crate::endpoint::DEFAULT_MAX_IN_FLIGHT),
+        rate_limit_per_second: new.rate_limit_per_second,
         created_at: now,
         updated_at: now,
     }

@@ -29,7 +29,7 @@ use crate::endpoint::{Endpoint, EndpointId};
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
     enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
     retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
-    max_in_flight, created_at, updated_at";
+    max_in_flight, rate_limit_per_second, created_at, updated_at";
 
 const DELIVERY_COLUMNS: &str = "id, event_id, endpoint_id, status, attempt_count, available_at, \
     last_status_code, last_error, sent_at, created_at";
@@ -196,8 +196,9 @@ impl SqliteStore {
         let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
             previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
             retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            circuit_failure_threshold, circuit_cooldown_ms, created_at, updated_at) \
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?17)";
+            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, created_at, \
+            updated_at) \
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18)";
         bind_endpoint(sqlx::query(sql), e)
             .bind(sqlite_ts(e.created_at))
             .execute(&self.pool)
@@ -489,6 +490,7 @@ fn bind_endpoint<'q>(
             o.circuit_cooldown_ms
                 .map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
         )
+        .bind(e.rate_limit_per_second.map(i64::from))
 }
 
 fn ts(r: &SqliteRow, column: &str) -> Result<DateTime<Utc>> {
@@ -528,6 +530,7 @@ fn endpoint_row(r: &SqliteRow) -> Result<EndpointRow> {
         circuit_failure_threshold: r.try_get("circuit_failure_threshold")?,
         circuit_cooldown_ms: r.try_get("circuit_cooldown_ms")?,
         max_in_flight: r.try_get("max_in_flight")?,
+        rate_limit_per_second: r.try_get("rate_limit_per_second")?,
         created_at: ts(r, "created_at")?,
         updated_at: ts(r, "updated_at")?,
     })

@@ -173,6 +173,7 @@ async fn create(
         retry_max_attempts: None,
         circuit_failure_threshold: None,
         circuit_cooldown_ms: None,
+        rate_limit_per_second: None,
     };
     let (_, created) = api::create(State(state.clone()), ApiJson(body)).await?;
     let mut e = created.0;

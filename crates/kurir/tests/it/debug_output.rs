@@ -113,6 +113,7 @@ fn api_bodies_and_views_show_no_secret_in_debug() {
         enabled: true,
         disabled_reason: None,
         max_in_flight: 16,
+        rate_limit_per_second: None,
         connect_timeout_ms: None,
         request_timeout_ms: None,
         retry_initial_delay_ms: None,

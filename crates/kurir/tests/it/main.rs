@@ -22,6 +22,7 @@ mod metrics;
 mod operator;
 mod orphans;
 mod outbox;
+mod rate_limit;
 mod recording;
 mod sql_contract;
 mod store;

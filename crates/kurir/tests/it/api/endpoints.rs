@@ -8,6 +8,7 @@ use super::support::{on_both_backends, TestApp};
 on_both_backends!(
     endpoints_are_created_read_listed_changed_and_deleted,
     circuit_breaker_settings_are_overrides_and_the_circuit_is_shown,
+    a_rate_limit_is_set_shown_cleared_and_bounded,
 );
 
 async fn endpoints_are_created_read_listed_changed_and_deleted(app: TestApp) {
@@ -145,4 +146,42 @@ async fn circuit_breaker_settings_are_overrides_and_the_circuit_is_shown(app: Te
         )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "read-only: {body}");
+}
+
+/// Issue 15: `rate_limit_per_second` on create and patch.
+async fn a_rate_limit_is_set_shown_cleared_and_bounded(app: TestApp) {
+    let created = app
+        .create_endpoint(
+            "https://partner.example/hooks",
+            json!({"rate_limit_per_second": 20}),
+        )
+        .await;
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(created["rate_limit_per_second"], 20);
+    for value in [json!(0), json!(100_001)] {
+        let (status, body) = app
+            .patch(
+                &format!("/v1/endpoints/{id}"),
+                json!({ "rate_limit_per_second": value }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{value}: {body}");
+        assert!(body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("rate_limit_per_second"));
+    }
+    let (_, shown) = app.get(&format!("/v1/endpoints/{id}")).await;
+    assert_eq!(
+        shown["rate_limit_per_second"], 20,
+        "a refused change changes nothing"
+    );
+    let (status, changed) = app
+        .patch(
+            &format!("/v1/endpoints/{id}"),
+            json!({"rate_limit_per_second": null}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["rate_limit_per_second"], json!(null));
 }
