@@ -32,6 +32,7 @@
 
 pub mod admin_token;
 pub mod api;
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod delivery;
@@ -50,3 +51,4 @@ pub mod store;
 pub mod telemetry;
 pub mod ui;
 pub mod wake;
+pub mod webhook_client;

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use kurir::delivery::{Completion, NextState};
-use kurir::dispatch::http::{Timeouts, WebhookClient};
 use kurir::endpoint::NewEndpoint;
 use kurir::store::EndpointSlot;
+use kurir::webhook_client::{Timeouts, WebhookClient};
 
 use super::{kurir_concurrency, result, Ctx, PER_PROCESS};
 use crate::clock::now_ns;
@@ -144,7 +144,7 @@ async fn claim_complete(ctx: &Ctx) -> anyhow::Result<ScenarioResult> {
         limit: BATCH,
         lease: Duration::from_secs(37),
     };
-    let owner = kurir::serve::owner_id();
+    let owner = kurir::dispatch::owner_id();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Completion>(4096);
     let writer_store = store.clone();
     let writer_owner = owner.clone();

@@ -17,8 +17,8 @@ use crate::api::endpoints::{
     self as api, CreateEndpoint, EndpointView, RotateSecret, UpdateEndpoint,
 };
 use crate::api::extract::{ApiJson, ApiPath};
+use crate::api::state::AppState;
 use crate::probe::TestResult;
-use crate::serve::AppState;
 use crate::store::activity::EndpointHealth;
 
 /// One endpoint's health, ready to show.
