@@ -111,50 +111,37 @@ pub async fn run(args: EventsArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        EventsCommand::List(l) => {
-            let page = client
-                .get_query(
-                    "/v1/events",
-                    &[
-                        ("event_type", l.event_type),
-                        ("aggregate_id", l.aggregate_id),
-                        ("since", l.since),
-                        ("until", l.until),
-                        ("limit", l.limit.map(|n| n.to_string())),
-                        ("cursor", l.cursor),
-                    ],
-                )
-                .await?;
-            if as_json {
-                output::json(&page);
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = page["data"]
-                .as_array()
-                .map(|a| a.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .map(|e| {
-                    [
-                        "event_id",
-                        "event_type",
-                        "aggregate_id",
-                        "created_at",
-                        "dispatched_at",
-                    ]
-                    .iter()
-                    .map(|k| output::cell(&e[*k]))
-                    .collect()
-                })
-                .collect();
-            output::table(
-                &["EVENT ID", "TYPE", "AGGREGATE", "CREATED", "DISPATCHED"],
-                &rows,
-            );
-            output::next_page(&page);
-            Ok(())
-        }
+        EventsCommand::List(l) => list(&client, l, as_json).await,
     }
+}
+
+/// `events list`: one page of events.
+async fn list(client: &Client, l: ListArgs, as_json: bool) -> anyhow::Result<()> {
+    let query = [
+        ("event_type", l.event_type),
+        ("aggregate_id", l.aggregate_id),
+        ("since", l.since),
+        ("until", l.until),
+        ("limit", l.limit.map(|n| n.to_string())),
+        ("cursor", l.cursor),
+    ];
+    let page = client.get_query("/v1/events", &query).await?;
+    if as_json {
+        output::json(&page);
+        return Ok(());
+    }
+    output::objects(
+        &page["data"],
+        &[
+            ("EVENT ID", "event_id"),
+            ("TYPE", "event_type"),
+            ("AGGREGATE", "aggregate_id"),
+            ("CREATED", "created_at"),
+            ("DISPATCHED", "dispatched_at"),
+        ],
+    );
+    output::next_page(&page);
+    Ok(())
 }
 
 async fn send_one(client: &Client, s: SendArgs, as_json: bool) -> anyhow::Result<()> {
@@ -292,6 +279,12 @@ fn show(event: &Value, names: &HashMap<String, String>) {
         }
     };
     out!();
+    deliveries_table(deliveries, &endpoint);
+    attempt_tables(deliveries, &endpoint);
+}
+
+/// One row per delivery, headed by `endpoint`'s label for it.
+fn deliveries_table(deliveries: &[Value], endpoint: &dyn Fn(&Value) -> String) {
     let rows: Vec<Vec<String>> = deliveries
         .iter()
         .map(|d| {
@@ -321,7 +314,6 @@ fn show(event: &Value, names: &HashMap<String, String>) {
         ],
         &rows,
     );
-    attempt_tables(deliveries, &endpoint);
 }
 
 /// One table of attempts per delivery, headed by `endpoint`'s label for it.

@@ -122,51 +122,20 @@ pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
     let as_json = args.client.json;
     let shown = match args.command {
         SourcesCommand::Create(f) => {
-            let mut body = Map::new();
-            body.insert("name".into(), json!(f.name));
-            body.insert("scheme".into(), json!(f.scheme));
-            body.insert("secrets".into(), json!(f.secrets));
-            body.insert("forward_url".into(), json!(f.forward_url));
-            insert_given(
-                &mut body,
-                "tolerance_seconds",
-                f.tolerance_seconds.map(Value::from),
-            );
-            let path = "/v1/inbox/sources";
             client
-                .call(Method::POST, path, &Value::Object(body))
+                .call(Method::POST, "/v1/inbox/sources", &create_body(f))
                 .await?
                 .1
         }
         SourcesCommand::List => {
             let list = client.get("/v1/inbox/sources").await?;
-            if as_json {
-                output::json(&list);
-            } else {
-                list_table(&list);
-            }
+            output::shown(&list, as_json, list_table);
             return Ok(());
         }
         SourcesCommand::Show { name } => client.get(&format!("/v1/inbox/sources/{name}")).await?,
         SourcesCommand::Update { name, fields: f } => {
-            let mut body = Map::new();
-            insert_given(&mut body, "scheme", f.scheme.map(Value::from));
-            insert_given(
-                &mut body,
-                "secrets",
-                (!f.secrets.is_empty()).then(|| json!(f.secrets)),
-            );
-            insert_given(&mut body, "forward_url", f.forward_url.map(Value::from));
-            insert_given(
-                &mut body,
-                "tolerance_seconds",
-                f.tolerance_seconds.map(Value::from),
-            );
             let path = format!("/v1/inbox/sources/{name}");
-            client
-                .call(Method::PATCH, &path, &Value::Object(body))
-                .await?
-                .1
+            client.call(Method::PATCH, &path, &update_body(f)).await?.1
         }
         SourcesCommand::Events(e) => return list_events(&client, e, as_json).await,
         SourcesCommand::Retry { name, event_id } => {
@@ -175,20 +144,45 @@ pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
         SourcesCommand::Delete { name } => {
             let path = format!("/v1/inbox/sources/{name}");
             client.call(Method::DELETE, &path, &Value::Null).await?;
-            if as_json {
-                output::json(&json!({"deleted": name}));
-            } else {
-                out!("deleted source {name}");
-            }
+            output::deleted("source", &name, as_json);
             return Ok(());
         }
     };
-    if as_json {
-        output::json(&shown);
-    } else {
-        show(&shown);
-    }
+    output::shown(&shown, as_json, show);
     Ok(())
+}
+
+/// The body of a create request.
+fn create_body(f: SourceFields) -> Value {
+    let mut body = Map::new();
+    body.insert("name".into(), json!(f.name));
+    body.insert("scheme".into(), json!(f.scheme));
+    body.insert("secrets".into(), json!(f.secrets));
+    body.insert("forward_url".into(), json!(f.forward_url));
+    insert_given(
+        &mut body,
+        "tolerance_seconds",
+        f.tolerance_seconds.map(Value::from),
+    );
+    Value::Object(body)
+}
+
+/// The body of an update request: only the fields given.
+fn update_body(f: UpdateFields) -> Value {
+    let mut body = Map::new();
+    insert_given(&mut body, "scheme", f.scheme.map(Value::from));
+    insert_given(
+        &mut body,
+        "secrets",
+        (!f.secrets.is_empty()).then(|| json!(f.secrets)),
+    );
+    insert_given(&mut body, "forward_url", f.forward_url.map(Value::from));
+    insert_given(
+        &mut body,
+        "tolerance_seconds",
+        f.tolerance_seconds.map(Value::from),
+    );
+    Value::Object(body)
 }
 
 fn list_table(list: &Value) {
