@@ -211,7 +211,7 @@ async fn bench_database(
         backend,
         args.database_url.clone(),
         work_dir.join(backend.name()),
-        sizes(&args, backend),
+        sizes(args, backend),
     );
     std::fs::create_dir_all(&ctx.dir)?;
     let version = db::server_version(backend, &args.database_url).await?;
