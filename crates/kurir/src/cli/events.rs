@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
-use super::client::{endpoint_names, parse_time, Client, ClientArgs};
+use super::client::{endpoint_names, Client, ClientArgs, Window};
 use super::output::{self, out};
 
 /// `kurir events …`
@@ -79,18 +79,9 @@ pub struct ListArgs {
     /// Only this aggregate id.
     #[arg(long)]
     pub aggregate_id: Option<String>,
-    /// Recorded at or after: RFC 3339, or a duration ago such as 2h.
-    #[arg(long, value_parser = parse_time)]
-    pub since: Option<String>,
-    /// Recorded before: RFC 3339, or a duration ago.
-    #[arg(long, value_parser = parse_time)]
-    pub until: Option<String>,
-    /// Rows per page (1 to 200).
-    #[arg(long)]
-    pub limit: Option<u32>,
-    /// Continue from a previous page.
-    #[arg(long)]
-    pub cursor: Option<String>,
+    /// The time window and the page.
+    #[command(flatten)]
+    pub window: Window,
 }
 
 /// Runs an event command.
@@ -117,14 +108,10 @@ pub async fn run(args: EventsArgs) -> anyhow::Result<()> {
 
 /// `events list`: one page of events.
 async fn list(client: &Client, l: ListArgs, as_json: bool) -> anyhow::Result<()> {
-    let query = [
+    let query = l.window.query([
         ("event_type", l.event_type),
         ("aggregate_id", l.aggregate_id),
-        ("since", l.since),
-        ("until", l.until),
-        ("limit", l.limit.map(|n| n.to_string())),
-        ("cursor", l.cursor),
-    ];
+    ]);
     let page = client.get_query("/v1/events", &query).await?;
     if as_json {
         output::json(&page);

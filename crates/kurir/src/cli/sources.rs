@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
-use super::client::{insert_given, parse_time, Client, ClientArgs};
+use super::client::{insert_given, Client, ClientArgs, Window};
 use super::output::{self, out};
 
 /// `kurir sources …`
@@ -102,18 +102,9 @@ pub struct EventsArgs {
     /// Only this event type.
     #[arg(long = "type")]
     pub event_type: Option<String>,
-    /// Received at or after: RFC 3339, or a duration ago such as 2h.
-    #[arg(long, value_parser = parse_time)]
-    pub since: Option<String>,
-    /// Received before: RFC 3339, or a duration ago.
-    #[arg(long, value_parser = parse_time)]
-    pub until: Option<String>,
-    /// Rows per page (1 to 200).
-    #[arg(long)]
-    pub limit: Option<u32>,
-    /// Continue from a previous page.
-    #[arg(long)]
-    pub cursor: Option<String>,
+    /// The time window and the page.
+    #[command(flatten)]
+    pub window: Window,
 }
 
 /// Runs a source command.
@@ -234,14 +225,8 @@ async fn list_events(client: &Client, e: EventsArgs, as_json: bool) -> anyhow::R
     let page = client
         .get_query(
             &format!("/v1/inbox/sources/{}/events", e.name),
-            &[
-                ("status", e.status),
-                ("event_type", e.event_type),
-                ("since", e.since),
-                ("until", e.until),
-                ("limit", e.limit.map(|n| n.to_string())),
-                ("cursor", e.cursor),
-            ],
+            &e.window
+                .query([("status", e.status), ("event_type", e.event_type)]),
         )
         .await?;
     if as_json {
