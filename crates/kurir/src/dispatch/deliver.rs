@@ -257,8 +257,9 @@ fn classify_status(status: u16, retry_after: Option<Duration>) -> AttemptOutcome
 /// (which may echo the payload).
 pub(super) fn log_attempt(d: &ClaimedDelivery, a: &Attempted) {
     let c = &a.completion;
-    macro_rules! attempt_line {
-        ($level:expr) => {
+    // The fields every line about this attempt carries, then the line's own.
+    macro_rules! attempt_event {
+        ($level:expr, $($own:tt)*) => {
             tracing::event!(
                 $level,
                 event_id = %d.event.event_id,
@@ -268,6 +269,14 @@ pub(super) fn log_attempt(d: &ClaimedDelivery, a: &Attempted) {
                 attempt = d.attempt,
                 status_code = c.status_code,
                 error = c.error.as_deref(),
+                $($own)*
+            )
+        };
+    }
+    macro_rules! attempt_line {
+        ($level:expr) => {
+            attempt_event!(
+                $level,
                 duration_ms = c.duration_ms,
                 outcome = a.outcome.as_str(),
                 trigger = c.trigger.as_str(),
@@ -281,14 +290,8 @@ pub(super) fn log_attempt(d: &ClaimedDelivery, a: &Attempted) {
         attempt_line!(tracing::Level::WARN);
     }
     if matches!(c.next, NextState::DeadLetter | NextState::Gone) {
-        tracing::error!(
-            event_id = %d.event.event_id,
-            event_type = %d.event.event_type,
-            aggregate_id = d.event.aggregate_id.as_deref(),
-            endpoint_id = %d.endpoint.id,
-            attempt = d.attempt,
-            status_code = c.status_code,
-            error = c.error.as_deref(),
+        attempt_event!(
+            tracing::Level::ERROR,
             gone = c.next == NextState::Gone,
             "delivery dead-lettered"
         );
