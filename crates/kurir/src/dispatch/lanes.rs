@@ -16,8 +16,9 @@ use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
 use super::breakers::Breakers;
+use super::deliver::log_attempt;
 use super::deliver::Sender;
-use super::{log_attempt, QUICK_ANSWER};
+use super::QUICK_ANSWER;
 use crate::delivery::{ClaimedDelivery, Completion};
 use crate::endpoint::EndpointId;
 use crate::metrics::Metrics;
