@@ -26,13 +26,21 @@ fn op() -> impl Strategy<Value = (u32, Op)> {
 }
 
 fn allowed(t: Transition, op: &Op) -> bool {
-    match (t.from, t.to, op) {
-        (State::Closed, State::Open, Op::Attempt { failed: true, .. }) => true,
-        (State::Open | State::HalfOpen, State::HalfOpen, Op::Probe) => true,
-        (State::HalfOpen, State::Open, Op::Attempt { failed: true, .. }) => true,
-        (State::HalfOpen, State::Closed, Op::Attempt { failed: false, .. }) => true,
-        _ => false,
-    }
+    matches!(
+        (t.from, t.to, op),
+        (State::Closed, State::Open, Op::Attempt { failed: true, .. })
+            | (State::Open | State::HalfOpen, State::HalfOpen, Op::Probe)
+            | (
+                State::HalfOpen,
+                State::Open,
+                Op::Attempt { failed: true, .. }
+            )
+            | (
+                State::HalfOpen,
+                State::Closed,
+                Op::Attempt { failed: false, .. }
+            )
+    )
 }
 
 proptest! {

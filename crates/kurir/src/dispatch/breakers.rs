@@ -50,6 +50,9 @@ struct Observed {
     started_at: DateTime<Utc>,
 }
 
+/// Per endpoint, attempts counted in this process's copy that the recorder has not written.
+type Unrecorded = HashMap<String, Vec<(BreakerPolicy, Health, DateTime<Utc>)>>;
+
 /// The breakers as this process knows them, and the recorder's channel.
 pub struct Breakers {
     store: Store,
@@ -60,7 +63,7 @@ pub struct Breakers {
     /// process's attempts the recorder has not written yet counted in.
     known: Mutex<HashMap<String, Circuit>>,
     /// Per endpoint, those attempts, in order: counted in again when the circuits are read.
-    unrecorded: Mutex<HashMap<String, Vec<(BreakerPolicy, Health, DateTime<Utc>)>>>,
+    unrecorded: Mutex<Unrecorded>,
     /// Endpoints whose probe this process took and has not started yet.
     probes: Mutex<HashSet<String>>,
     tx: mpsc::UnboundedSender<Observed>,
@@ -133,9 +136,7 @@ impl Breakers {
         self.probes.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn unrecorded(
-        &self,
-    ) -> MutexGuard<'_, HashMap<String, Vec<(BreakerPolicy, Health, DateTime<Utc>)>>> {
+    fn unrecorded(&self) -> MutexGuard<'_, Unrecorded> {
         self.unrecorded.lock().unwrap_or_else(|p| p.into_inner())
     }
 
