@@ -50,8 +50,36 @@ struct Observed {
     started_at: DateTime<Utc>,
 }
 
-/// Per endpoint, attempts counted in this process's copy that the recorder has not written.
-type Unrecorded = HashMap<String, Vec<(BreakerPolicy, Health, DateTime<Utc>)>>;
+/// This process's attempts the recorder has not written yet, and its own writes of circuits.
+#[derive(Default)]
+struct Unrecorded {
+    /// Per endpoint, the attempts counted in this process's copy and not written, in order.
+    attempts: HashMap<String, Vec<(BreakerPolicy, Health, DateTime<Utc>)>>,
+    /// This process's writes of circuits so far.
+    writes: u64,
+    /// Per endpoint, `writes` at its last write: a read of the circuits begun before it is
+    /// older than the copy that write left, and must not replace it.
+    written_at: HashMap<String, u64>,
+}
+
+impl Unrecorded {
+    /// Counts the attempts not written of `id` into `c`.
+    fn count_into(&self, id: &str, c: &mut Circuit, now: DateTime<Utc>) {
+        for (policy, health, started_at) in self.attempts.get(id).into_iter().flatten() {
+            c.record(policy, *health, *started_at, now);
+        }
+    }
+
+    /// Forgets the first `n` attempts not written of `id`.
+    fn forget(&mut self, id: &str, n: usize) {
+        if let Some(rest) = self.attempts.get_mut(id) {
+            rest.drain(..n.min(rest.len()));
+            if rest.is_empty() {
+                self.attempts.remove(id);
+            }
+        }
+    }
+}
 
 /// The breakers as this process knows them, and the recorder's channel.
 pub struct Breakers {
@@ -143,21 +171,41 @@ impl Breakers {
     /// Reads every circuit from the database (one statement, no locks), and counts in this
     /// process's attempts not written yet, so a read never forgets them.
     pub async fn refresh(&self) -> Result<(), StoreError> {
+        let began = self.unrecorded().writes;
         let stored = self.store.circuits().await?;
         let unrecorded = self.unrecorded();
+        let newer = |id: &str| unrecorded.written_at.get(id).is_some_and(|&w| w > began);
         let mut known = self.known();
-        known.clear();
-        known.extend(stored.into_iter().map(|s| (s.endpoint_id, s.circuit)));
+        known.retain(|id, _| newer(id));
         let now = now_millis();
-        for (id, seen) in unrecorded.iter() {
+        for s in stored.into_iter().filter(|s| !newer(&s.endpoint_id)) {
+            known.insert(s.endpoint_id, s.circuit);
+        }
+        for id in unrecorded.attempts.keys().filter(|id| !newer(id)) {
             let c = known
                 .entry(id.clone())
                 .or_insert_with(|| Circuit::closed(now));
-            for (policy, health, started_at) in seen {
-                c.record(policy, *health, *started_at, now);
-            }
+            unrecorded.count_into(id, c, now);
         }
         Ok(())
+    }
+
+    /// Takes `circuit`, just written by this process, as its copy of `id`'s; the first
+    /// `written` attempts not written yet were in that write, the others are counted in.
+    fn wrote(&self, id: &str, circuit: Circuit, written: usize) {
+        let mut unrecorded = self.unrecorded();
+        unrecorded.forget(id, written);
+        unrecorded.writes += 1;
+        let writes = unrecorded.writes;
+        unrecorded.written_at.insert(id.to_owned(), writes);
+        let mut c = circuit;
+        unrecorded.count_into(id, &mut c, now_millis());
+        self.known().insert(id.to_owned(), c);
+    }
+
+    /// Forgets the first `n` attempts not written of `id` (their write failed).
+    fn forget(&self, id: &str, n: usize) {
+        self.unrecorded().forget(id, n);
     }
 
     /// Whether a claim may take `endpoint`'s deliveries now, as this process knows its
@@ -207,13 +255,13 @@ impl Breakers {
                 .await;
             match taken {
                 Ok((circuit, Some(t))) => {
-                    self.known().insert(d.endpoint.id.to_string(), circuit);
+                    self.wrote(d.endpoint.id.as_str(), circuit, 0);
                     self.log_transition(&d.endpoint, t, &circuit);
                     self.probes().insert(d.endpoint.id.to_string());
                     start.push(d);
                 }
                 Ok((circuit, None)) => {
-                    self.known().insert(d.endpoint.id.to_string(), circuit);
+                    self.wrote(d.endpoint.id.as_str(), circuit, 0);
                     back.push(d);
                 }
                 Err(e) => {
@@ -274,6 +322,7 @@ impl Breakers {
         };
         c.record(&policy, health, started_at, now);
         unrecorded
+            .attempts
             .entry(endpoint.id.to_string())
             .or_default()
             .push((policy, health, started_at));
@@ -333,26 +382,10 @@ impl Breakers {
                     Some(moved)
                 })
                 .await;
-            let mut circuit = written.as_ref().ok().map(|(c, _)| *c);
-            {
-                // Written or given up: either way no longer this process's to count in, but
-                // for the attempts that came in since.
-                let mut unrecorded = self.unrecorded();
-                let mut known = self.known();
-                if let Some(rest) = unrecorded.get_mut(id) {
-                    rest.drain(..seen.len().min(rest.len()));
-                    if let Some(c) = circuit.as_mut() {
-                        for (policy, health, started_at) in rest.iter() {
-                            c.record(policy, *health, *started_at, now);
-                        }
-                        known.insert(id.to_string(), *c);
-                    }
-                    if rest.is_empty() {
-                        unrecorded.remove(id);
-                    }
-                } else if let Some(c) = circuit {
-                    known.insert(id.to_string(), c);
-                }
+            match &written {
+                Ok((circuit, _)) => self.wrote(id, *circuit, seen.len()),
+                // Given up: no longer this process's to count in.
+                Err(_) => self.forget(id, seen.len()),
             }
             match written {
                 Ok((circuit, moved)) => {

@@ -62,15 +62,45 @@ static INSERT_SQLITE: LazyLock<String> = LazyLock::new(|| sqlite(INSERT));
 static UPDATE_SQLITE: LazyLock<String> = LazyLock::new(|| sqlite(UPDATE));
 
 /// The most times a compare-and-set update re-reads a row other processes keep changing.
-pub(super) const CAS_TRIES: u32 = 32;
+const CAS_TRIES: u32 = 32;
 
-/// Before try `tries` of a compare-and-set update (none before the first): a random pause, so
-/// writers that lost to each other do not keep colliding.
-pub(super) async fn lost_pause(tries: u32) {
-    if tries > 0 {
-        let pause = rand::random::<u64>() % (1 + 2 * u64::from(tries.min(8)));
-        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+/// A compare-and-set update of one shared row of `table`: `read` it (with its version; `None`
+/// without a row, then `fresh` stands in), let `change` modify it and `write` it back if
+/// `change` says so (`Some`). A write that finds the row changed since it was read (`false`)
+/// starts again after a random pause, so writers that lost to each other do not keep colliding,
+/// at most [`CAS_TRIES`] times. Returns the row as written (or as read, when `change` answered
+/// `None`) with what `change` answered.
+pub(super) async fn compare_and_set<S: Copy, T, R, W>(
+    table: &'static str,
+    key: &str,
+    read: impl Fn() -> R,
+    write: impl Fn(S, Option<i64>) -> W,
+    fresh: impl Fn() -> S,
+    mut change: impl FnMut(&mut S) -> Option<T>,
+) -> Result<(S, Option<T>)>
+where
+    R: std::future::Future<Output = Result<Option<(S, i64)>>>,
+    W: std::future::Future<Output = Result<bool>>,
+{
+    for tries in 0..CAS_TRIES {
+        if tries > 0 {
+            let pause = rand::random::<u64>() % (1 + 2 * u64::from(tries.min(8)));
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+        }
+        let stored = read().await?;
+        let version = stored.as_ref().map(|(_, v)| *v);
+        let mut row = stored.map_or_else(&fresh, |(s, _)| s);
+        let Some(answer) = change(&mut row) else {
+            return Ok((row, None));
+        };
+        if write(row, version).await? {
+            return Ok((row, Some(answer)));
+        }
     }
+    Err(StoreError::Corrupt {
+        table,
+        message: format!("{key}: changed by others {CAS_TRIES} times in a row"),
+    })
 }
 
 impl Store {
@@ -161,24 +191,20 @@ impl Store {
     pub async fn update_circuit<T>(
         &self,
         endpoint_id: &str,
-        mut change: impl FnMut(&mut Circuit) -> Option<T>,
+        change: impl FnMut(&mut Circuit) -> Option<T>,
     ) -> Result<(Circuit, Option<T>)> {
-        for tries in 0..CAS_TRIES {
-            lost_pause(tries).await;
-            let stored = self.circuit(endpoint_id).await?;
-            let version = stored.as_ref().map(|s| s.version);
-            let mut circuit = stored.map_or_else(|| Circuit::closed(now_millis()), |s| s.circuit);
-            let Some(answer) = change(&mut circuit) else {
-                return Ok((circuit, None));
-            };
-            if self.save_circuit(endpoint_id, &circuit, version).await? {
-                return Ok((circuit, Some(answer)));
-            }
-        }
-        Err(StoreError::Corrupt {
-            table: "kurir_endpoint_circuits",
-            message: format!("{endpoint_id}: changed by others {CAS_TRIES} times in a row"),
-        })
+        compare_and_set(
+            "kurir_endpoint_circuits",
+            endpoint_id,
+            || async {
+                let stored = self.circuit(endpoint_id).await?;
+                Ok(stored.map(|s| (s.circuit, s.version)))
+            },
+            |c: Circuit, version| async move { self.save_circuit(endpoint_id, &c, version).await },
+            || Circuit::closed(now_millis()),
+            change,
+        )
+        .await
     }
 
     /// Disables an enabled endpoint with `reason` (the breaker's auto-disable); whether it was

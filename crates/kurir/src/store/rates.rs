@@ -9,9 +9,8 @@ use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
 use kurir_core::rate::Bucket;
-use sqlx::Row;
 
-use super::breaker::{lost_pause, sqlite, CAS_TRIES};
+use super::breaker::{compare_and_set, sqlite};
 use super::{now_millis, Result, Store, StoreError};
 
 const ONE: &str = "SELECT tat_us, halvings, throttled_until_ms, version \
@@ -31,34 +30,16 @@ impl Store {
     pub async fn bucket(&self, endpoint_id: &str) -> Result<Option<(Bucket, i64)>> {
         let row: Option<(i64, i32, Option<i64>, i64)> = match self {
             Store::Postgres(s) => {
-                let r = sqlx::query(ONE)
+                sqlx::query_as(ONE)
                     .bind(endpoint_id)
                     .fetch_optional(s.pool())
-                    .await?;
-                r.map(|r| {
-                    Ok::<_, sqlx::Error>((
-                        r.try_get(0)?,
-                        r.try_get(1)?,
-                        r.try_get(2)?,
-                        r.try_get(3)?,
-                    ))
-                })
-                .transpose()?
+                    .await?
             }
             Store::Sqlite(s) => {
-                let r = sqlx::query(&ONE_SQLITE)
+                sqlx::query_as(&ONE_SQLITE)
                     .bind(endpoint_id)
                     .fetch_optional(s.pool())
-                    .await?;
-                r.map(|r| {
-                    Ok::<_, sqlx::Error>((
-                        r.try_get(0)?,
-                        r.try_get(1)?,
-                        r.try_get(2)?,
-                        r.try_get(3)?,
-                    ))
-                })
-                .transpose()?
+                    .await?
             }
         };
         let Some((tat_us, halvings, until_ms, version)) = row else {
@@ -122,19 +103,15 @@ impl Store {
         endpoint_id: &str,
         mut change: impl FnMut(&mut Bucket) -> T,
     ) -> Result<T> {
-        for tries in 0..CAS_TRIES {
-            lost_pause(tries).await;
-            let stored = self.bucket(endpoint_id).await?;
-            let version = stored.map(|(_, v)| v);
-            let mut bucket = stored.map_or_else(|| Bucket::new(now_millis()), |(b, _)| b);
-            let answer = change(&mut bucket);
-            if self.save_bucket(endpoint_id, &bucket, version).await? {
-                return Ok(answer);
-            }
-        }
-        Err(StoreError::Corrupt {
-            table: "kurir_endpoint_rates",
-            message: format!("{endpoint_id}: changed by others {CAS_TRIES} times in a row"),
-        })
+        let (_, answer) = compare_and_set(
+            "kurir_endpoint_rates",
+            endpoint_id,
+            || self.bucket(endpoint_id),
+            |b: Bucket, version| async move { self.save_bucket(endpoint_id, &b, version).await },
+            || Bucket::new(now_millis()),
+            |b| Some(change(b)),
+        )
+        .await?;
+        Ok(answer.expect("change always answers"))
     }
 }

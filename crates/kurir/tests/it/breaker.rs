@@ -94,10 +94,11 @@ async fn a_failing_endpoint_is_probed_once_per_cooldown_and_loses_nothing(db: Te
     })
     .await;
     let requests = receiver.requests();
+    let times: Vec<Duration> = requests.iter().map(|r| r.at - requests[0].at).collect();
     assert_eq!(
         requests.len(),
         5,
-        "three failures, then one probe per cool-down"
+        "three failures, then one probe per cool-down: {times:?}"
     );
     for (k, pair) in requests[2..].windows(2).enumerate() {
         let gap = pair[1].at - pair[0].at;
