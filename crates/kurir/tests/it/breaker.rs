@@ -23,6 +23,7 @@ on_both_backends!(
     a_failing_endpoint_is_probed_once_per_cooldown_and_loses_nothing,
     processes_sharing_a_database_share_one_breaker,
     an_endpoint_failing_for_the_disable_period_is_disabled_and_keeps_its_deliveries,
+    an_open_breaker_stays_open_across_a_restart,
 );
 
 /// A receiver answering 500 while `down` is set, 200 otherwise.
@@ -215,4 +216,41 @@ async fn an_endpoint_failing_for_the_disable_period_is_disabled_and_keeps_its_de
         count_in(&db.store, "pending").await + count_in(&db.store, "failed").await,
         5
     );
+}
+
+/// Issue 15, restarts: the breaker lives in the database, so a process started after another
+/// stopped while it was open neither sends nor charges anything until the cool-down is over,
+/// and then probes once.
+async fn an_open_breaker_stays_open_across_a_restart(db: TestDb) {
+    let down = Arc::new(AtomicBool::new(true));
+    let receiver = switchable(&down).await;
+    let e = guarded(&db.store, receiver.url("/hook"), 3, 400).await;
+    enqueue_events(&db.store, "order.paid", 10).await;
+    db.store.relay_batch(100).await.unwrap();
+    let first = Process::start(&db.store, config(), "first");
+    eventually("the breaker to open", || async {
+        circuit_state(&db.store, &e)
+            .await
+            .filter(|&(s, _)| s == State::Open)
+    })
+    .await;
+    first.stop().await;
+    assert_eq!(receiver.requests().len(), 3);
+    let second = Process::start(&db.store, config(), "second");
+    eventually("the restarted process to probe and re-open", || async {
+        circuit_state(&db.store, &e)
+            .await
+            .filter(|&(s, reopens)| s == State::Open && reopens >= 1)
+    })
+    .await;
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 4, "one probe after the restart");
+    assert!(requests[3].at - requests[2].at >= Duration::from_millis(400));
+    assert_eq!(charged(&db.store).await, 4);
+    down.store(false, Ordering::SeqCst);
+    eventually("every event to be delivered", || async {
+        (count_in(&db.store, "sent").await == 10).then_some(())
+    })
+    .await;
+    second.stop().await;
 }
