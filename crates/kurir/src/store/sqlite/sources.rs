@@ -4,8 +4,9 @@
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
-use super::{ts, SqliteStore};
+use super::SqliteStore;
 use crate::gateway::source::InboxSource;
+use crate::store::rows::Ts;
 use crate::store::sources::{secrets_json, SourceRow};
 use crate::store::{sqlite_ts, Result};
 
@@ -97,7 +98,7 @@ fn source_row(r: &SqliteRow) -> Result<SourceRow> {
         forward_url: r.try_get("forward_url")?,
         forward_secret: r.try_get("forward_secret")?,
         read_token_sha256: r.try_get("read_token_sha256")?,
-        created_at: ts(r, "created_at")?,
-        updated_at: ts(r, "updated_at")?,
+        created_at: r.try_get::<Ts, _>("created_at")?.0,
+        updated_at: r.try_get::<Ts, _>("updated_at")?.0,
     })
 }
