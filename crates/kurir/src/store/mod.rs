@@ -15,6 +15,7 @@ pub mod admin;
 pub mod backlog;
 mod claims;
 mod endpoint_changes;
+mod enqueue;
 pub mod inbox;
 pub mod notify;
 pub mod postgres;
