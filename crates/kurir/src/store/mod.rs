@@ -1,14 +1,25 @@
 //! Storage: one API over PostgreSQL and SQLite.
 //!
 //! [`Store`] is the only way the rest of kurir touches the database (the outbox write excepted,
-//! which runs on the application's own transaction in [`crate::outbox`]). Each operation has one
-//! implementation per backend, in [`postgres`] and [`sqlite`], and each documents its locking.
-//! The conformance tests in `tests/it/store.rs` run every operation on both.
+//! which runs on the application's own transaction in [`crate::outbox`], with its SQL in
+//! `enqueue.rs` here). The layout:
 //!
-//! The dashboard's reads ([`activity`], [`inbox`], [`replay_preview`], [`waiting`]) already have
-//! the shape the rest is moving to: one file per concern, both dialects' SQL side by side, one
-//! statement per operation, shared row types; their conformance tests are in
-//! `tests/it/store_dashboard.rs`.
+//! - `rows.rs`: the row types every dialect decodes into (`sqlx::FromRow`), with `Ts` for
+//!   timestamps; `rules.rs`: the pure rules (fan-out targets, next status); `time.rs`: time as
+//!   the dialects keep it.
+//! - `sql.rs`: `Sql`, one statement's text per dialect, and `query_as_on!`, which runs it on
+//!   whichever the store is. The reads that differ only in their SQL are written that way, one
+//!   file per concern with the dialects side by side: `records.rs` (endpoints, events,
+//!   deliveries, attempts, listings, replays, stats), [`activity`], [`inbox`],
+//!   [`replay_preview`], [`waiting`], [`backlog`].
+//! - [`postgres`] and [`sqlite`]: the operations whose transactions or locking differ by
+//!   dialect (relay, claims, completions, leases, endpoint writes, publish, replay, sources),
+//!   each documenting the locks it takes.
+//!
+//! A new dialect adds a field to `Sql`, an arm to `query_as_on!` and `on_backend!`, a variant
+//! of [`Store`] with its store type and submodules, and `Ts`'s `Type`/`Decode`/`Encode` for it.
+//! The conformance tests (`tests/it/store.rs`, `store_admin.rs`, `store_dashboard.rs`) run
+//! every public operation on each backend from one body.
 
 pub mod activity;
 pub mod admin;

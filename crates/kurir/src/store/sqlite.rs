@@ -54,8 +54,8 @@ const BUSY_PATIENCE: Duration = Duration::from_secs(10);
 /// The wait before the next try at a busy write lock: SQLite's own busy handler's steps
 /// (1, 2, 5, 10, 15, 20, 25 ms) without its later 50 and 100 ms ones, which left kurir asleep
 /// long after the lock came free. Retrying more eagerly than that starved the application:
-/// its writers sleep in that handler, and with every 1–8 ms kurir took the lock back first
-/// (the application's enqueue fell from 6,937 to 1,395 events/s beside a ten-endpoint burst).
+/// its writers sleep in that handler, and with every 1–8 ms kurir took the lock back first,
+/// so the application's enqueue slowed to a fraction of its rate beside a burst of deliveries.
 fn busy_backoff(tries: u32) -> Duration {
     const STEPS_MS: [u64; 7] = [1, 2, 5, 10, 15, 20, 25];
     Duration::from_millis(STEPS_MS[(tries as usize).min(STEPS_MS.len() - 1)])
@@ -168,8 +168,8 @@ impl SqliteStore {
     /// retrying after [`busy_backoff`] while someone else (the application, another process)
     /// holds it, for up to [`BUSY_PATIENCE`]. SQLite's own busy handler sleeps 1, 2, 5, 10, …
     /// then 100 ms at a time, so under a steady stream of application commits kurir woke too
-    /// late: p99 commit→receipt was 238 ms at 2,000 events/s (`kurir-bench latency --db
-    /// sqlite`), 120 ms with these steps.
+    /// late, and commit→receipt latency's tail grew with it (`kurir-bench latency --db sqlite`
+    /// shows the difference).
     async fn begin_immediate(&self) -> Result<sqlx::Transaction<'static, Sqlite>> {
         let _turn = self.lock_turn.lock().await;
         let deadline = tokio::time::Instant::now() + BUSY_PATIENCE;
