@@ -10,13 +10,13 @@
 //! - `sql.rs`: `Sql`, one statement's text per dialect, and `query_as_on!`, which runs it on
 //!   whichever the store is. The reads that differ only in their SQL are written that way, one
 //!   file per concern with the dialects side by side: `records.rs` (endpoints, events,
-//!   deliveries, attempts, listings, replays, stats), [`activity`], [`inbox`],
+//!   deliveries, attempts, listings, replays, stats), [`sources`], [`activity`], [`inbox`],
 //!   [`replay_preview`], [`waiting`], [`backlog`].
 //! - [`postgres`] and [`sqlite`]: the operations whose transactions or locking differ by
-//!   dialect (relay, claims, completions, leases, endpoint writes, publish, replay, sources),
+//!   dialect (relay, claims, completions, leases, endpoint writes, publish, replay),
 //!   each documenting the locks it takes.
 //!
-//! A new dialect adds a field to `Sql`, an arm to `query_as_on!` and `on_backend!`, a variant
+//! A new dialect adds a field to `Sql`, an arm to `query_as_on!`, `execute_on!` and `on_backend!`, a variant
 //! of [`Store`] with its store type and submodules, and `Ts`'s `Type`/`Decode`/`Encode` for it.
 //! The conformance tests (`tests/it/store.rs`, `store_admin.rs`, `store_dashboard.rs`) run
 //! every public operation on each backend from one body.

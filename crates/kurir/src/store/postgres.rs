@@ -5,7 +5,6 @@ mod admin;
 mod endpoints;
 mod leases;
 mod notify;
-mod sources;
 
 use std::str::FromStr;
 

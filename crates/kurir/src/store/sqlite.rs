@@ -5,7 +5,6 @@
 mod admin;
 mod endpoints;
 mod leases;
-mod sources;
 
 use std::str::FromStr;
 use std::time::Duration;
