@@ -2,10 +2,10 @@
 //!
 //! A statement that differs only in its SQL text is a [`Sql`] constant (one field per dialect)
 //! run with [`query_as_on!`] (or [`execute_on!`] for a write); the rows are the shared ones of
-//! [`super::rows`], and the binds the
-//! same on every dialect ([`super::rows::Ts`] for timestamps). A third dialect adds a field to
-//! [`Sql`] (the compiler then asks for its text in every statement), an arm to
-//! [`query_as_on!`], [`execute_on!`] and `on_backend!`, and its store type.
+//! [`super::rows`], and the binds the same on every dialect ([`super::rows::Ts`] for
+//! timestamps). A third dialect adds a field to [`Sql`] (the compiler then asks for its text in
+//! every statement), an arm to [`query_as_on!`], [`execute_on!`] and `on_backend!`, and its
+//! store type.
 
 /// One statement's text in each dialect.
 pub(crate) struct Sql {
