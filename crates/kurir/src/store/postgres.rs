@@ -14,9 +14,9 @@ use sqlx::query::Query;
 use sqlx::{Connection, Postgres, Row};
 
 use super::rows::{FanOutRow, OutboxHead};
-use super::rules::{fan_out, next_at, next_status};
+use super::rules::{fan_out, gone_endpoints, next_at, next_status};
 use super::{RelayOutcome, Result, StoreError};
-use crate::delivery::{Completion, NextState};
+use crate::delivery::Completion;
 use crate::endpoint::{Endpoint, EndpointId};
 
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event_types, secret, \
@@ -242,6 +242,14 @@ impl PgStore {
     /// fence's columns as filters on the table it estimated one matching row, scanned the whole
     /// table first and then joined every row with the batch. The unit test
     /// `a_completion_batch_is_looked_up_by_key_whatever_the_statistics_say` holds the plan.
+    ///
+    /// Both statements join the batch with `kurir_deliveries`, and neither is a prepared
+    /// statement (`persistent(false)`): they are planned for each batch. A cached generic plan
+    /// is made once per connection, often while the table is still empty, and then kept: on a
+    /// fresh database the join was planned as a sequential scan and went on scanning every
+    /// delivery for every batch, however small. The claim and the relay keep theirs: their
+    /// generic plans use the partial indexes even on empty tables, and planning the claim per
+    /// call cost as much as running it.
     pub(super) async fn complete_deliveries(
         &self,
         owner: &str,
@@ -257,19 +265,6 @@ impl PgStore {
         let bodies: Vec<Option<&str>> = done.iter().map(|c| c.response_body.as_deref()).collect();
         let statuses: Vec<&str> = done.iter().map(|c| next_status(&c.next)).collect();
         let next_at: Vec<Option<DateTime<Utc>>> = done.iter().map(|c| next_at(&c.next)).collect();
-        let gone: Vec<&str> = done
-            .iter()
-            .filter(|c| c.next == NextState::Gone)
-            .map(|c| c.endpoint_id.as_str())
-            .collect();
-
-        // Both statements join the batch with `kurir_deliveries`, and neither is a prepared
-        // statement (`persistent(false)`): they are planned for each batch. A cached generic plan
-        // is made once per connection, often while the table is still empty, and then kept: on
-        // a fresh database the join was planned as a sequential scan and went on scanning every
-        // delivery for every batch, however small.
-        // The claim and the relay keep theirs: their generic plans use the partial indexes even
-        // on empty tables, and planning the claim per call cost as much as running it.
         let mut tx = self.bookkeeping.begin().await?;
         sqlx::query(
             "INSERT INTO kurir_attempts (delivery_id, attempt, trigger, started_at, duration_ms, \
@@ -303,20 +298,28 @@ impl PgStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        if !gone.is_empty() {
-            sqlx::query(
-                "UPDATE kurir_endpoints SET enabled = FALSE, updated_at = now(), \
-                 disabled_reason = 'the endpoint answered 410 Gone at ' || \
-                     to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') \
-                 WHERE id = ANY($1) AND enabled",
-            )
-            .bind(&gone)
-            .execute(&mut *tx)
-            .await?;
-        }
+        disable_gone(&mut tx, &gone_endpoints(done)).await?;
         tx.commit().await?;
         Ok(done.len() as u64 - moved)
     }
+}
+
+/// Disables the endpoints that answered 410, inside the completion's transaction; locks their
+/// rows.
+async fn disable_gone(conn: &mut PgConnection, gone: &[&str]) -> Result<()> {
+    if gone.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE kurir_endpoints SET enabled = FALSE, updated_at = now(), \
+         disabled_reason = 'the endpoint answered 410 Gone at ' || \
+             to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') \
+         WHERE id = ANY($1) AND enabled",
+    )
+    .bind(gone)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 fn bind_endpoint<'q>(

@@ -26,6 +26,14 @@ pub(crate) fn next_at(next: &NextState) -> Option<DateTime<Utc>> {
     }
 }
 
+/// The endpoints of the completions that answered 410 Gone (to be disabled).
+pub(crate) fn gone_endpoints(done: &[crate::delivery::Completion]) -> Vec<&str> {
+    done.iter()
+        .filter(|c| c.next == NextState::Gone)
+        .map(|c| c.endpoint_id.as_str())
+        .collect()
+}
+
 /// An enabled endpoint as the relay sees it.
 pub(crate) struct FanOutTarget {
     pub id: String,

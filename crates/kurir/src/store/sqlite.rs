@@ -18,9 +18,9 @@ use sqlx::sqlite::{
 use sqlx::Sqlite;
 
 use super::rows::{FanOutRow, OutboxHead};
-use super::rules::{fan_out, next_at, next_status};
+use super::rules::{fan_out, gone_endpoints, next_at, next_status};
 use super::{ensure_sqlite_dir, now_millis, sqlite_ts, RelayOutcome, Result, StoreError};
-use crate::delivery::{Completion, NextState};
+use crate::delivery::Completion;
 use crate::endpoint::{Endpoint, EndpointId};
 
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
@@ -296,11 +296,6 @@ impl SqliteStore {
             })
             .collect();
         let rows = serde_json::Value::Array(rows).to_string();
-        let gone: Vec<&str> = done
-            .iter()
-            .filter(|c| c.next == NextState::Gone)
-            .map(|c| c.endpoint_id.as_str())
-            .collect();
         let mut tx = self.begin_immediate().await?;
         sqlx::query(concat!(
             completions_cte!(),
@@ -332,20 +327,27 @@ impl SqliteStore {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        if !gone.is_empty() {
-            sqlx::query(
-                "UPDATE kurir_endpoints SET enabled = 0, updated_at = ?2, \
-                     disabled_reason = 'the endpoint answered 410 Gone at ' || ?2 \
-                 WHERE id IN (SELECT value FROM json_each(?1)) AND enabled",
-            )
-            .bind(serde_json::to_string(&gone).unwrap_or_default())
-            .bind(&now)
-            .execute(&mut *tx)
-            .await?;
-        }
+        disable_gone(&mut tx, &gone_endpoints(done), &now).await?;
         tx.commit().await?;
         Ok(done.len() as u64 - moved)
     }
+}
+
+/// Disables the endpoints that answered 410, inside the completion's write transaction.
+async fn disable_gone(conn: &mut sqlx::SqliteConnection, gone: &[&str], now: &str) -> Result<()> {
+    if gone.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE kurir_endpoints SET enabled = 0, updated_at = ?2, \
+             disabled_reason = 'the endpoint answered 410 Gone at ' || ?2 \
+         WHERE id IN (SELECT value FROM json_each(?1)) AND enabled",
+    )
+    .bind(serde_json::to_string(gone).unwrap_or_default())
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 fn bind_endpoint<'q>(
