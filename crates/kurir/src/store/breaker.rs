@@ -5,17 +5,15 @@
 //! The state machine is `kurir_core::breaker`'s; this module reads and writes its rows. Every
 //! write is a compare-and-set on the row's `version` ([`Store::save_circuit`]), so processes
 //! that record outcomes or take a probe at the same moment take turns without holding a lock:
-//! the loser reads the row again and re-applies its change ([`Store::update_circuit`]). Both
-//! dialects run the same statements (`$n` placeholders become SQLite's `?n`).
-
-use std::sync::LazyLock;
+//! the loser reads the row again and re-applies its change ([`Store::update_circuit`]). Each
+//! statement is one `Sql`, its text per dialect.
 
 use chrono::{DateTime, Utc};
 use kurir_core::breaker::{State, Window};
 use kurir_core::Circuit;
-use sqlx::Row;
 
-use super::{now_millis, sqlite_ts, Result, Store, StoreError};
+use super::sql::{execute_on, query_as_on, Sql};
+use super::{now_millis, Result, Store, StoreError};
 use crate::endpoint::EndpointId;
 
 /// One endpoint's stored circuit.
@@ -29,37 +27,77 @@ pub struct StoredCircuit {
     pub version: i64,
 }
 
-const COLUMNS: &str = "endpoint_id, state, since_ms, consecutive_failures, reopens, \
-    next_probe_at_ms, probe_until_ms, failing_since_ms, window_started_at_ms, window_attempts, \
-    window_failures, previous_attempts, previous_failures, version";
-
-static ALL: LazyLock<String> =
-    LazyLock::new(|| format!("SELECT {COLUMNS} FROM kurir_endpoint_circuits"));
-static ONE: LazyLock<String> = LazyLock::new(|| format!("{} WHERE endpoint_id = $1", *ALL));
-
-/// `$2`… are the circuit's columns after `endpoint_id`, `$14` the version expected.
-const INSERT: &str = "INSERT INTO kurir_endpoint_circuits (endpoint_id, state, since_ms, \
-    consecutive_failures, reopens, next_probe_at_ms, probe_until_ms, failing_since_ms, \
-    window_started_at_ms, window_attempts, window_failures, previous_attempts, previous_failures, \
-    version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 + 1) \
-    ON CONFLICT (endpoint_id) DO NOTHING";
-const UPDATE: &str = "UPDATE kurir_endpoint_circuits SET state = $2, since_ms = $3, \
-    consecutive_failures = $4, reopens = $5, next_probe_at_ms = $6, probe_until_ms = $7, \
-    failing_since_ms = $8, window_started_at_ms = $9, window_attempts = $10, \
-    window_failures = $11, previous_attempts = $12, previous_failures = $13, \
-    version = $14 + 1 WHERE endpoint_id = $1 AND version = $14";
-const DISABLE_PG: &str = "UPDATE kurir_endpoints SET enabled = FALSE, disabled_reason = $2, \
-    updated_at = now() WHERE id = $1 AND enabled";
-const DISABLE_SQLITE: &str = "UPDATE kurir_endpoints SET enabled = 0, disabled_reason = ?2, \
-    updated_at = ?3 WHERE id = ?1 AND enabled";
-
-/// SQLite's spelling of a statement written with `$n` placeholders.
-pub(super) fn sqlite(sql: &str) -> String {
-    sql.replace('$', "?")
+/// A `kurir_endpoint_circuits` row as stored.
+#[derive(sqlx::FromRow)]
+struct CircuitRow {
+    endpoint_id: String,
+    state: String,
+    since_ms: i64,
+    consecutive_failures: i32,
+    reopens: i32,
+    next_probe_at_ms: Option<i64>,
+    probe_until_ms: Option<i64>,
+    failing_since_ms: Option<i64>,
+    window_started_at_ms: i64,
+    window_attempts: i32,
+    window_failures: i32,
+    previous_attempts: i32,
+    previous_failures: i32,
+    version: i64,
 }
-static ONE_SQLITE: LazyLock<String> = LazyLock::new(|| sqlite(&ONE));
-static INSERT_SQLITE: LazyLock<String> = LazyLock::new(|| sqlite(INSERT));
-static UPDATE_SQLITE: LazyLock<String> = LazyLock::new(|| sqlite(UPDATE));
+
+macro_rules! circuits_select {
+    () => {
+        "SELECT endpoint_id, state, since_ms, consecutive_failures, reopens, next_probe_at_ms, \
+         probe_until_ms, failing_since_ms, window_started_at_ms, window_attempts, \
+         window_failures, previous_attempts, previous_failures, version \
+         FROM kurir_endpoint_circuits"
+    };
+}
+
+const ALL: Sql = Sql {
+    postgres: circuits_select!(),
+    sqlite: circuits_select!(),
+};
+const ONE: Sql = Sql {
+    postgres: concat!(circuits_select!(), " WHERE endpoint_id = $1"),
+    sqlite: concat!(circuits_select!(), " WHERE endpoint_id = ?1"),
+};
+
+/// The circuit's columns in order; `version` is the one expected (the row gets the next).
+const INSERT: Sql = Sql {
+    postgres: "INSERT INTO kurir_endpoint_circuits (endpoint_id, state, since_ms, \
+        consecutive_failures, reopens, next_probe_at_ms, probe_until_ms, failing_since_ms, \
+        window_started_at_ms, window_attempts, window_failures, previous_attempts, \
+        previous_failures, version) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 + 1) \
+        ON CONFLICT (endpoint_id) DO NOTHING",
+    sqlite: "INSERT INTO kurir_endpoint_circuits (endpoint_id, state, since_ms, \
+        consecutive_failures, reopens, next_probe_at_ms, probe_until_ms, failing_since_ms, \
+        window_started_at_ms, window_attempts, window_failures, previous_attempts, \
+        previous_failures, version) \
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14 + 1) \
+        ON CONFLICT (endpoint_id) DO NOTHING",
+};
+const UPDATE: Sql = Sql {
+    postgres: "UPDATE kurir_endpoint_circuits SET state = $2, since_ms = $3, \
+        consecutive_failures = $4, reopens = $5, next_probe_at_ms = $6, probe_until_ms = $7, \
+        failing_since_ms = $8, window_started_at_ms = $9, window_attempts = $10, \
+        window_failures = $11, previous_attempts = $12, previous_failures = $13, \
+        version = $14 + 1 WHERE endpoint_id = $1 AND version = $14",
+    sqlite: "UPDATE kurir_endpoint_circuits SET state = ?2, since_ms = ?3, \
+        consecutive_failures = ?4, reopens = ?5, next_probe_at_ms = ?6, probe_until_ms = ?7, \
+        failing_since_ms = ?8, window_started_at_ms = ?9, window_attempts = ?10, \
+        window_failures = ?11, previous_attempts = ?12, previous_failures = ?13, \
+        version = ?14 + 1 WHERE endpoint_id = ?1 AND version = ?14",
+};
+/// Timestamps as each dialect's schema defaults write them.
+const DISABLE: Sql = Sql {
+    postgres: "UPDATE kurir_endpoints SET enabled = FALSE, disabled_reason = $2, \
+        updated_at = now() WHERE id = $1 AND enabled",
+    sqlite: "UPDATE kurir_endpoints SET enabled = 0, disabled_reason = ?2, \
+        updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1 AND enabled",
+};
 
 /// The most times a compare-and-set update re-reads a row other processes keep changing.
 const CAS_TRIES: u32 = 32;
@@ -107,36 +145,14 @@ impl Store {
     /// Every stored circuit (endpoints without a row are closed with nothing counted). Reads
     /// the whole table: one small row per endpoint that has failed; no locks.
     pub async fn circuits(&self) -> Result<Vec<StoredCircuit>> {
-        match self {
-            Store::Postgres(s) => {
-                let rows = sqlx::query(&ALL).fetch_all(s.pool()).await?;
-                rows.iter().map(decode).collect()
-            }
-            Store::Sqlite(s) => {
-                let rows = sqlx::query(&ALL).fetch_all(s.pool()).await?;
-                rows.iter().map(decode).collect()
-            }
-        }
+        let rows: Vec<CircuitRow> = query_as_on!(self, ALL, fetch_all)?;
+        rows.into_iter().map(CircuitRow::decode).collect()
     }
 
     /// One endpoint's stored circuit, if it has a row. No locks.
     pub async fn circuit(&self, endpoint_id: &str) -> Result<Option<StoredCircuit>> {
-        match self {
-            Store::Postgres(s) => {
-                let r = sqlx::query(&ONE)
-                    .bind(endpoint_id)
-                    .fetch_optional(s.pool())
-                    .await?;
-                r.as_ref().map(decode).transpose()
-            }
-            Store::Sqlite(s) => {
-                let r = sqlx::query(&ONE_SQLITE)
-                    .bind(endpoint_id)
-                    .fetch_optional(s.pool())
-                    .await?;
-                r.as_ref().map(decode).transpose()
-            }
-        }
+        let row: Option<CircuitRow> = query_as_on!(self, ONE, fetch_optional, endpoint_id)?;
+        row.map(CircuitRow::decode).transpose()
     }
 
     /// Writes `circuit` if the row is still at `version` (`None`: there is no row yet); whether
@@ -147,40 +163,26 @@ impl Store {
         circuit: &Circuit,
         version: Option<i64>,
     ) -> Result<bool> {
-        let sql = match (self, version) {
-            (Store::Postgres(_), None) => INSERT,
-            (Store::Postgres(_), Some(_)) => UPDATE,
-            (Store::Sqlite(_), None) => INSERT_SQLITE.as_str(),
-            (Store::Sqlite(_), Some(_)) => UPDATE_SQLITE.as_str(),
-        };
-        macro_rules! bind_all {
-            ($q:expr) => {
-                $q.bind(endpoint_id)
-                    .bind(circuit.state.as_str())
-                    .bind(ms(circuit.since))
-                    .bind(int(circuit.consecutive_failures))
-                    .bind(int(circuit.reopens))
-                    .bind(circuit.next_probe_at.map(ms))
-                    .bind(circuit.probe_until.map(ms))
-                    .bind(circuit.failing_since.map(ms))
-                    .bind(ms(circuit.window.started_at))
-                    .bind(int(circuit.window.attempts))
-                    .bind(int(circuit.window.failures))
-                    .bind(int(circuit.window.previous_attempts))
-                    .bind(int(circuit.window.previous_failures))
-                    .bind(version.unwrap_or(0))
-            };
-        }
-        let written = match self {
-            Store::Postgres(s) => bind_all!(sqlx::query(sql))
-                .execute(s.pool())
-                .await?
-                .rows_affected(),
-            Store::Sqlite(s) => bind_all!(sqlx::query(sql))
-                .execute(s.pool())
-                .await?
-                .rows_affected(),
-        };
+        let sql = if version.is_some() { UPDATE } else { INSERT };
+        let c = circuit;
+        let written = execute_on!(
+            self,
+            sql,
+            endpoint_id,
+            c.state.as_str(),
+            ms(c.since),
+            int(c.consecutive_failures),
+            int(c.reopens),
+            c.next_probe_at.map(ms),
+            c.probe_until.map(ms),
+            c.failing_since.map(ms),
+            ms(c.window.started_at),
+            int(c.window.attempts),
+            int(c.window.failures),
+            int(c.window.previous_attempts),
+            int(c.window.previous_failures),
+            version.unwrap_or(0),
+        )?;
         Ok(written == 1)
     }
 
@@ -211,21 +213,7 @@ impl Store {
     /// enabled. One statement. Its pending deliveries stay pending: claims only read enabled
     /// endpoints.
     pub async fn disable_failing_endpoint(&self, id: &EndpointId, reason: &str) -> Result<bool> {
-        let done = match self {
-            Store::Postgres(s) => sqlx::query(DISABLE_PG)
-                .bind(id.as_str())
-                .bind(reason)
-                .execute(s.pool())
-                .await?
-                .rows_affected(),
-            Store::Sqlite(s) => sqlx::query(DISABLE_SQLITE)
-                .bind(id.as_str())
-                .bind(reason)
-                .bind(sqlite_ts(now_millis()))
-                .execute(s.pool())
-                .await?
-                .rows_affected(),
-        };
+        let done = execute_on!(self, DISABLE, id.as_str(), reason)?;
         Ok(done == 1)
     }
 }
@@ -238,49 +226,37 @@ fn int(n: u32) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-fn decode<'r, R>(r: &'r R) -> Result<StoredCircuit>
-where
-    R: Row,
-    &'r str: sqlx::ColumnIndex<R>,
-    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    i32: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    let endpoint_id: String = r.try_get("endpoint_id")?;
-    let corrupt = |what: &str| StoreError::Corrupt {
-        table: "kurir_endpoint_circuits",
-        message: format!("{what} of {endpoint_id}"),
-    };
-    let at = |col: &'r str| -> Result<DateTime<Utc>> {
-        DateTime::from_timestamp_millis(r.try_get(col)?).ok_or_else(|| corrupt(col))
-    };
-    let opt_at = |col: &'r str| -> Result<Option<DateTime<Utc>>> {
-        let v: Option<i64> = r.try_get(col)?;
-        v.map(|v| DateTime::from_timestamp_millis(v).ok_or_else(|| corrupt(col)))
-            .transpose()
-    };
-    let count =
-        |col: &'r str| -> Result<u32> { Ok(u32::try_from(r.try_get::<i32, _>(col)?).unwrap_or(0)) };
-    let state: String = r.try_get("state")?;
-    let circuit = Circuit {
-        state: State::parse(&state).ok_or_else(|| corrupt("state"))?,
-        since: at("since_ms")?,
-        consecutive_failures: count("consecutive_failures")?,
-        reopens: count("reopens")?,
-        next_probe_at: opt_at("next_probe_at_ms")?,
-        probe_until: opt_at("probe_until_ms")?,
-        failing_since: opt_at("failing_since_ms")?,
-        window: Window {
-            started_at: at("window_started_at_ms")?,
-            attempts: count("window_attempts")?,
-            failures: count("window_failures")?,
-            previous_attempts: count("previous_attempts")?,
-            previous_failures: count("previous_failures")?,
-        },
-    };
-    Ok(StoredCircuit {
-        circuit,
-        version: r.try_get("version")?,
-        endpoint_id,
-    })
+impl CircuitRow {
+    fn decode(self) -> Result<StoredCircuit> {
+        let id = self.endpoint_id;
+        let corrupt = |what: &str| StoreError::Corrupt {
+            table: "kurir_endpoint_circuits",
+            message: format!("{what} of {id}"),
+        };
+        let at =
+            |ms: i64, what: &str| DateTime::from_timestamp_millis(ms).ok_or_else(|| corrupt(what));
+        let opt_at = |ms: Option<i64>, what: &str| ms.map(|ms| at(ms, what)).transpose();
+        let count = |n: i32| u32::try_from(n).unwrap_or(0);
+        let circuit = Circuit {
+            state: State::parse(&self.state).ok_or_else(|| corrupt("state"))?,
+            since: at(self.since_ms, "since_ms")?,
+            consecutive_failures: count(self.consecutive_failures),
+            reopens: count(self.reopens),
+            next_probe_at: opt_at(self.next_probe_at_ms, "next_probe_at_ms")?,
+            probe_until: opt_at(self.probe_until_ms, "probe_until_ms")?,
+            failing_since: opt_at(self.failing_since_ms, "failing_since_ms")?,
+            window: Window {
+                started_at: at(self.window_started_at_ms, "window_started_at_ms")?,
+                attempts: count(self.window_attempts),
+                failures: count(self.window_failures),
+                previous_attempts: count(self.previous_attempts),
+                previous_failures: count(self.previous_failures),
+            },
+        };
+        Ok(StoredCircuit {
+            endpoint_id: id,
+            circuit,
+            version: self.version,
+        })
+    }
 }

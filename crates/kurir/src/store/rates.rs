@@ -5,43 +5,40 @@
 //! processes taking from one bucket at the same moment take turns without holding a lock, so
 //! the limit holds across all of them together.
 
-use std::sync::LazyLock;
-
 use chrono::{DateTime, Utc};
 use kurir_core::rate::Bucket;
 
-use super::breaker::{compare_and_set, sqlite};
+use super::breaker::compare_and_set;
+use super::sql::{execute_on, query_as_on, Sql};
 use super::{now_millis, Result, Store, StoreError};
 
-const ONE: &str = "SELECT tat_us, halvings, throttled_until_ms, version \
-    FROM kurir_endpoint_rates WHERE endpoint_id = $1";
-const INSERT: &str = "INSERT INTO kurir_endpoint_rates \
-    (endpoint_id, tat_us, halvings, throttled_until_ms, version) VALUES ($1, $2, $3, $4, $5 + 1) \
-    ON CONFLICT (endpoint_id) DO NOTHING";
-const UPDATE: &str = "UPDATE kurir_endpoint_rates SET tat_us = $2, halvings = $3, \
-    throttled_until_ms = $4, version = $5 + 1 WHERE endpoint_id = $1 AND version = $5";
-
-static ONE_SQLITE: LazyLock<String> = LazyLock::new(|| sqlite(ONE));
-static INSERT_SQLITE: LazyLock<String> = LazyLock::new(|| sqlite(INSERT));
-static UPDATE_SQLITE: LazyLock<String> = LazyLock::new(|| sqlite(UPDATE));
+const ONE: Sql = Sql {
+    postgres: "SELECT tat_us, halvings, throttled_until_ms, version \
+        FROM kurir_endpoint_rates WHERE endpoint_id = $1",
+    sqlite: "SELECT tat_us, halvings, throttled_until_ms, version \
+        FROM kurir_endpoint_rates WHERE endpoint_id = ?1",
+};
+/// `version` is the one expected (the row gets the next).
+const INSERT: Sql = Sql {
+    postgres: "INSERT INTO kurir_endpoint_rates \
+        (endpoint_id, tat_us, halvings, throttled_until_ms, version) \
+        VALUES ($1, $2, $3, $4, $5 + 1) ON CONFLICT (endpoint_id) DO NOTHING",
+    sqlite: "INSERT INTO kurir_endpoint_rates \
+        (endpoint_id, tat_us, halvings, throttled_until_ms, version) \
+        VALUES (?1, ?2, ?3, ?4, ?5 + 1) ON CONFLICT (endpoint_id) DO NOTHING",
+};
+const UPDATE: Sql = Sql {
+    postgres: "UPDATE kurir_endpoint_rates SET tat_us = $2, halvings = $3, \
+        throttled_until_ms = $4, version = $5 + 1 WHERE endpoint_id = $1 AND version = $5",
+    sqlite: "UPDATE kurir_endpoint_rates SET tat_us = ?2, halvings = ?3, \
+        throttled_until_ms = ?4, version = ?5 + 1 WHERE endpoint_id = ?1 AND version = ?5",
+};
 
 impl Store {
     /// One endpoint's bucket and the row's version, if it has a row. No locks.
     pub async fn bucket(&self, endpoint_id: &str) -> Result<Option<(Bucket, i64)>> {
-        let row: Option<(i64, i32, Option<i64>, i64)> = match self {
-            Store::Postgres(s) => {
-                sqlx::query_as(ONE)
-                    .bind(endpoint_id)
-                    .fetch_optional(s.pool())
-                    .await?
-            }
-            Store::Sqlite(s) => {
-                sqlx::query_as(&ONE_SQLITE)
-                    .bind(endpoint_id)
-                    .fetch_optional(s.pool())
-                    .await?
-            }
-        };
+        let row: Option<(i64, i32, Option<i64>, i64)> =
+            query_as_on!(self, ONE, fetch_optional, endpoint_id)?;
         let Some((tat_us, halvings, until_ms, version)) = row else {
             return Ok(None);
         };
@@ -67,31 +64,16 @@ impl Store {
         bucket: &Bucket,
         version: Option<i64>,
     ) -> Result<bool> {
-        let sql = match (self, version) {
-            (Store::Postgres(_), None) => INSERT,
-            (Store::Postgres(_), Some(_)) => UPDATE,
-            (Store::Sqlite(_), None) => INSERT_SQLITE.as_str(),
-            (Store::Sqlite(_), Some(_)) => UPDATE_SQLITE.as_str(),
-        };
-        macro_rules! bind_all {
-            ($q:expr) => {
-                $q.bind(endpoint_id)
-                    .bind(bucket.tat.timestamp_micros())
-                    .bind(i32::try_from(bucket.halvings).unwrap_or(i32::MAX))
-                    .bind(bucket.throttled_until.map(|t| t.timestamp_millis()))
-                    .bind(version.unwrap_or(0))
-            };
-        }
-        let written = match self {
-            Store::Postgres(s) => bind_all!(sqlx::query(sql))
-                .execute(s.pool())
-                .await?
-                .rows_affected(),
-            Store::Sqlite(s) => bind_all!(sqlx::query(sql))
-                .execute(s.pool())
-                .await?
-                .rows_affected(),
-        };
+        let sql = if version.is_some() { UPDATE } else { INSERT };
+        let written = execute_on!(
+            self,
+            sql,
+            endpoint_id,
+            bucket.tat.timestamp_micros(),
+            i32::try_from(bucket.halvings).unwrap_or(i32::MAX),
+            bucket.throttled_until.map(|t| t.timestamp_millis()),
+            version.unwrap_or(0),
+        )?;
         Ok(written == 1)
     }
 
