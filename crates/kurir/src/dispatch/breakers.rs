@@ -26,11 +26,14 @@ use kurir_core::breaker::{State, Transition};
 use kurir_core::{BreakerPolicy, Circuit, Health};
 use tokio::sync::mpsc;
 
+mod unrecorded;
+
 use super::deliver::ResponseClass;
 use crate::delivery::ClaimedDelivery;
 use crate::endpoint::Endpoint;
 use crate::metrics::Metrics;
 use crate::store::{now_millis, Store, StoreError};
+use unrecorded::Unrecorded;
 
 /// Whether a claim may take an endpoint's deliveries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,37 +51,6 @@ struct Observed {
     endpoint: Arc<Endpoint>,
     health: Health,
     started_at: DateTime<Utc>,
-}
-
-/// This process's attempts the recorder has not written yet, and its own writes of circuits.
-#[derive(Default)]
-struct Unrecorded {
-    /// Per endpoint, the attempts counted in this process's copy and not written, in order.
-    attempts: HashMap<String, Vec<(BreakerPolicy, Health, DateTime<Utc>)>>,
-    /// This process's writes of circuits so far.
-    writes: u64,
-    /// Per endpoint, `writes` at its last write: a read of the circuits begun before it is
-    /// older than the copy that write left, and must not replace it.
-    written_at: HashMap<String, u64>,
-}
-
-impl Unrecorded {
-    /// Counts the attempts not written of `id` into `c`.
-    fn count_into(&self, id: &str, c: &mut Circuit, now: DateTime<Utc>) {
-        for (policy, health, started_at) in self.attempts.get(id).into_iter().flatten() {
-            c.record(policy, *health, *started_at, now);
-        }
-    }
-
-    /// Forgets the first `n` attempts not written of `id`.
-    fn forget(&mut self, id: &str, n: usize) {
-        if let Some(rest) = self.attempts.get_mut(id) {
-            rest.drain(..n.min(rest.len()));
-            if rest.is_empty() {
-                self.attempts.remove(id);
-            }
-        }
-    }
 }
 
 /// The breakers as this process knows them, and the recorder's channel.
