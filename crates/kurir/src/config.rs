@@ -37,6 +37,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "data_dir", env: "KURIR_DATA_DIR", default: Some("./kurir-data"), help: "directory for the SQLite database and the generated admin token" },
     Setting { key: "listen", env: "KURIR_LISTEN", default: Some("127.0.0.1:8080"), help: "address of the HTTP server (admin API, health, metrics)" },
     Setting { key: "admin_token", env: "KURIR_ADMIN_TOKEN", default: None, help: "bearer token of the admin API; at least 32 characters unless listening on loopback (openssl rand -hex 32) [default: generated into <data_dir>/admin-token]" },
+    Setting { key: "encryption_key", env: "KURIR_ENCRYPTION_KEY", default: None, help: "key that encrypts the secrets kurir stores: 32 bytes in base64 (openssl rand -base64 32); during a key rotation, the new and the old key separated by a comma, the new first. Every process sharing a database needs the same key [default: generated into <data_dir>/encryption-key]" },
     Setting { key: "connect_timeout", env: "KURIR_CONNECT_TIMEOUT", default: Some("2s"), help: "time allowed to connect to an endpoint: name resolution, TCP and TLS" },
     Setting { key: "request_timeout", env: "KURIR_REQUEST_TIMEOUT", default: Some("5s"), help: "time allowed for an endpoint's response, from sending the request to the end of the response kept (headers and the first 4 KiB of the body)" },
     Setting { key: "retry_initial_delay", env: "KURIR_RETRY_INITIAL_DELAY", default: Some("2s"), help: "delay before the first retry; doubles each attempt" },
@@ -132,6 +133,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Admin token, when set explicitly.
     pub admin_token: Option<String>,
+    /// Keys that encrypt stored secrets, when set explicitly (base64, comma-separated).
+    pub encryption_key: Option<String>,
     /// Largest admin API request body, in bytes.
     pub max_body_bytes: usize,
     /// Whether `GET /metrics` needs the admin token.
@@ -151,6 +154,10 @@ impl std::fmt::Debug for Config {
             .field("data_dir", &self.data_dir)
             .field("listen", &self.listen)
             .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
+            .field(
+                "encryption_key",
+                &self.encryption_key.as_ref().map(|_| "***"),
+            )
             .field("max_body_bytes", &self.max_body_bytes)
             .field("metrics_require_token", &self.metrics_require_token)
             .field("delivery", &self.delivery)
@@ -184,6 +191,9 @@ impl Config {
                 s.parse().ok()
             })?,
             admin_token: raw.parse("admin_token", "a non-empty token", |s| {
+                (!s.is_empty()).then(|| s.to_owned())
+            })?,
+            encryption_key: raw.parse("encryption_key", "one or more base64 keys", |s| {
                 (!s.is_empty()).then(|| s.to_owned())
             })?,
             max_body_bytes: raw.required(

@@ -54,6 +54,7 @@ pub mod cli;
 pub mod config;
 pub mod delivery;
 pub mod dispatch;
+pub mod encryption;
 pub mod endpoint;
 pub mod gateway;
 pub mod limits;
