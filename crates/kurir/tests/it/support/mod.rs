@@ -253,6 +253,7 @@ impl TestServer {
             data_dir: std::env::temp_dir(),
             listen: addr,
             admin_token: Some("test-token".into()),
+            encryption_key: None,
             max_body_bytes: 256 * 1024,
             metrics_require_token: false,
             delivery,
