@@ -6,6 +6,7 @@
 //! used by the loader ([`raw`]), the validator and `kurir serve --help`.
 
 mod raw;
+mod retention;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use kurir_core::retry::RetryPolicy;
 use crate::limits;
 use crate::redact::url_without_password;
 pub use raw::{shown_value, ConfigError, Origin, RawConfig};
+pub use retention::RetentionConfig;
 
 /// One setting: its key in `kurir.toml`, its environment variable, its default.
 #[derive(Debug)]
@@ -55,6 +57,11 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "http_body_timeout", env: "KURIR_HTTP_BODY_TIMEOUT", default: Some("30s"), help: "time a client has to send a request's whole body once its head arrived; slower requests get 408" },
     Setting { key: "max_connections", env: "KURIR_MAX_CONNECTIONS", default: Some("512"), help: "HTTP connections open at once; more wait for one to close (keep it below the process's file descriptor limit)" },
     Setting { key: "shutdown_timeout", env: "KURIR_SHUTDOWN_TIMEOUT", default: Some("25s"), help: "longest time from SIGTERM or SIGINT to exit, whatever clients or the database do: requests still open are then cut, and deliveries still in flight are retried once their leases expire" },
+    Setting { key: "retention", env: "KURIR_RETENTION", default: Some("30d"), help: "how long an event whose every delivery was sent is kept, with its deliveries and attempts, e.g. 30d, 12h" },
+    Setting { key: "dead_letter_retention", env: "KURIR_DEAD_LETTER_RETENTION", default: Some("90d"), help: "how long an event with a dead-lettered delivery is kept (once none of its deliveries is still to be made)" },
+    Setting { key: "inbox_retention", env: "KURIR_INBOX_RETENTION", default: Some("30d"), help: "how long a completed inbox event is kept (a partner's retry of it after that is processed again)" },
+    Setting { key: "replay_audit_retention", env: "KURIR_REPLAY_AUDIT_RETENTION", default: Some("forever"), help: "how long the replay audit is kept: forever, or a duration" },
+    Setting { key: "prune_interval", env: "KURIR_PRUNE_INTERVAL", default: Some("1m"), help: "time between the pruner's rounds; a round deletes in small batches until nothing is left to prune" },
     Setting { key: "metrics_require_token", env: "KURIR_METRICS_REQUIRE_TOKEN", default: Some("false"), help: "whether GET /metrics needs the admin token (true or false)" },
 ];
 
@@ -145,6 +152,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// The longest time from SIGTERM to exit.
     pub shutdown_timeout: Duration,
+    /// How long finished history is kept.
+    pub retention: RetentionConfig,
 }
 
 impl std::fmt::Debug for Config {
@@ -163,6 +172,7 @@ impl std::fmt::Debug for Config {
             .field("delivery", &self.delivery)
             .field("http", &self.http)
             .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("retention", &self.retention)
             .finish()
     }
 }
@@ -218,6 +228,7 @@ impl Config {
                 max_connections: raw.number_in("max_connections", &limits::MAX_CONNECTIONS)?,
             },
             shutdown_timeout: raw.duration_in("shutdown_timeout", &limits::SHUTDOWN_TIMEOUT)?,
+            retention: RetentionConfig::from_raw(raw)?,
         })
     }
 }

@@ -11,6 +11,7 @@ pub mod endpoints;
 pub mod events;
 pub mod keys;
 pub mod output;
+pub mod prune;
 pub mod replay;
 pub mod sources;
 pub mod stats;
@@ -60,6 +61,8 @@ pub enum Command {
     Stats(stats::StatsArgs),
     /// Create, list, show, update or delete the inbox gateway's sources.
     Sources(sources::SourcesArgs),
+    /// Delete the history past its retention now, or with --dry-run show what would go.
+    Prune(prune::PruneArgs),
     /// Encrypt every stored secret under a new key (see `kurir rotate-encryption-key --help`).
     #[command(after_help = keys::ROTATE_HELP)]
     RotateEncryptionKey(MigrateArgs),
@@ -76,7 +79,8 @@ pub struct ServeArgs {
     pub settings: SettingFlags,
 }
 
-/// Arguments of `kurir migrate`. `Debug` hides the database URL's password.
+/// Arguments of `kurir migrate` (and of the other commands that work on the database directly).
+/// `Debug` hides the database URL's password.
 #[derive(Args)]
 pub struct MigrateArgs {
     /// Configuration file [default: ./kurir.toml when it exists].
@@ -217,6 +221,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Stats(args) => stats::run(args).await,
         Command::Sources(args) => sources::run(args).await,
         Command::RotateEncryptionKey(args) => keys::rotate(args).await,
+        Command::Prune(args) => prune::run(args).await,
     }
 }
 

@@ -32,6 +32,7 @@ pub mod notify;
 pub mod postgres;
 mod records;
 pub mod replay_preview;
+pub mod retention;
 mod rows;
 mod rules;
 mod secrets;

@@ -121,6 +121,26 @@ pub struct Sealed {
     pub rewritten: u64,
 }
 
+impl Sealed {
+    /// Counts a row read, and one needing a rewrite when `resealed` holds its new values.
+    fn count<T>(&mut self, resealed: Option<T>) -> Option<T> {
+        self.rows += 1;
+        self.needed += u64::from(resealed.is_some());
+        resealed
+    }
+}
+
+/// A row's two secret columns to write back, each new or as read; `None` when neither changes.
+fn both(a: Option<String>, b: Option<String>, read: (&str, &str)) -> Option<(String, String)> {
+    if a.is_none() && b.is_none() {
+        return None;
+    }
+    Some((
+        a.unwrap_or_else(|| read.0.to_owned()),
+        b.unwrap_or_else(|| read.1.to_owned()),
+    ))
+}
+
 const ENDPOINT_SECRETS: Sql = Sql {
     postgres: "SELECT id, secret, previous_secrets::text FROM kurir_endpoints ORDER BY id",
     sqlite: "SELECT id, secret, previous_secrets FROM kurir_endpoints ORDER BY id",
@@ -173,33 +193,27 @@ impl Store {
         let endpoints: Vec<(String, String, String)> =
             query_as_on!(self, ENDPOINT_SECRETS, fetch_all)?;
         for (id, secret, previous) in endpoints {
-            done.rows += 1;
-            let new_secret = codec.reseal(&secret, rotate)?;
-            let new_previous = codec.reseal_list(&previous, rotate)?;
-            if new_secret.is_none() && new_previous.is_none() {
-                continue;
-            }
-            done.needed += 1;
-            let (s, p) = (
-                new_secret.unwrap_or(secret.clone()),
-                new_previous.unwrap_or(previous.clone()),
+            let resealed = both(
+                codec.reseal(&secret, rotate)?,
+                codec.reseal_list(&previous, rotate)?,
+                (&secret, &previous),
             );
-            done.rewritten += execute_on!(self, RESEAL_ENDPOINT, &id, s, p, &secret, &previous)?;
+            if let Some((s, p)) = done.count(resealed) {
+                done.rewritten +=
+                    execute_on!(self, RESEAL_ENDPOINT, &id, s, p, &secret, &previous)?;
+            }
         }
         let sources: Vec<(String, String, String)> = query_as_on!(self, SOURCE_SECRETS, fetch_all)?;
         for (name, secrets, forward) in sources {
-            done.rows += 1;
-            let new_secrets = codec.reseal_list(&secrets, rotate)?;
-            let new_forward = codec.reseal(&forward, rotate)?;
-            if new_secrets.is_none() && new_forward.is_none() {
-                continue;
-            }
-            done.needed += 1;
-            let (s, f) = (
-                new_secrets.unwrap_or(secrets.clone()),
-                new_forward.unwrap_or(forward.clone()),
+            let resealed = both(
+                codec.reseal_list(&secrets, rotate)?,
+                codec.reseal(&forward, rotate)?,
+                (&secrets, &forward),
             );
-            done.rewritten += execute_on!(self, RESEAL_SOURCE, &name, s, f, &secrets, &forward)?;
+            if let Some((s, f)) = done.count(resealed) {
+                done.rewritten +=
+                    execute_on!(self, RESEAL_SOURCE, &name, s, f, &secrets, &forward)?;
+            }
         }
         Ok(done)
     }

@@ -22,6 +22,7 @@ mod operator;
 mod orphans;
 mod outbox;
 mod recording;
+mod retention;
 mod secrets_at_rest;
 mod sql_contract;
 mod store;

@@ -220,7 +220,11 @@ async fn the_sqlite_database_and_its_wal_are_readable_by_their_owner_only() {
     let db = TestDb::sqlite().await;
     let file = std::path::PathBuf::from(db.url.trim_start_matches("sqlite://"));
     let wal = file.with_extension("db-wal");
-    assert!(wal.exists(), "{} exists once the database is open", wal.display());
+    assert!(
+        wal.exists(),
+        "{} exists once the database is open",
+        wal.display()
+    );
     for path in [&file, &wal] {
         let mode = std::fs::metadata(path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{}", path.display());

@@ -259,6 +259,7 @@ impl TestServer {
             delivery,
             http: Default::default(),
             shutdown_timeout: kurir::config::DEFAULT_SHUTDOWN_TIMEOUT,
+            retention: Default::default(),
         };
         let store = db.connect_again().await;
         let shutdown = CancellationToken::new();
