@@ -118,3 +118,86 @@ async fn the_background_pruner_deletes_sent_history_and_counts_it(db: TestDb) {
     );
     app.stopper().stop().await;
 }
+
+on_both_backends!(completed_inbox_events_and_old_replay_audits_go_and_pending_inbox_events_stay);
+
+async fn completed_inbox_events_and_old_replay_audits_go_and_pending_inbox_events_stay(db: TestDb) {
+    let old = "2020-01-01T00:00:00.000Z";
+    for (event_id, status) in [("done", "completed"), ("waiting", "pending")] {
+        let (pg, lite) = (
+            "INSERT INTO kurir_inbox (source, event_id, status, payload, created_at, updated_at) \
+             VALUES ('src', $1, $2, $3, $4::timestamptz, $4::timestamptz)",
+            "INSERT INTO kurir_inbox (source, event_id, status, payload, created_at, updated_at) \
+             VALUES ('src', ?1, ?2, ?3, ?4, ?4)",
+        );
+        let payload = b"{}".to_vec();
+        match &db.store {
+            kurir::store::Store::Postgres(s) => sqlx::query(pg)
+                .bind(event_id)
+                .bind(status)
+                .bind(payload)
+                .bind(old)
+                .execute(s.pool())
+                .await
+                .map(drop),
+            kurir::store::Store::Sqlite(s) => sqlx::query(lite)
+                .bind(event_id)
+                .bind(status)
+                .bind(payload)
+                .bind(old)
+                .execute(s.pool())
+                .await
+                .map(drop),
+        }
+        .unwrap();
+    }
+    let replay = "INSERT INTO kurir_replays (actor, reason, filter, count, created_at) \
+        VALUES ('admin', 'test', '{}', 1, '2020-01-01T00:00:00Z')";
+    match &db.store {
+        kurir::store::Store::Postgres(s) => sqlx::query(replay).execute(s.pool()).await.map(drop),
+        kurir::store::Store::Sqlite(s) => sqlx::query(&replay.replace("00Z'", "00.000Z'"))
+            .execute(s.pool())
+            .await
+            .map(drop),
+    }
+    .unwrap();
+
+    let retention = TestApp::config(&db, SHORT).retention;
+    let at = cutoffs(&retention, chrono::Utc::now());
+    let expected = Pruned {
+        inbox: 1,
+        replays: 1,
+        ..Pruned::default()
+    };
+    assert_eq!(db.store.prunable(&at).await.unwrap(), expected);
+    assert_eq!(db.store.prune_batch(&at, 10).await.unwrap(), Some(expected));
+    assert_eq!(db.store.prunable(&at).await.unwrap(), Pruned::default());
+    let forever = kurir::config::RetentionConfig {
+        replay_audit: None,
+        ..retention
+    };
+    assert_eq!(cutoffs(&forever, chrono::Utc::now()).replays, None);
+}
+
+#[tokio::test]
+async fn one_postgres_process_prunes_at_a_time() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let kurir::store::Store::Postgres(pg) = &db.store else {
+        unreachable!()
+    };
+    let at = cutoffs(&TestApp::config(&db, SHORT).retention, chrono::Utc::now());
+    let mut other = pg.pool().begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(kurir::store::retention::PRUNE_LOCK)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    assert_eq!(db.store.prune_batch(&at, 10).await.unwrap(), None);
+    other.commit().await.unwrap();
+    assert_eq!(
+        db.store.prune_batch(&at, 10).await.unwrap(),
+        Some(Pruned::default())
+    );
+}
