@@ -45,6 +45,7 @@ pub async fn run(
         dispatch_wake: wakes.dispatcher.clone(),
         max_body_bytes: config.max_body_bytes,
         metrics_require_token: config.metrics_require_token,
+        retention: config.retention,
         probe: Probe::new(&delivery),
         metrics,
         ..AppState::new(

@@ -321,6 +321,12 @@ async fn the_quickstart_works_through_the_cli() {
         human.contains("backlog:") && human.contains("inbox: 0 completed"),
         "{human}"
     );
+    assert!(
+        human.contains(
+            "retention: sent events 30d, dead letters 90d, inbox 30d, replay audit forever"
+        ),
+        "{human}"
+    );
 
     let id = endpoint["id"].as_str().unwrap();
     let rotated = cli_json(
