@@ -122,45 +122,21 @@ async fn the_background_pruner_deletes_sent_history_and_counts_it(db: TestDb) {
 on_both_backends!(completed_inbox_events_and_old_replay_audits_go_and_pending_inbox_events_stay);
 
 async fn completed_inbox_events_and_old_replay_audits_go_and_pending_inbox_events_stay(db: TestDb) {
-    let old = "2020-01-01T00:00:00.000Z";
     for (event_id, status) in [("done", "completed"), ("waiting", "pending")] {
-        let (pg, lite) = (
-            "INSERT INTO kurir_inbox (source, event_id, status, payload, created_at, updated_at) \
-             VALUES ('src', $1, $2, $3, $4::timestamptz, $4::timestamptz)",
-            "INSERT INTO kurir_inbox (source, event_id, status, payload, created_at, updated_at) \
-             VALUES ('src', ?1, ?2, ?3, ?4, ?4)",
-        );
-        let payload = b"{}".to_vec();
+        crate::store_dashboard::inbox_row(&db.store, "src", event_id, status).await;
+    }
+    // Plain SQL both dialects read alike: the rows were written long ago.
+    for sql in [
+        "UPDATE kurir_inbox SET updated_at = '2020-01-01T00:00:00.000Z'",
+        "INSERT INTO kurir_replays (actor, reason, filter, count, created_at) \
+         VALUES ('admin', 'test', '{}', 1, '2020-01-01T00:00:00.000Z')",
+    ] {
         match &db.store {
-            kurir::store::Store::Postgres(s) => sqlx::query(pg)
-                .bind(event_id)
-                .bind(status)
-                .bind(payload)
-                .bind(old)
-                .execute(s.pool())
-                .await
-                .map(drop),
-            kurir::store::Store::Sqlite(s) => sqlx::query(lite)
-                .bind(event_id)
-                .bind(status)
-                .bind(payload)
-                .bind(old)
-                .execute(s.pool())
-                .await
-                .map(drop),
+            kurir::store::Store::Postgres(s) => sqlx::query(sql).execute(s.pool()).await.map(drop),
+            kurir::store::Store::Sqlite(s) => sqlx::query(sql).execute(s.pool()).await.map(drop),
         }
         .unwrap();
     }
-    let replay = "INSERT INTO kurir_replays (actor, reason, filter, count, created_at) \
-        VALUES ('admin', 'test', '{}', 1, '2020-01-01T00:00:00Z')";
-    match &db.store {
-        kurir::store::Store::Postgres(s) => sqlx::query(replay).execute(s.pool()).await.map(drop),
-        kurir::store::Store::Sqlite(s) => sqlx::query(&replay.replace("00Z'", "00.000Z'"))
-            .execute(s.pool())
-            .await
-            .map(drop),
-    }
-    .unwrap();
 
     let retention = TestApp::config(&db, SHORT).retention;
     let at = cutoffs(&retention, chrono::Utc::now());

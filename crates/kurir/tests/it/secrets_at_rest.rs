@@ -230,3 +230,43 @@ async fn the_sqlite_database_and_its_wal_are_readable_by_their_owner_only() {
         assert_eq!(mode & 0o777, 0o600, "{}", path.display());
     }
 }
+
+#[tokio::test]
+async fn the_binary_refuses_a_wrong_key_at_start_and_never_prints_it() {
+    let db = TestDb::sqlite().await;
+    let key = Keyring::generate_key();
+    let store = kurir::cli::open_store(&TestApp::config(&db, &[("encryption_key", &key)]))
+        .await
+        .unwrap();
+    let new = kurir::endpoint::NewEndpoint::new("https://example.com/hook");
+    store.create_endpoint(new).await.unwrap();
+
+    let wrong = Keyring::generate_key();
+    let run = |args: &[&str]| {
+        let mut cmd = crate::cli::kurir(db.dir.path());
+        cmd.args(args)
+            .args(["--database-url", &db.url])
+            .env("KURIR_ENCRYPTION_KEY", &wrong);
+        cmd
+    };
+    let out = run(&["serve", "--listen", "127.0.0.1:0", "--admin-token", "t"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success(), "a wrong key stops the start");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("KURIR_ENCRYPTION_KEY"), "{stderr}");
+    assert!(
+        !stderr.contains(&wrong) && !stderr.contains(&key),
+        "{stderr}"
+    );
+
+    // `kurir prune --dry-run` reads no secret, so it needs no key.
+    let out = run(&["prune", "--dry-run"]).output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("kurir_outbox") && stdout.contains("would be deleted"),
+        "{stdout}"
+    );
+}
