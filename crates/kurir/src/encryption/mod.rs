@@ -127,7 +127,12 @@ impl Keyring {
 
     /// The keys in the file at `path`, read again when a value names a key not held.
     pub fn from_file_text(text: &str, path: &std::path::Path) -> Result<Self, EncryptionError> {
-        let mut keys = Self::parse(text, &path.display().to_string())?;
+        let setting = format!(
+            "the key file {} (used while {} is unset)",
+            path.display(),
+            source::SETTING
+        );
+        let mut keys = Self::parse(text, &setting)?;
         keys.file = Some(path.to_owned());
         Ok(keys)
     }

@@ -109,4 +109,13 @@ mod tests {
         let err = load(Some("short"), dir.path()).unwrap_err();
         assert!(err.to_string().contains(SETTING), "{err}");
     }
+
+    #[test]
+    fn a_key_file_without_the_key_names_the_file_and_the_setting() {
+        let (one, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let sealed = load(None, one.path()).unwrap().0.seal("whsec_x");
+        let (keys, _) = load(None, other.path()).unwrap();
+        let err = keys.open(&sealed).unwrap_err().to_string();
+        assert!(err.contains(SETTING) && err.contains(KEY_FILE), "{err}");
+    }
 }
