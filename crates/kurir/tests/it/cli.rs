@@ -530,3 +530,19 @@ async fn serve_refuses_a_public_address_without_a_token() {
         "nothing was created"
     );
 }
+
+#[tokio::test]
+async fn endpoint_deletion_says_disabling_keeps_everything_and_can_skip_the_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kurir(dir.path())
+        .args(["endpoints", "delete", "--help"])
+        .output()
+        .await
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        help.contains("--yes") && help.contains("Disabling an endpoint") && help.contains("keeps"),
+        "{help}"
+    );
+}
