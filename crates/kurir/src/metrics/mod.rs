@@ -49,6 +49,8 @@ pub const ORPHANED_DELIVERIES: &str = "kurir_orphaned_deliveries_total";
 /// Claimed deliveries given back unattempted, per `reason`: `lease` (could not start within
 /// it), `shutdown`.
 pub const HANDED_BACK: &str = "kurir_deliveries_handed_back_total";
+/// Rows deleted by the retention pruner, per `table`.
+pub const PRUNED_ROWS: &str = "kurir_pruned_rows_total";
 /// Webhooks received, per `source` and `outcome`: recorded by `kurir-receiver` (its
 /// `metrics::INBOX_EVENTS`) into the recorder its sources are given; described here.
 pub const INBOX_EVENTS: &str = "kurir_inbox_events_total";
@@ -81,6 +83,7 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (COMPLETIONS_REFUSED, "Delivery attempts whose record the database refused (logged at ERROR with the delivery id); the delivery is due again when its lease expires."),
     (ORPHANED_DELIVERIES, "Deliveries removed because their event (reason event_deleted) or endpoint (endpoint_deleted) was deleted outside kurir, e.g. pruned by hand."),
     (HANDED_BACK, "Claimed deliveries given back unattempted and uncharged: reason lease (every slot was busy until the delivery could no longer finish within its lease) or shutdown."),
+    (PRUNED_ROWS, "Rows deleted by the retention pruner, by table (kurir_outbox, kurir_deliveries, kurir_attempts, kurir_inbox, kurir_replays)."),
     (INBOX_EVENTS, "Webhooks received by the inbox, by source and outcome (accepted, duplicate, error, or the rejection code)."),
 ];
 
@@ -234,6 +237,16 @@ impl Metrics {
             vec![Label::from_static_parts("reason", reason)],
         )
         .increment(n);
+    }
+
+    /// Counts rows the retention pruner deleted, per table.
+    pub fn record_pruned(&self, pruned: &crate::store::retention::Pruned) {
+        for (table, n) in pruned.by_table() {
+            if n > 0 {
+                self.counter(PRUNED_ROWS, vec![Label::from_static_parts("table", table)])
+                    .increment(n);
+            }
+        }
     }
 
     /// Folds recorded histogram samples into their buckets every `interval` until `shutdown`,

@@ -32,8 +32,10 @@ pub mod notify;
 pub mod postgres;
 mod records;
 pub mod replay_preview;
+pub mod retention;
 mod rows;
 mod rules;
+mod secrets;
 pub mod sources;
 mod sql;
 pub mod sqlite;
@@ -61,8 +63,10 @@ pub(crate) use claims::{OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
 pub(crate) use endpoint_changes::{endpoint_changes, rotated_secrets, ColumnValue};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use postgres::PgStore;
+pub use secrets::Sealed;
+pub(crate) use secrets::SecretCodec;
 pub use sqlite::SqliteStore;
-pub(crate) use time::ensure_sqlite_dir;
+pub(crate) use time::ensure_sqlite_file;
 pub use time::{now_millis, parse_sqlite_ts, sqlite_ts};
 
 /// Why a store operation failed.
@@ -93,6 +97,9 @@ pub enum StoreError {
         /// What could not be decoded.
         message: String,
     },
+    /// A stored secret could not be opened: the wrong key, or a damaged value.
+    #[error(transparent)]
+    Encryption(#[from] crate::encryption::EncryptionError),
     /// Any other database error.
     #[error(transparent)]
     Database(#[from] sqlx::Error),

@@ -19,7 +19,7 @@ use sqlx::Sqlite;
 
 use super::rows::{FanOutRow, OutboxHead};
 use super::rules::{fan_out, gone_endpoints, next_at, next_status};
-use super::{ensure_sqlite_dir, now_millis, sqlite_ts, RelayOutcome, Result, StoreError};
+use super::{ensure_sqlite_file, now_millis, sqlite_ts, RelayOutcome, Result, StoreError};
 use crate::delivery::Completion;
 use crate::endpoint::{Endpoint, EndpointId};
 
@@ -84,6 +84,8 @@ pub struct SqliteStore {
     lock_turn: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// When claims look for orphans past the rows they take.
     orphan_looks: std::sync::Arc<super::OrphanLooks>,
+    /// Seals and opens the secret columns.
+    pub(super) secrets: super::SecretCodec,
 }
 
 impl SqliteStore {
@@ -93,7 +95,7 @@ impl SqliteStore {
             backend: "sqlite",
             source,
         };
-        ensure_sqlite_dir(url).map_err(|e| connect_err(sqlx::Error::Io(e)))?;
+        ensure_sqlite_file(url).map_err(|e| connect_err(sqlx::Error::Io(e)))?;
         let options = SqliteConnectOptions::from_str(url)
             .map_err(connect_err)?
             .create_if_missing(true)
@@ -124,6 +126,7 @@ impl SqliteStore {
             bookkeeping,
             lock_turn: Default::default(),
             orphan_looks: Default::default(),
+            secrets: Default::default(),
         })
     }
 
@@ -133,6 +136,7 @@ impl SqliteStore {
             bookkeeping: pool.clone(),
             lock_turn: Default::default(),
             orphan_looks: Default::default(),
+            secrets: Default::default(),
             pool,
         }
     }
@@ -191,7 +195,7 @@ impl SqliteStore {
             retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
             created_at, updated_at) \
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)";
-        bind_endpoint(sqlx::query(sql), e)
+        bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .bind(sqlite_ts(e.created_at))
             .execute(&self.pool)
             .await?;
@@ -353,14 +357,15 @@ async fn disable_gone(conn: &mut sqlx::SqliteConnection, gone: &[&str], now: &st
 fn bind_endpoint<'q>(
     q: Query<'q, Sqlite, SqliteArguments<'q>>,
     e: &'q Endpoint,
+    codec: &super::SecretCodec,
 ) -> Query<'q, Sqlite, SqliteArguments<'q>> {
     let o = &e.overrides;
     q.bind(e.id.as_str())
         .bind(&e.url)
         .bind(&e.description)
         .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
-        .bind(e.secret.expose())
-        .bind(serde_json::to_string(&e.previous_secrets).unwrap_or_else(|_| "[]".into()))
+        .bind(codec.seal(e.secret.expose()))
+        .bind(codec.seal_previous(&e.previous_secrets))
         .bind(e.enabled)
         .bind(e.disabled_reason.as_deref())
         .bind(o.connect_timeout_ms.map(i64::from))

@@ -26,6 +26,8 @@ mod operator;
 mod orphans;
 mod outbox;
 mod recording;
+mod retention;
+mod secrets_at_rest;
 mod sql_contract;
 mod store;
 mod store_admin;
