@@ -3,8 +3,8 @@
 //!
 //! # Layout
 //!
-//! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, `idle`, and the
-//!   rig they share (fresh database, sink, endpoints, kurir under test).
+//! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, `idle`,
+//!   `soak`, and the rig they share (fresh database, sink, endpoints, kurir under test).
 //! - [`child`]: the process under test: this executable re-entered as `kurir serve`, so its
 //!   memory and CPU are measured on their own.
 //! - [`sink`]: the loopback HTTP sink that records when each delivery arrived.
@@ -92,6 +92,7 @@ enum Scenario {
     Isolation,
     Inbox,
     Idle,
+    Soak,
     All,
 }
 
@@ -264,6 +265,7 @@ fn scenarios(s: Scenario) -> Vec<Scenario> {
             Scenario::Isolation,
             Scenario::Inbox,
             Scenario::Idle,
+            Scenario::Soak,
         ],
         one => vec![one],
     }
@@ -278,6 +280,7 @@ async fn run_scenario(ctx: &Ctx, s: Scenario) -> anyhow::Result<Vec<ScenarioResu
         Scenario::Isolation => scenario::isolation::run(ctx).await,
         Scenario::Inbox => scenario::inbox::run(ctx).await,
         Scenario::Idle => scenario::idle::run(ctx).await,
+        Scenario::Soak => scenario::soak::run(ctx).await,
         Scenario::All => unreachable!("expanded by scenarios()"),
     }
 }

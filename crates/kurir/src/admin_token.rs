@@ -189,7 +189,7 @@ fn generate() -> String {
 }
 
 /// Creates `path` (and its directory) readable by the owner only; fails if it exists.
-fn write_new(path: &Path, token: &str) -> std::io::Result<()> {
+pub(crate) fn write_new(path: &Path, token: &str) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }

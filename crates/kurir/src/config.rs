@@ -6,6 +6,7 @@
 //! used by the loader ([`raw`]), the validator and `kurir serve --help`.
 
 mod raw;
+mod retention;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use kurir_core::BreakerPolicy;
 use crate::limits;
 use crate::redact::url_without_password;
 pub use raw::{shown_value, ConfigError, Origin, RawConfig};
+pub use retention::RetentionConfig;
 
 /// One setting: its key in `kurir.toml`, its environment variable, its default.
 #[derive(Debug)]
@@ -38,6 +40,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "data_dir", env: "KURIR_DATA_DIR", default: Some("./kurir-data"), help: "directory for the SQLite database and the generated admin token" },
     Setting { key: "listen", env: "KURIR_LISTEN", default: Some("127.0.0.1:8080"), help: "address of the HTTP server (admin API, health, metrics)" },
     Setting { key: "admin_token", env: "KURIR_ADMIN_TOKEN", default: None, help: "bearer token of the admin API; at least 32 characters unless listening on loopback (openssl rand -hex 32) [default: generated into <data_dir>/admin-token]" },
+    Setting { key: "encryption_key", env: "KURIR_ENCRYPTION_KEY", default: None, help: "key that encrypts the secrets kurir stores: 32 bytes in base64 (openssl rand -base64 32); during a key rotation, the new and the old key separated by a comma, the new first. Every process sharing a database needs the same key [default: generated into <data_dir>/encryption-key]" },
     Setting { key: "connect_timeout", env: "KURIR_CONNECT_TIMEOUT", default: Some("2s"), help: "time allowed to connect to an endpoint: name resolution, TCP and TLS" },
     Setting { key: "request_timeout", env: "KURIR_REQUEST_TIMEOUT", default: Some("5s"), help: "time allowed for an endpoint's response, from sending the request to the end of the response kept (headers and the first 4 KiB of the body)" },
     Setting { key: "retry_initial_delay", env: "KURIR_RETRY_INITIAL_DELAY", default: Some("2s"), help: "delay before the first retry; doubles each attempt" },
@@ -58,6 +61,11 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "http_body_timeout", env: "KURIR_HTTP_BODY_TIMEOUT", default: Some("30s"), help: "time a client has to send a request's whole body once its head arrived; slower requests get 408" },
     Setting { key: "max_connections", env: "KURIR_MAX_CONNECTIONS", default: Some("512"), help: "HTTP connections open at once; more wait for one to close (keep it below the process's file descriptor limit)" },
     Setting { key: "shutdown_timeout", env: "KURIR_SHUTDOWN_TIMEOUT", default: Some("25s"), help: "longest time from SIGTERM or SIGINT to exit, whatever clients or the database do: requests still open are then cut, and deliveries still in flight are retried once their leases expire" },
+    Setting { key: "retention", env: "KURIR_RETENTION", default: Some("30d"), help: "how long an event whose every delivery was sent is kept, with its deliveries and attempts, e.g. 30d, 12h" },
+    Setting { key: "dead_letter_retention", env: "KURIR_DEAD_LETTER_RETENTION", default: Some("90d"), help: "how long an event with a dead-lettered delivery is kept (once none of its deliveries is still to be made)" },
+    Setting { key: "inbox_retention", env: "KURIR_INBOX_RETENTION", default: Some("30d"), help: "how long a completed inbox event is kept (a partner's retry of it after that is processed again)" },
+    Setting { key: "replay_audit_retention", env: "KURIR_REPLAY_AUDIT_RETENTION", default: Some("forever"), help: "how long the replay audit is kept: forever, or a duration" },
+    Setting { key: "prune_interval", env: "KURIR_PRUNE_INTERVAL", default: Some("1m"), help: "time between the pruner's rounds; a round deletes in small batches until nothing is left to prune" },
     Setting { key: "metrics_require_token", env: "KURIR_METRICS_REQUIRE_TOKEN", default: Some("false"), help: "whether GET /metrics needs the admin token (true or false)" },
 ];
 
@@ -142,6 +150,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Admin token, when set explicitly.
     pub admin_token: Option<String>,
+    /// Keys that encrypt stored secrets, when set explicitly (base64, comma-separated).
+    pub encryption_key: Option<String>,
     /// Largest admin API request body, in bytes.
     pub max_body_bytes: usize,
     /// Whether `GET /metrics` needs the admin token.
@@ -152,6 +162,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// The longest time from SIGTERM to exit.
     pub shutdown_timeout: Duration,
+    /// How long finished history is kept.
+    pub retention: RetentionConfig,
 }
 
 impl std::fmt::Debug for Config {
@@ -161,11 +173,16 @@ impl std::fmt::Debug for Config {
             .field("data_dir", &self.data_dir)
             .field("listen", &self.listen)
             .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
+            .field(
+                "encryption_key",
+                &self.encryption_key.as_ref().map(|_| "***"),
+            )
             .field("max_body_bytes", &self.max_body_bytes)
             .field("metrics_require_token", &self.metrics_require_token)
             .field("delivery", &self.delivery)
             .field("http", &self.http)
             .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("retention", &self.retention)
             .finish()
     }
 }
@@ -196,6 +213,9 @@ impl Config {
             admin_token: raw.parse("admin_token", "a non-empty token", |s| {
                 (!s.is_empty()).then(|| s.to_owned())
             })?,
+            encryption_key: raw.parse("encryption_key", "one or more base64 keys", |s| {
+                (!s.is_empty()).then(|| s.to_owned())
+            })?,
             max_body_bytes: raw.required(
                 "max_body_size",
                 &format!(
@@ -218,6 +238,7 @@ impl Config {
                 max_connections: raw.number_in("max_connections", &limits::MAX_CONNECTIONS)?,
             },
             shutdown_timeout: raw.duration_in("shutdown_timeout", &limits::SHUTDOWN_TIMEOUT)?,
+            retention: RetentionConfig::from_raw(raw)?,
         })
     }
 }

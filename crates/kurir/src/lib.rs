@@ -29,6 +29,7 @@
 //!   webhook, a runner forwards it to the source's `forward_url`, signed; status polling.
 //! - [`wake`]: wake-ups in the process and across processes (`NOTIFY` after commit, `LISTEN`),
 //!   and how rarely an idle process polls.
+//! - [`prune`]: deletes finished history past its retention, in small batches.
 //! - [`metrics`]: Prometheus counters and histograms, and `GET /metrics` with the backlog gauges.
 //!
 //! What the workers and the API share:
@@ -36,6 +37,7 @@
 //!   forwards), its connections and the SSRF guard.
 //! - [`probe`]: endpoint checks: the SSRF warning at create time and the `kurir.test` event.
 //! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
+//! - [`encryption`]: the keys that encrypt the secrets kurir stores, and the stored form.
 //! - [`listener`]: the HTTP listener: connection cap, header and body deadlines, bounded drain.
 //!
 //! The data:
@@ -54,6 +56,7 @@ pub mod cli;
 pub mod config;
 pub mod delivery;
 pub mod dispatch;
+pub mod encryption;
 pub mod endpoint;
 pub mod gateway;
 pub mod limits;
@@ -61,6 +64,7 @@ pub mod listener;
 pub mod metrics;
 pub mod outbox;
 pub mod probe;
+pub mod prune;
 pub mod redact;
 pub mod relay;
 pub mod serve;

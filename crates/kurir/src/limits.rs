@@ -74,6 +74,15 @@ pub const HTTP_BODY_TIMEOUT: RangeInclusive<Duration> =
 /// Open HTTP connections per process (`KURIR_MAX_CONNECTIONS`).
 pub const MAX_CONNECTIONS: RangeInclusive<u32> = 1..=100_000;
 
+/// How long finished history may be kept (`KURIR_RETENTION` and the other `*_RETENTION`): from
+/// one second (tests) to a hundred years.
+pub const RETENTION: RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Time between the pruner's rounds (`KURIR_PRUNE_INTERVAL`).
+pub const PRUNE_INTERVAL: RangeInclusive<Duration> =
+    Duration::from_millis(100)..=Duration::from_secs(24 * 3600);
+
 /// The time SIGTERM may take (`KURIR_SHUTDOWN_TIMEOUT`).
 pub const SHUTDOWN_TIMEOUT: RangeInclusive<Duration> =
     Duration::from_secs(1)..=Duration::from_secs(600);

@@ -45,6 +45,7 @@ pub async fn run(
         dispatch_wake: wakes.dispatcher.clone(),
         max_body_bytes: config.max_body_bytes,
         metrics_require_token: config.metrics_require_token,
+        retention: config.retention,
         probe: Probe::new(&delivery),
         metrics,
         ..AppState::new(
@@ -63,7 +64,15 @@ pub async fn run(
         owner = dispatcher.owner(),
         "kurir serving"
     );
-    let tasks = spawn_workers(&state, &wakes, &delivery, dispatcher, gateway, &shutdown);
+    let tasks = spawn_workers(
+        &state,
+        &wakes,
+        &delivery,
+        config.retention,
+        dispatcher,
+        gateway,
+        &shutdown,
+    );
     let limits = crate::listener::Limits {
         header_timeout: config.http.header_timeout,
         body_timeout: config.http.body_timeout,
@@ -98,11 +107,13 @@ fn settle_admin_token(config: &Config, listen: std::net::SocketAddr) -> anyhow::
 }
 
 /// Starts the relay, the cross-process wake-ups (PostgreSQL), the lease sweep, the metrics
-/// upkeep, the dispatcher and the inbox gateway's runner, each stopping at `shutdown`.
+/// upkeep, the dispatcher, the inbox gateway's runner and the retention pruner, each stopping at
+/// `shutdown`.
 fn spawn_workers(
     state: &AppState,
     wakes: &Wakes,
     delivery: &crate::config::DeliveryConfig,
+    retention: crate::config::RetentionConfig,
     dispatcher: Arc<Dispatcher>,
     gateway: Gateway,
     shutdown: &CancellationToken,
@@ -134,6 +145,12 @@ fn spawn_workers(
     ));
     tasks.spawn(dispatcher.run(state.dispatch_wake.handle(), shutdown.clone()));
     tasks.spawn(gateway.run(shutdown.clone()));
+    tasks.spawn(crate::prune::run(
+        store.clone(),
+        retention,
+        state.metrics.clone(),
+        shutdown.clone(),
+    ));
     tasks.close();
     tasks
 }

@@ -1,4 +1,4 @@
-//! The scenarios of issue 7 (and issue 11's `idle`), one module each, and what they share: the [`Ctx`] of a run and the
+//! The scenarios of issue 7 (and issue 11's `idle`, issue 16's `soak`), one module each, and what they share: the [`Ctx`] of a run and the
 //! [`Rig`] (fresh database, sink, endpoints, kurir under test) most of them stand up.
 
 pub mod backlog;
@@ -7,6 +7,7 @@ pub mod idle;
 pub mod inbox;
 pub mod isolation;
 pub mod latency;
+pub mod soak;
 pub mod throughput;
 
 use std::collections::BTreeMap;

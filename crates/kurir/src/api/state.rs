@@ -14,6 +14,8 @@ use crate::wake::{Channel, Wake};
 /// What the HTTP handlers share.
 #[derive(Clone)]
 pub struct AppState {
+    /// How long finished history is kept (shown by `GET /v1/stats`).
+    pub retention: crate::config::RetentionConfig,
     /// The store.
     pub store: Store,
     /// The admin API's token.
@@ -48,6 +50,7 @@ impl AppState {
             metrics: Metrics::new(),
             metrics_require_token: false,
             probe: Probe::new(&crate::config::DeliveryConfig::default()),
+            retention: crate::config::RetentionConfig::default(),
         }
     }
 }

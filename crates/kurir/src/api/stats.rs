@@ -24,6 +24,32 @@ pub struct StatsView {
     pub deliveries: DeliveryCounts,
     /// What the inbox gateway received, per status, in all and per source.
     pub inbox: InboxStats,
+    /// How long finished history is kept (this process's settings).
+    pub retention: RetentionView,
+}
+
+/// The retention settings, in seconds.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RetentionView {
+    /// Events whose every delivery was sent, with their deliveries and attempts.
+    pub events_seconds: u64,
+    /// Events with a dead-lettered delivery.
+    pub dead_letters_seconds: u64,
+    /// Completed inbox events.
+    pub inbox_seconds: u64,
+    /// The replay audit (absent: forever).
+    pub replay_audit_seconds: Option<u64>,
+}
+
+impl From<&crate::config::RetentionConfig> for RetentionView {
+    fn from(r: &crate::config::RetentionConfig) -> Self {
+        Self {
+            events_seconds: r.events.as_secs(),
+            dead_letters_seconds: r.dead_letters.as_secs(),
+            inbox_seconds: r.inbox.as_secs(),
+            replay_audit_seconds: r.replay_audit.map(|d| d.as_secs()),
+        }
+    }
 }
 
 /// Received events per status.
@@ -191,6 +217,7 @@ pub async fn stats_view(state: &AppState) -> Result<StatsView, ApiError> {
             oldest_undispatched_age_seconds: age_seconds(stats.oldest_undispatched_at, now),
         },
         deliveries,
+        retention: RetentionView::from(&state.retention),
     })
 }
 

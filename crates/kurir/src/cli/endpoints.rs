@@ -52,10 +52,18 @@ pub enum EndpointsCommand {
         /// Endpoint id.
         id: String,
     },
-    /// Delete an endpoint and its deliveries.
+    /// Delete an endpoint, with its deliveries and their attempts. To stop deliveries and keep
+    /// everything, disable it instead (`kurir endpoints update ID --disable`).
+    #[command(
+        after_help = "On a terminal, asks for confirmation first; --yes skips the question. \
+                      Disabling an endpoint stops its deliveries and keeps its history."
+    )]
     Delete {
         /// Endpoint id.
         id: String,
+        /// Delete without asking.
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -132,7 +140,10 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
             client.call(Method::POST, &path, &body).await?.1
         }
         EndpointsCommand::Test { id } => return test(&client, &id, as_json).await,
-        EndpointsCommand::Delete { id } => {
+        EndpointsCommand::Delete { id, yes } => {
+            if !yes && !confirmed(&id)? {
+                anyhow::bail!("endpoint {id} not deleted");
+            }
             client
                 .call(Method::DELETE, &format!("/v1/endpoints/{id}"), &Value::Null)
                 .await?;
@@ -273,4 +284,22 @@ fn show_test(r: &Value) {
     if let Some(body) = r["response_body"].as_str().filter(|b| !b.is_empty()) {
         out!("response body: {}", output::preview(body, 200));
     }
+}
+
+/// Whether the operator, asked on a terminal, agrees to delete endpoint `id`; `true` without a
+/// terminal to ask on (a script decided already).
+fn confirmed(id: &str) -> anyhow::Result<bool> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Ok(true);
+    }
+    eprint!(
+        "Delete endpoint {id} with its deliveries and their attempts? Disabling it keeps them. \
+         [y/N] "
+    );
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    stdin.lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }

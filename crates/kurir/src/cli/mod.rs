@@ -9,7 +9,9 @@ pub mod client;
 pub mod deliveries;
 pub mod endpoints;
 pub mod events;
+pub mod keys;
 pub mod output;
+pub mod prune;
 pub mod replay;
 pub mod sources;
 pub mod stats;
@@ -59,6 +61,11 @@ pub enum Command {
     Stats(stats::StatsArgs),
     /// Create, list, show, update or delete the inbox gateway's sources.
     Sources(sources::SourcesArgs),
+    /// Delete the history past its retention now, or with --dry-run show what would go.
+    Prune(prune::PruneArgs),
+    /// Encrypt every stored secret under a new key (see `kurir rotate-encryption-key --help`).
+    #[command(after_help = keys::ROTATE_HELP)]
+    RotateEncryptionKey(MigrateArgs),
 }
 
 /// Arguments of `kurir serve`: every setting as a flag.
@@ -72,7 +79,8 @@ pub struct ServeArgs {
     pub settings: SettingFlags,
 }
 
-/// Arguments of `kurir migrate`. `Debug` hides the database URL's password.
+/// Arguments of `kurir migrate` (and of the other commands that work on the database directly).
+/// `Debug` hides the database URL's password.
 #[derive(Args)]
 pub struct MigrateArgs {
     /// Configuration file [default: ./kurir.toml when it exists].
@@ -96,6 +104,20 @@ impl std::fmt::Debug for MigrateArgs {
             )
             .field("data_dir", &self.data_dir)
             .finish()
+    }
+}
+
+impl MigrateArgs {
+    /// The configuration with these flags applied.
+    pub fn load_config(self) -> anyhow::Result<Config> {
+        let mut flags = Vec::new();
+        if let Some(url) = self.database_url {
+            flags.push(("database_url", url));
+        }
+        if let Some(dir) = self.data_dir {
+            flags.push(("data_dir", dir));
+        }
+        load_config(self.config, &flags)
     }
 }
 
@@ -163,12 +185,27 @@ pub fn load_config(
 }
 
 /// Connects to the configured database and applies migrations.
-pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
+pub async fn migrated_store(config: &Config) -> anyhow::Result<Store> {
     let store = Store::connect(&config.database_url).await?;
     store
         .migrate()
         .await
         .with_context(|| format!("cannot migrate the {} database", store.backend()))?;
+    Ok(store)
+}
+
+/// [`migrated_store`] with the configured encryption keys, having opened every stored secret
+/// (a wrong key stops here, before anything is sent) and sealed those still in plain text.
+pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
+    let keys = keys::encryption_keys(config)?;
+    let store = migrated_store(config).await?.with_keyring(keys);
+    let sealed = store
+        .seal_secrets(false)
+        .await
+        .context("cannot read the stored secrets")?;
+    if sealed.rewritten > 0 {
+        tracing::info!(rows = sealed.rewritten, "plain-text secrets encrypted");
+    }
     Ok(store)
 }
 
@@ -183,19 +220,14 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Replay(args) => replay::run(args).await,
         Command::Stats(args) => stats::run(args).await,
         Command::Sources(args) => sources::run(args).await,
+        Command::RotateEncryptionKey(args) => keys::rotate(args).await,
+        Command::Prune(args) => prune::run(args).await,
     }
 }
 
 async fn migrate(args: MigrateArgs) -> anyhow::Result<()> {
-    let mut flags = Vec::new();
-    if let Some(url) = args.database_url {
-        flags.push(("database_url", url));
-    }
-    if let Some(dir) = args.data_dir {
-        flags.push(("data_dir", dir));
-    }
-    let config = load_config(args.config, &flags)?;
-    let store = open_store(&config).await?;
+    let config = args.load_config()?;
+    let store = migrated_store(&config).await?;
     store.close().await;
     output::out!("migrations applied to the {} database", store.backend());
     Ok(())

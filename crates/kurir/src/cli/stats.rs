@@ -71,6 +71,16 @@ fn print_stats(stats: &Value) {
             age(&i["oldest_unforwarded_age_seconds"]),
         );
     }
+    let r = &stats["retention"];
+    if r.is_object() {
+        out!(
+            "retention: sent events {}, dead letters {}, inbox {}, replay audit {}",
+            kept(&r["events_seconds"]),
+            kept(&r["dead_letters_seconds"]),
+            kept(&r["inbox_seconds"]),
+            kept(&r["replay_audit_seconds"]),
+        );
+    }
     let statuses = ["pending", "processing", "sent", "failed", "dead_letter"];
     output::table(
         &statuses
@@ -90,6 +100,20 @@ fn backlog(stats: &Value) -> i64 {
         .iter()
         .map(|s| d[*s].as_i64().unwrap_or(0))
         .sum()
+}
+
+/// A retention in seconds as `30d`, `12h`; `forever` when absent.
+fn kept(seconds: &Value) -> String {
+    let Some(s) = seconds.as_u64() else {
+        return "forever".to_owned();
+    };
+    let unit = [(86_400, "d"), (3_600, "h"), (60, "m")]
+        .into_iter()
+        .find(|(n, _)| s > 0 && s % n == 0);
+    match unit {
+        Some((n, name)) => format!("{}{name}", s / n),
+        None => format!("{s}s"),
+    }
 }
 
 fn age(seconds: &Value) -> String {

@@ -78,7 +78,7 @@ impl std::fmt::Debug for RawConfig {
 /// as `***`, a URL without its password, anything else as given.
 pub fn shown_value(key: &str, value: &str) -> String {
     match key {
-        "admin_token" => "***".to_owned(),
+        "admin_token" | "encryption_key" => "***".to_owned(),
         _ => url_without_password(value),
     }
 }

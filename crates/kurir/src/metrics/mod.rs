@@ -53,6 +53,8 @@ pub const HANDED_BACK: &str = "kurir_deliveries_handed_back_total";
 pub const CIRCUIT_TRANSITIONS: &str = "kurir_circuit_transitions_total";
 /// Endpoints this process disabled for failing too long, per `endpoint_id`.
 pub const ENDPOINTS_AUTO_DISABLED: &str = "kurir_endpoints_auto_disabled_total";
+/// Rows deleted by the retention pruner, per `table`.
+pub const PRUNED_ROWS: &str = "kurir_pruned_rows_total";
 /// Webhooks received, per `source` and `outcome`: recorded by `kurir-receiver` (its
 /// `metrics::INBOX_EVENTS`) into the recorder its sources are given; described here.
 pub const INBOX_EVENTS: &str = "kurir_inbox_events_total";
@@ -87,6 +89,7 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (HANDED_BACK, "Claimed deliveries given back unattempted and uncharged: reason lease (every slot was busy until the delivery could no longer finish within its lease) or shutdown, or circuit_open (the endpoint's circuit breaker opened before they started, or another process won its probe)."),
     (CIRCUIT_TRANSITIONS, "Circuit breaker transitions made by this process, by endpoint and from/to state (closed, open, half_open)."),
     (ENDPOINTS_AUTO_DISABLED, "Endpoints this process disabled after they failed, with no success, for KURIR_ENDPOINT_DISABLE_AFTER."),
+    (PRUNED_ROWS, "Rows deleted by the retention pruner, by table (kurir_outbox, kurir_deliveries, kurir_attempts, kurir_inbox, kurir_replays)."),
     (INBOX_EVENTS, "Webhooks received by the inbox, by source and outcome (accepted, duplicate, error, or the rejection code)."),
 ];
 
@@ -240,6 +243,16 @@ impl Metrics {
             vec![Label::from_static_parts("reason", reason)],
         )
         .increment(n);
+    }
+
+    /// Counts rows the retention pruner deleted, per table.
+    pub fn record_pruned(&self, pruned: &crate::store::retention::Pruned) {
+        for (table, n) in pruned.by_table() {
+            if n > 0 {
+                self.counter(PRUNED_ROWS, vec![Label::from_static_parts("table", table)])
+                    .increment(n);
+            }
+        }
     }
 
     /// Counts a circuit breaker transition of `endpoint_id`.

@@ -34,8 +34,10 @@ pub mod postgres;
 pub mod rates;
 mod records;
 pub mod replay_preview;
+pub mod retention;
 mod rows;
 mod rules;
+mod secrets;
 pub mod sources;
 mod sql;
 pub mod sqlite;
@@ -63,8 +65,10 @@ pub(crate) use claims::{OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
 pub(crate) use endpoint_changes::{endpoint_changes, rotated_secrets, ColumnValue};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use postgres::PgStore;
+pub use secrets::Sealed;
+pub(crate) use secrets::SecretCodec;
 pub use sqlite::SqliteStore;
-pub(crate) use time::ensure_sqlite_dir;
+pub(crate) use time::ensure_sqlite_file;
 pub use time::{now_millis, parse_sqlite_ts, sqlite_ts};
 
 /// Why a store operation failed.
@@ -95,6 +99,9 @@ pub enum StoreError {
         /// What could not be decoded.
         message: String,
     },
+    /// A stored secret could not be opened: the wrong key, or a damaged value.
+    #[error(transparent)]
+    Encryption(#[from] crate::encryption::EncryptionError),
     /// Any other database error.
     #[error(transparent)]
     Database(#[from] sqlx::Error),

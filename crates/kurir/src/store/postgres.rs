@@ -59,6 +59,8 @@ pub struct PgStore {
     bookkeeping: PgPool,
     /// When claims look for orphans past the rows they take.
     orphan_looks: std::sync::Arc<super::OrphanLooks>,
+    /// Seals and opens the secret columns.
+    pub(super) secrets: super::SecretCodec,
 }
 
 impl PgStore {
@@ -91,6 +93,7 @@ impl PgStore {
             pool,
             bookkeeping,
             orphan_looks: Default::default(),
+            secrets: Default::default(),
         })
     }
 
@@ -100,6 +103,7 @@ impl PgStore {
         Self {
             bookkeeping: pool.clone(),
             orphan_looks: Default::default(),
+            secrets: Default::default(),
             pool,
         }
     }
@@ -141,7 +145,7 @@ impl PgStore {
             VALUES ($1, $2, $3, $4::json, $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
                 $16, $17, now(), now()) \
             RETURNING created_at";
-        let row = bind_endpoint(sqlx::query(sql), e)
+        let row = bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .fetch_one(&self.pool)
             .await?;
         Ok(row.try_get("created_at")?)
@@ -329,14 +333,15 @@ async fn disable_gone(conn: &mut PgConnection, gone: &[&str]) -> Result<()> {
 fn bind_endpoint<'q>(
     q: Query<'q, Postgres, PgArguments>,
     e: &'q Endpoint,
+    codec: &super::SecretCodec,
 ) -> Query<'q, Postgres, PgArguments> {
     let o = &e.overrides;
     q.bind(e.id.as_str())
         .bind(&e.url)
         .bind(&e.description)
         .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
-        .bind(e.secret.expose())
-        .bind(serde_json::to_string(&e.previous_secrets).unwrap_or_else(|_| "[]".into()))
+        .bind(codec.seal(e.secret.expose()))
+        .bind(codec.seal_previous(&e.previous_secrets))
         .bind(e.enabled)
         .bind(e.disabled_reason.as_deref())
         .bind(o.connect_timeout_ms.map(|v| v as i32))

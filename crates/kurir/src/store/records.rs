@@ -142,7 +142,7 @@ impl Store {
     pub async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {
         let row: Option<EndpointRow> =
             query_as_on!(self, GET_ENDPOINT, fetch_optional, id.as_str())?;
-        row.map(EndpointRow::into_endpoint).transpose()
+        row.map(|r| r.into_endpoint(self.secrets())).transpose()
     }
 
     /// Every endpoint, oldest first.
@@ -157,7 +157,9 @@ impl Store {
 
     async fn endpoints(&self, enabled_only: bool) -> Result<Vec<Endpoint>> {
         let rows: Vec<EndpointRow> = query_as_on!(self, LIST_ENDPOINTS, fetch_all, enabled_only)?;
-        rows.into_iter().map(EndpointRow::into_endpoint).collect()
+        rows.into_iter()
+            .map(|r| r.into_endpoint(self.secrets()))
+            .collect()
     }
 
     /// One event by its id.

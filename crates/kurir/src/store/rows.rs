@@ -110,16 +110,20 @@ pub(crate) struct EndpointRow {
 }
 
 impl EndpointRow {
-    pub(crate) fn into_endpoint(self) -> Result<crate::endpoint::Endpoint> {
+    /// The endpoint, its secrets opened by `codec`.
+    pub(crate) fn into_endpoint(
+        self,
+        codec: &super::SecretCodec,
+    ) -> Result<crate::endpoint::Endpoint> {
         let corrupt = |m: String| StoreError::Corrupt {
             table: "kurir_endpoints",
             message: m,
         };
         let event_types = serde_json::from_str(&self.event_types)
             .map_err(|e| corrupt(format!("event_types of {}: {e}", self.id)))?;
-        let previous_secrets = serde_json::from_str(&self.previous_secrets)
+        let previous_secrets = serde_json::from_str(&codec.open_list(&self.previous_secrets)?)
             .map_err(|e| corrupt(format!("previous_secrets of {}: {e}", self.id)))?;
-        let secret = kurir_core::secret::Secret::parse(&self.secret)
+        let secret = kurir_core::secret::Secret::parse(&codec.open(&self.secret)?)
             .map_err(|e| corrupt(format!("secret of {}: {e}", self.id)))?;
         let u32_of = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
         Ok(crate::endpoint::Endpoint {

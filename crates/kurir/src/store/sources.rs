@@ -27,21 +27,22 @@ pub(crate) struct SourceRow {
 }
 
 impl SourceRow {
-    pub(crate) fn into_source(self) -> Result<InboxSource> {
+    /// The source, its secrets opened by `codec`.
+    pub(crate) fn into_source(self, codec: &super::SecretCodec) -> Result<InboxSource> {
         let name = self.name;
         let corrupt = |what: &str, e: &dyn std::fmt::Display| StoreError::Corrupt {
             table: "kurir_inbox_sources",
             message: format!("{what} of source {name}: {e}"),
         };
         let scheme: Scheme = self.scheme.parse().map_err(|e| corrupt("scheme", &e))?;
-        let secrets: Vec<String> =
-            serde_json::from_str(&self.secrets).map_err(|e| corrupt("secrets", &e))?;
+        let secrets: Vec<String> = serde_json::from_str(&codec.open_list(&self.secrets)?)
+            .map_err(|e| corrupt("secrets", &e))?;
         let secrets = secrets
             .iter()
             .map(|s| scheme.parse_secret(s))
             .collect::<Result<_, _>>()
             .map_err(|e| corrupt("secrets", &e))?;
-        let forward_secret = kurir_core::Secret::parse(&self.forward_secret)
+        let forward_secret = kurir_core::Secret::parse(&codec.open(&self.forward_secret)?)
             .map_err(|e| corrupt("forward_secret", &e))?;
         let tolerance_seconds =
             u32::try_from(self.tolerance_seconds).map_err(|e| corrupt("tolerance_seconds", &e))?;
@@ -59,9 +60,13 @@ impl SourceRow {
     }
 }
 
-/// The `secrets` column: a JSON array of the secret strings.
-pub(crate) fn secrets_json(source: &InboxSource) -> String {
-    let secrets: Vec<&str> = source.secrets.iter().map(|s| s.expose()).collect();
+/// The `secrets` column: a JSON array of the secret strings, each sealed by `codec`.
+pub(crate) fn secrets_json(source: &InboxSource, codec: &super::SecretCodec) -> String {
+    let secrets: Vec<String> = source
+        .secrets
+        .iter()
+        .map(|s| codec.seal(s.expose()))
+        .collect();
     serde_json::Value::from(secrets).to_string()
 }
 
@@ -119,10 +124,10 @@ impl Store {
             INSERT_SOURCE,
             &s.name,
             s.scheme.as_str(),
-            secrets_json(s),
+            secrets_json(s, self.secrets()),
             i64::from(s.tolerance_seconds),
             &s.forward_url,
-            s.forward_secret.expose(),
+            self.secrets().seal(s.forward_secret.expose()),
             &s.read_token_sha256,
             Ts(s.created_at),
         )?;
@@ -132,13 +137,15 @@ impl Store {
     /// One source, if it exists.
     pub async fn get_source(&self, name: &str) -> Result<Option<InboxSource>> {
         let row: Option<SourceRow> = query_as_on!(self, GET_SOURCE, fetch_optional, name)?;
-        row.map(SourceRow::into_source).transpose()
+        row.map(|r| r.into_source(self.secrets())).transpose()
     }
 
     /// Every source, oldest first.
     pub async fn list_sources(&self) -> Result<Vec<InboxSource>> {
         let rows: Vec<SourceRow> = query_as_on!(self, LIST_SOURCES, fetch_all)?;
-        rows.into_iter().map(SourceRow::into_source).collect()
+        rows.into_iter()
+            .map(|r| r.into_source(self.secrets()))
+            .collect()
     }
 
     /// The names of every source (what the gateway's runner claims events of).
@@ -155,7 +162,7 @@ impl Store {
             SAVE_SOURCE,
             &s.name,
             s.scheme.as_str(),
-            secrets_json(s),
+            secrets_json(s, self.secrets()),
             i64::from(s.tolerance_seconds),
             &s.forward_url,
             Ts(s.updated_at),

@@ -19,7 +19,7 @@ use sqlx::Sqlite;
 
 use super::rows::{FanOutRow, OutboxHead};
 use super::rules::{fan_out, gone_endpoints, next_at, next_status};
-use super::{ensure_sqlite_dir, now_millis, sqlite_ts, RelayOutcome, Result, StoreError};
+use super::{ensure_sqlite_file, now_millis, sqlite_ts, RelayOutcome, Result, StoreError};
 use crate::delivery::Completion;
 use crate::endpoint::{Endpoint, EndpointId};
 
@@ -85,6 +85,8 @@ pub struct SqliteStore {
     lock_turn: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// When claims look for orphans past the rows they take.
     orphan_looks: std::sync::Arc<super::OrphanLooks>,
+    /// Seals and opens the secret columns.
+    pub(super) secrets: super::SecretCodec,
 }
 
 impl SqliteStore {
@@ -94,7 +96,7 @@ impl SqliteStore {
             backend: "sqlite",
             source,
         };
-        ensure_sqlite_dir(url).map_err(|e| connect_err(sqlx::Error::Io(e)))?;
+        ensure_sqlite_file(url).map_err(|e| connect_err(sqlx::Error::Io(e)))?;
         let options = SqliteConnectOptions::from_str(url)
             .map_err(connect_err)?
             .create_if_missing(true)
@@ -125,6 +127,7 @@ impl SqliteStore {
             bookkeeping,
             lock_turn: Default::default(),
             orphan_looks: Default::default(),
+            secrets: Default::default(),
         })
     }
 
@@ -134,6 +137,7 @@ impl SqliteStore {
             bookkeeping: pool.clone(),
             lock_turn: Default::default(),
             orphan_looks: Default::default(),
+            secrets: Default::default(),
             pool,
         }
     }
@@ -193,7 +197,7 @@ impl SqliteStore {
             circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, created_at, \
             updated_at) \
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18)";
-        bind_endpoint(sqlx::query(sql), e)
+        bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .bind(sqlite_ts(e.created_at))
             .execute(&self.pool)
             .await?;
@@ -355,14 +359,15 @@ async fn disable_gone(conn: &mut sqlx::SqliteConnection, gone: &[&str], now: &st
 fn bind_endpoint<'q>(
     q: Query<'q, Sqlite, SqliteArguments<'q>>,
     e: &'q Endpoint,
+    codec: &super::SecretCodec,
 ) -> Query<'q, Sqlite, SqliteArguments<'q>> {
     let o = &e.overrides;
     q.bind(e.id.as_str())
         .bind(&e.url)
         .bind(&e.description)
         .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
-        .bind(e.secret.expose())
-        .bind(serde_json::to_string(&e.previous_secrets).unwrap_or_else(|_| "[]".into()))
+        .bind(codec.seal(e.secret.expose()))
+        .bind(codec.seal_previous(&e.previous_secrets))
         .bind(e.enabled)
         .bind(e.disabled_reason.as_deref())
         .bind(o.connect_timeout_ms.map(i64::from))

@@ -29,8 +29,10 @@ pub fn parse_sqlite_ts(s: &str) -> Option<DateTime<Utc>> {
         })
 }
 
-/// Creates the parent directory of a `sqlite://path` URL's file when missing.
-pub(crate) fn ensure_sqlite_dir(url: &str) -> std::io::Result<()> {
+/// Creates the file of a `sqlite://path` URL, and its directory, when missing: the file readable
+/// by its owner only, as it holds secrets (sealed) and every payload. SQLite gives the WAL and
+/// shared-memory files the database file's mode.
+pub(crate) fn ensure_sqlite_file(url: &str) -> std::io::Result<()> {
     let path = url
         .trim_start_matches("sqlite://")
         .trim_start_matches("sqlite:");
@@ -38,8 +40,18 @@ pub(crate) fn ensure_sqlite_dir(url: &str) -> std::io::Result<()> {
     if path.is_empty() || path == ":memory:" {
         return Ok(());
     }
-    match Path::new(path).parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir),
+    if let Some(dir) = Path::new(path)
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
         _ => Ok(()),
     }
 }

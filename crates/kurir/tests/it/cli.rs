@@ -328,6 +328,12 @@ async fn the_quickstart_works_through_the_cli() {
         human.contains("backlog:") && human.contains("inbox: 0 completed"),
         "{human}"
     );
+    assert!(
+        human.contains(
+            "retention: sent events 30d, dead letters 90d, inbox 30d, replay audit forever"
+        ),
+        "{human}"
+    );
 
     let id = endpoint["id"].as_str().unwrap();
     let rotated = cli_json(
@@ -529,5 +535,21 @@ async fn serve_refuses_a_public_address_without_a_token() {
     assert!(
         !dir.path().join("kurir-data").exists(),
         "nothing was created"
+    );
+}
+
+#[tokio::test]
+async fn endpoint_deletion_says_disabling_keeps_everything_and_can_skip_the_question() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = kurir(dir.path())
+        .args(["endpoints", "delete", "--help"])
+        .output()
+        .await
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        help.contains("--yes") && help.contains("Disabling an endpoint") && help.contains("keeps"),
+        "{help}"
     );
 }

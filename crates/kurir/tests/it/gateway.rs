@@ -34,6 +34,12 @@ pub(crate) struct Source {
     read_token: String,
 }
 
+impl Source {
+    pub(crate) fn forward_secret(&self) -> &str {
+        &self.forward_secret
+    }
+}
+
 pub(crate) async fn create_source(
     app: &TestApp,
     name: &str,

@@ -20,7 +20,7 @@ on_both_backends!(
 );
 
 /// Inserts an inbox row of `source` in `status` directly (the receiving side has its own tests).
-async fn inbox_row(store: &Store, source: &str, event_id: &str, status: &str) {
+pub(crate) async fn inbox_row(store: &Store, source: &str, event_id: &str, status: &str) {
     let columns =
         "INSERT INTO kurir_inbox (source, event_id, event_type, status, payload, attempts)";
     let pg = format!("{columns} VALUES ($1, $2, 'invoice.paid', $3, $4, 1)");

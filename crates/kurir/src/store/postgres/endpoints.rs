@@ -34,7 +34,7 @@ impl PgStore {
             .push(" RETURNING ")
             .push(ENDPOINT_COLUMNS);
         let row: Option<EndpointRow> = q.build_query_as().fetch_optional(&self.pool).await?;
-        row.map(EndpointRow::into_endpoint).transpose()
+        row.map(|r| r.into_endpoint(&self.secrets)).transpose()
     }
 
     /// One transaction: reads the secrets `FOR UPDATE` (a concurrent rotation or update of the
@@ -58,8 +58,8 @@ impl PgStore {
         };
         let previous = rotated_secrets(
             id.as_str(),
-            row.try_get("secret")?,
-            row.try_get("previous_secrets")?,
+            &self.secrets.open(row.try_get("secret")?)?,
+            &self.secrets.open_list(row.try_get("previous_secrets")?)?,
             grace,
             now_millis(),
         )?;
@@ -69,11 +69,11 @@ impl PgStore {
         );
         let row: EndpointRow = sqlx::query_as(&sql)
             .bind(id.as_str())
-            .bind(new.expose())
-            .bind(previous)
+            .bind(self.secrets.seal(new.expose()))
+            .bind(self.secrets.seal_list(&previous)?)
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(Some(row.into_endpoint()?))
+        Ok(Some(row.into_endpoint(&self.secrets)?))
     }
 }

@@ -34,7 +34,7 @@ impl SqliteStore {
             .push(" RETURNING ")
             .push(ENDPOINT_COLUMNS);
         let row: Option<EndpointRow> = q.build_query_as().fetch_optional(&self.pool).await?;
-        row.map(EndpointRow::into_endpoint).transpose()
+        row.map(|r| r.into_endpoint(&self.secrets)).transpose()
     }
 
     /// One `BEGIN IMMEDIATE` transaction (the write lock first, so no other writer comes in
@@ -57,8 +57,8 @@ impl SqliteStore {
         let now = now_millis();
         let previous = rotated_secrets(
             id.as_str(),
-            row.try_get("secret")?,
-            row.try_get("previous_secrets")?,
+            &self.secrets.open(row.try_get("secret")?)?,
+            &self.secrets.open_list(row.try_get("previous_secrets")?)?,
             grace,
             now,
         )?;
@@ -68,12 +68,12 @@ impl SqliteStore {
         );
         let row: EndpointRow = sqlx::query_as(&sql)
             .bind(id.as_str())
-            .bind(new.expose())
-            .bind(previous)
+            .bind(self.secrets.seal(new.expose()))
+            .bind(self.secrets.seal_list(&previous)?)
             .bind(sqlite_ts(now))
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(Some(row.into_endpoint()?))
+        Ok(Some(row.into_endpoint(&self.secrets)?))
     }
 }

@@ -261,11 +261,13 @@ impl TestServer {
             data_dir: std::env::temp_dir(),
             listen: addr,
             admin_token: Some("test-token".into()),
+            encryption_key: None,
             max_body_bytes: 256 * 1024,
             metrics_require_token: false,
             delivery,
             http: Default::default(),
             shutdown_timeout: kurir::config::DEFAULT_SHUTDOWN_TIMEOUT,
+            retention: Default::default(),
         };
         let store = db.connect_again().await;
         let shutdown = CancellationToken::new();

@@ -1,0 +1,179 @@
+//! Retention on both backends, with second-long keep times: the pruner deletes sent events with
+//! their deliveries and attempts, keeps events with a delivery still to make and dead letters
+//! within their own retention, counts what it deletes, and a dry run counts the same rows.
+
+use kurir::prune::{cutoffs, round, RoundOutcome};
+use kurir::store::retention::Pruned;
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::api::support::{eventually, on_both_backends, Receiver, TestApp, TestDb};
+
+on_both_backends!(
+    pruning_keeps_unfinished_and_dead_lettered_events_and_a_dry_run_counts_what_goes,
+    the_background_pruner_deletes_sent_history_and_counts_it,
+);
+
+/// Settings with a one-second retention; the pruner's own rounds are an hour apart, so the test
+/// drives them.
+const SHORT: &[(&str, &str)] = &[
+    ("retention", "1s"),
+    ("dead_letter_retention", "1h"),
+    ("inbox_retention", "1s"),
+    ("replay_audit_retention", "1s"),
+    ("prune_interval", "1h"),
+];
+
+async fn event_status(app: &TestApp, id: &str) -> StatusCode {
+    app.get(&format!("/v1/events/{id}")).await.0
+}
+
+async fn pruning_keeps_unfinished_and_dead_lettered_events_and_a_dry_run_counts_what_goes(
+    db: TestDb,
+) {
+    let app = TestApp::spawn_with(&db, SHORT).await;
+    let failing = Receiver::start().await;
+    failing.respond_with(500);
+    let retrying = json!({"event_types": ["retry.*"], "retry_max_attempts": 50,
+        "retry_initial_delay_ms": 1000, "retry_max_delay_ms": 1000});
+    app.create_endpoint(&failing.url, retrying).await;
+    let once = json!({"event_types": ["dead.*"], "retry_max_attempts": 1});
+    app.create_endpoint(&failing.url, once).await;
+    let ok = Receiver::start().await;
+    app.create_endpoint(&ok.url, json!({"event_types": ["sent.*"]}))
+        .await;
+
+    // Oldest first: the kept events are older than the pruned one.
+    let unfinished = app.publish("retry.me", json!({})).await;
+    let dead = app.publish("dead.end", json!({})).await;
+    app.wait_for_deliveries(&dead, "dead_letter").await;
+    let sent = app.publish("sent.ok", json!({})).await;
+    app.wait_for_deliveries(&sent, "sent").await;
+
+    let retention = TestApp::config(&db, SHORT).retention;
+    let expected = Pruned {
+        events: 1,
+        deliveries: 1,
+        attempts: 1,
+        ..Pruned::default()
+    };
+    // Waiting for the sent event to be older than its one-second retention.
+    let dry_run = eventually("the sent event to pass its retention", || async {
+        let at = cutoffs(&retention, chrono::Utc::now());
+        let counted = app.store.prunable(&at).await.unwrap();
+        (counted.events > 0).then_some(counted)
+    })
+    .await;
+    assert_eq!(dry_run, expected);
+
+    let metrics = kurir::metrics::Metrics::new();
+    let none = tokio_util::sync::CancellationToken::new();
+    let outcome = round(&app.store, &retention, &metrics, &none)
+        .await
+        .unwrap();
+    assert_eq!(outcome, RoundOutcome::Pruned(expected));
+    assert!(metrics
+        .render()
+        .contains("kurir_pruned_rows_total{table=\"kurir_attempts\"} 1"));
+    assert_eq!(event_status(&app, &sent).await, StatusCode::NOT_FOUND);
+    for kept in [&unfinished, &dead] {
+        let (status, event) = app.get(&format!("/v1/events/{kept}")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(event["deliveries"].as_array().unwrap().len(), 1, "{event}");
+    }
+    app.stopper().stop().await;
+}
+
+async fn the_background_pruner_deletes_sent_history_and_counts_it(db: TestDb) {
+    let fast = [
+        ("retention", "1s"),
+        ("prune_interval", "100ms"),
+        ("replay_audit_retention", "forever"),
+    ];
+    let app = TestApp::spawn_with(&db, &fast).await;
+    let ok = Receiver::start().await;
+    app.create_endpoint(&ok.url, json!({})).await;
+    let ids = [
+        app.publish("order.paid", json!({"n": 1})).await,
+        app.publish("order.paid", json!({"n": 2})).await,
+    ];
+    for id in &ids {
+        app.wait_for_deliveries(id, "sent").await;
+    }
+    for id in &ids {
+        eventually("the pruner to delete a sent event", || async {
+            (event_status(&app, id).await == StatusCode::NOT_FOUND).then_some(())
+        })
+        .await;
+    }
+    let metrics = reqwest::get(format!("{}/metrics", app.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("kurir_pruned_rows_total{table=\"kurir_outbox\"} 2"),
+        "{metrics}"
+    );
+    app.stopper().stop().await;
+}
+
+on_both_backends!(completed_inbox_events_and_old_replay_audits_go_and_pending_inbox_events_stay);
+
+async fn completed_inbox_events_and_old_replay_audits_go_and_pending_inbox_events_stay(db: TestDb) {
+    for (event_id, status) in [("done", "completed"), ("waiting", "pending")] {
+        crate::store_dashboard::inbox_row(&db.store, "src", event_id, status).await;
+    }
+    // Plain SQL both dialects read alike: the rows were written long ago.
+    for sql in [
+        "UPDATE kurir_inbox SET updated_at = '2020-01-01T00:00:00.000Z'",
+        "INSERT INTO kurir_replays (actor, reason, filter, count, created_at) \
+         VALUES ('admin', 'test', '{}', 1, '2020-01-01T00:00:00.000Z')",
+    ] {
+        match &db.store {
+            kurir::store::Store::Postgres(s) => sqlx::query(sql).execute(s.pool()).await.map(drop),
+            kurir::store::Store::Sqlite(s) => sqlx::query(sql).execute(s.pool()).await.map(drop),
+        }
+        .unwrap();
+    }
+
+    let retention = TestApp::config(&db, SHORT).retention;
+    let at = cutoffs(&retention, chrono::Utc::now());
+    let expected = Pruned {
+        inbox: 1,
+        replays: 1,
+        ..Pruned::default()
+    };
+    assert_eq!(db.store.prunable(&at).await.unwrap(), expected);
+    assert_eq!(db.store.prune_batch(&at, 10).await.unwrap(), Some(expected));
+    assert_eq!(db.store.prunable(&at).await.unwrap(), Pruned::default());
+    let forever = kurir::config::RetentionConfig {
+        replay_audit: None,
+        ..retention
+    };
+    assert_eq!(cutoffs(&forever, chrono::Utc::now()).replays, None);
+}
+
+#[tokio::test]
+async fn one_postgres_process_prunes_at_a_time() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let kurir::store::Store::Postgres(pg) = &db.store else {
+        unreachable!()
+    };
+    let at = cutoffs(&TestApp::config(&db, SHORT).retention, chrono::Utc::now());
+    let mut other = pg.pool().begin().await.unwrap();
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(kurir::store::retention::PRUNE_LOCK)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    assert_eq!(db.store.prune_batch(&at, 10).await.unwrap(), None);
+    other.commit().await.unwrap();
+    assert_eq!(
+        db.store.prune_batch(&at, 10).await.unwrap(),
+        Some(Pruned::default())
+    );
+}
