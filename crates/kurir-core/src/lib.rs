@@ -13,6 +13,9 @@
 //! - [`retry`]: [`RetryPolicy`] (backoff, jitter, dead-letter) and [`parse_retry_after`].
 //! - [`poll`]: [`IdlePoll`], the wait between looks of a polling loop: short while it finds
 //!   work, growing while it finds none.
+//! - [`breaker`]: [`Circuit`], an endpoint's circuit breaker (closed, open, half-open) and
+//!   [`BreakerPolicy`].
+//! - [`rate`]: [`rate::Bucket`], an endpoint's rate limit (GCRA), lowered for a while by a `429`.
 //! - `mac` (private): the HMAC-SHA256 and constant-time comparison both sides share.
 //!
 //! # Example
@@ -39,14 +42,17 @@
 //! }
 //! ```
 
+pub mod breaker;
 pub mod event;
 mod mac;
 pub mod poll;
+pub mod rate;
 pub mod retry;
 pub mod secret;
 pub mod sign;
 pub mod verify;
 
+pub use breaker::{BreakerPolicy, Circuit, Health};
 pub use event::{Envelope, EventId, EventType, InvalidEventId, InvalidEventType};
 pub use poll::IdlePoll;
 pub use retry::{parse_retry_after, AttemptOutcome, InvalidRetryPolicy, Next, RetryPolicy};

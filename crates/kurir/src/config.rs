@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 use kurir_core::retry::RetryPolicy;
+use kurir_core::BreakerPolicy;
 
 use crate::limits;
 use crate::redact::url_without_password;
@@ -50,6 +51,9 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "max_concurrency", env: "KURIR_MAX_CONCURRENCY", default: Some("256"), help: "concurrent deliveries per process, all endpoints together" },
     Setting { key: "batch_size", env: "KURIR_BATCH_SIZE", default: Some("200"), help: "rows per relay batch and per claim" },
     Setting { key: "lease_margin", env: "KURIR_LEASE_MARGIN", default: Some("30s"), help: "added to an endpoint's timeouts to make a delivery's lease, and kept free at its end to record the attempt (a delivery that cannot start in time is handed back); after a crash, deliveries are retried once their lease expires, each expiry counting as an attempt" },
+    Setting { key: "circuit_failure_threshold", env: "KURIR_CIRCUIT_FAILURE_THRESHOLD", default: Some("5"), help: "failed attempts in a row (timeouts, connection errors, 5xx) that open an endpoint's circuit breaker; it also opens when half of at least 20 attempts in a minute failed; 0 turns the breaker off for endpoints without a threshold of their own" },
+    Setting { key: "circuit_cooldown", env: "KURIR_CIRCUIT_COOLDOWN", default: Some("30s"), help: "how long an open circuit breaker sends nothing before one probe delivery; doubles each time the probe fails, up to 10m" },
+    Setting { key: "endpoint_disable_after", env: "KURIR_ENDPOINT_DISABLE_AFTER", default: Some("5days"), help: "an endpoint whose attempts have all failed for this long is disabled; its pending deliveries wait until it is enabled again" },
     Setting { key: "max_body_size", env: "KURIR_MAX_BODY_SIZE", default: Some("256KiB"), help: "largest admin API request body, e.g. an event with its data (bytes, or with KiB or MiB); larger requests get 413" },
     Setting { key: "poll_interval", env: "KURIR_POLL_INTERVAL", default: Some("50ms"), help: "how long the dispatcher and the inbox gateway wait between looks while they find work; with none, the wait grows to 2 s (the relay and kurir's own writes wake them at once)" },
     Setting { key: "relay_poll_interval", env: "KURIR_RELAY_POLL_INTERVAL", default: Some("5ms"), help: "how often the relay looks for new outbox rows while it finds them; after a quiet spell it slows to one look per 800 ms, the longest a plain SQL insert waits (kurir's own publishes wake it at once); each look is one index probe" },
@@ -86,6 +90,10 @@ pub struct DeliveryConfig {
     pub relay_poll_interval: Duration,
     /// Added to the timeouts to make a lease.
     pub lease_margin: Duration,
+    /// When an endpoint's circuit breaker opens, unless the endpoint overrides.
+    pub breaker: BreakerPolicy,
+    /// How long an endpoint fails with no success before it is disabled.
+    pub endpoint_disable_after: Duration,
 }
 
 impl Default for DeliveryConfig {
@@ -100,6 +108,8 @@ impl Default for DeliveryConfig {
             poll_interval: Duration::from_millis(50),
             relay_poll_interval: Duration::from_millis(5),
             lease_margin: Duration::from_secs(30),
+            breaker: BreakerPolicy::default(),
+            endpoint_disable_after: Duration::from_secs(5 * 86_400),
         }
     }
 }
@@ -258,6 +268,15 @@ impl DeliveryConfig {
             poll_interval: raw.duration_in("poll_interval", &limits::POLL_INTERVAL)?,
             relay_poll_interval: raw.duration_in("relay_poll_interval", &limits::POLL_INTERVAL)?,
             lease_margin: raw.duration_in("lease_margin", &limits::LEASE_MARGIN)?,
+            breaker: BreakerPolicy {
+                failure_threshold: raw.number_in(
+                    "circuit_failure_threshold",
+                    &limits::CIRCUIT_FAILURE_THRESHOLD_DEFAULT,
+                )?,
+                cooldown: raw.duration_in("circuit_cooldown", &limits::CIRCUIT_COOLDOWN)?,
+            },
+            endpoint_disable_after: raw
+                .duration_in("endpoint_disable_after", &limits::ENDPOINT_DISABLE_AFTER)?,
         };
         if delivery.retry.initial_delay > delivery.retry.max_delay {
             let (value, origin) = raw

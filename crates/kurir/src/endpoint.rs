@@ -4,14 +4,14 @@
 //! per-endpoint overrides). Storing endpoints is the store's job; sending is the dispatcher's.
 
 use std::fmt;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use kurir_core::retry::RetryPolicy;
 use kurir_core::secret::Secret;
 use serde::{Deserialize, Serialize};
 
 use crate::limits;
+
+pub use overrides::{Overrides, OverridesUpdate};
 
 /// The default cap on concurrent requests to one endpoint from one kurir process.
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 16;
@@ -136,76 +136,6 @@ mod secret_serde {
     }
 }
 
-/// Per-endpoint settings that override the process-wide defaults when set.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Overrides {
-    /// Connect timeout for this endpoint.
-    pub connect_timeout_ms: Option<u32>,
-    /// Response timeout for this endpoint.
-    pub request_timeout_ms: Option<u32>,
-    /// First retry delay.
-    pub retry_initial_delay_ms: Option<u64>,
-    /// Longest retry delay.
-    pub retry_max_delay_ms: Option<u64>,
-    /// Attempts before dead-letter.
-    pub retry_max_attempts: Option<u32>,
-}
-
-impl Overrides {
-    /// Checks each override against its documented bound ([`crate::limits`]) and the first retry
-    /// delay against the longest.
-    pub fn validate(&self) -> Result<(), InvalidEndpoint> {
-        let timeouts = limits::millis(&limits::TIMEOUT);
-        let delays = limits::millis(&limits::RETRY_DELAY);
-        let attempts =
-            u64::from(*limits::RETRY_ATTEMPTS.start())..=u64::from(*limits::RETRY_ATTEMPTS.end());
-        in_range(
-            "connect_timeout_ms",
-            self.connect_timeout_ms.map(u64::from),
-            &timeouts,
-        )?;
-        in_range(
-            "request_timeout_ms",
-            self.request_timeout_ms.map(u64::from),
-            &timeouts,
-        )?;
-        in_range(
-            "retry_initial_delay_ms",
-            self.retry_initial_delay_ms,
-            &delays,
-        )?;
-        in_range("retry_max_delay_ms", self.retry_max_delay_ms, &delays)?;
-        in_range(
-            "retry_max_attempts",
-            self.retry_max_attempts.map(u64::from),
-            &attempts,
-        )?;
-        if let (Some(initial), Some(max)) = (self.retry_initial_delay_ms, self.retry_max_delay_ms) {
-            if initial > max {
-                return Err(InvalidEndpoint::new(
-                    "retry_initial_delay_ms",
-                    "must not be larger than retry_max_delay_ms",
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// The retry policy for this endpoint: the global one with this endpoint's overrides applied.
-    pub fn retry_policy(&self, global: &RetryPolicy) -> RetryPolicy {
-        RetryPolicy {
-            initial_delay: self
-                .retry_initial_delay_ms
-                .map_or(global.initial_delay, Duration::from_millis),
-            max_delay: self
-                .retry_max_delay_ms
-                .map_or(global.max_delay, Duration::from_millis),
-            max_attempts: self.retry_max_attempts.unwrap_or(global.max_attempts),
-            jitter: global.jitter,
-        }
-    }
-}
-
 /// An endpoint as stored.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
@@ -229,6 +159,8 @@ pub struct Endpoint {
     pub overrides: Overrides,
     /// Concurrent requests to this endpoint allowed per kurir process.
     pub max_in_flight: u32,
+    /// Requests per second to it, all processes together; `None`: no limit.
+    pub rate_limit_per_second: Option<u32>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
@@ -250,6 +182,8 @@ pub struct NewEndpoint {
     pub overrides: Overrides,
     /// Concurrent requests per process; [`DEFAULT_MAX_IN_FLIGHT`] when `None`.
     pub max_in_flight: Option<u32>,
+    /// Requests per second, all processes together; `None`: no limit.
+    pub rate_limit_per_second: Option<u32>,
 }
 
 impl NewEndpoint {
@@ -262,6 +196,7 @@ impl NewEndpoint {
             secret: None,
             overrides: Overrides::default(),
             max_in_flight: None,
+            rate_limit_per_second: None,
         }
     }
 
@@ -270,6 +205,7 @@ impl NewEndpoint {
         validate_url(&self.url)?;
         check_text("description", &self.description)?;
         check_max_in_flight(self.max_in_flight)?;
+        check_rate_limit(self.rate_limit_per_second)?;
         self.overrides.validate()
     }
 }
@@ -291,43 +227,11 @@ pub struct EndpointUpdate {
     pub disabled_reason: Option<String>,
     /// New per-process concurrency cap.
     pub max_in_flight: Option<u32>,
+    /// New rate limit: `Some(None)` removes it.
+    pub rate_limit_per_second: Option<Option<u32>>,
     /// Override changes: `Some(Some(v))` sets one, `Some(None)` clears it (back to the
     /// process-wide setting).
     pub overrides: OverridesUpdate,
-}
-
-/// Changes to an endpoint's [`Overrides`], field by field.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OverridesUpdate {
-    /// Connect timeout.
-    pub connect_timeout_ms: Option<Option<u32>>,
-    /// Response timeout.
-    pub request_timeout_ms: Option<Option<u32>>,
-    /// First retry delay.
-    pub retry_initial_delay_ms: Option<Option<u64>>,
-    /// Longest retry delay.
-    pub retry_max_delay_ms: Option<Option<u64>>,
-    /// Attempts before dead-letter.
-    pub retry_max_attempts: Option<Option<u32>>,
-}
-
-impl OverridesUpdate {
-    /// `current` with these changes applied.
-    pub fn applied_to(&self, current: &Overrides) -> Overrides {
-        fn pick<T: Copy>(change: Option<Option<T>>, current: Option<T>) -> Option<T> {
-            change.unwrap_or(current)
-        }
-        Overrides {
-            connect_timeout_ms: pick(self.connect_timeout_ms, current.connect_timeout_ms),
-            request_timeout_ms: pick(self.request_timeout_ms, current.request_timeout_ms),
-            retry_initial_delay_ms: pick(
-                self.retry_initial_delay_ms,
-                current.retry_initial_delay_ms,
-            ),
-            retry_max_delay_ms: pick(self.retry_max_delay_ms, current.retry_max_delay_ms),
-            retry_max_attempts: pick(self.retry_max_attempts, current.retry_max_attempts),
-        }
-    }
 }
 
 impl EndpointUpdate {
@@ -344,7 +248,8 @@ impl EndpointUpdate {
         if let Some(reason) = &self.disabled_reason {
             check_text("disabled_reason", reason)?;
         }
-        check_max_in_flight(self.max_in_flight)
+        check_max_in_flight(self.max_in_flight)?;
+        check_rate_limit(self.rate_limit_per_second.flatten())
     }
 }
 
@@ -353,6 +258,16 @@ impl EndpointUpdate {
 /// host `path` and `http:host` as `http://host`), holds no whitespace or control character (the
 /// standard drops tabs and newlines silently), carries no user or password (every read would show
 /// them; kurir authenticates its requests with signatures), and is at most
+/// Refuses a rate limit outside [`limits::RATE_LIMIT_PER_SECOND`].
+fn check_rate_limit(limit: Option<u32>) -> Result<(), InvalidEndpoint> {
+    let range = limits::RATE_LIMIT_PER_SECOND;
+    in_range(
+        "rate_limit_per_second",
+        limit.map(u64::from),
+        &(u64::from(*range.start())..=u64::from(*range.end())),
+    )
+}
+
 /// [`limits::MAX_URL_BYTES`] long.
 pub fn validate_url(url: &str) -> Result<(), InvalidEndpoint> {
     let bad = |message: &str| InvalidEndpoint::new("url", message);
@@ -432,5 +347,6 @@ impl Endpoint {
     }
 }
 
+mod overrides;
 #[cfg(test)]
 mod tests;

@@ -20,6 +20,28 @@ pub const RETRY_DELAY: RangeInclusive<Duration> =
 /// Attempts before a delivery is dead-lettered, global and per endpoint.
 pub const RETRY_ATTEMPTS: RangeInclusive<u32> = 1..=50;
 
+/// Failures in a row that open an endpoint's circuit breaker, per endpoint
+/// (`circuit_failure_threshold`).
+pub const CIRCUIT_FAILURE_THRESHOLD: RangeInclusive<u32> = 1..=1000;
+
+/// The same, process-wide (`KURIR_CIRCUIT_FAILURE_THRESHOLD`), where 0 turns the breaker off
+/// for endpoints without a threshold of their own.
+pub const CIRCUIT_FAILURE_THRESHOLD_DEFAULT: RangeInclusive<u32> = 0..=1000;
+
+/// The first cool-down of an open circuit breaker, global (`KURIR_CIRCUIT_COOLDOWN`) and per
+/// endpoint (`circuit_cooldown_ms`); re-opens double it up to ten minutes.
+pub const CIRCUIT_COOLDOWN: RangeInclusive<Duration> =
+    Duration::from_millis(10)..=Duration::from_secs(600);
+
+/// How long an endpoint fails with no success before it is disabled
+/// (`KURIR_ENDPOINT_DISABLE_AFTER`).
+pub const ENDPOINT_DISABLE_AFTER: RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(365 * 86_400);
+
+/// An endpoint's rate limit, requests per second across all processes together
+/// (`rate_limit_per_second`).
+pub const RATE_LIMIT_PER_SECOND: RangeInclusive<u32> = 1..=100_000;
+
 /// Concurrent requests to one endpoint per kurir process (`max_in_flight`).
 pub const MAX_IN_FLIGHT: RangeInclusive<u32> = 1..=1000;
 

@@ -9,7 +9,9 @@
 // keeps to (clippy.toml) is for the product code.
 #![allow(clippy::too_many_lines)]
 
+mod breaker;
 mod envelope;
+mod rate;
 mod retry;
 mod roundtrip;
 mod schemes;

@@ -14,6 +14,7 @@ use kurir_core::secret::Secret;
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
+use super::circuit::CircuitView;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
 use crate::api::state::AppState;
@@ -45,6 +46,8 @@ pub struct EndpointView {
     pub disabled_reason: Option<String>,
     /// Concurrent requests to it per kurir process.
     pub max_in_flight: u32,
+    /// Requests per second to it, all kurir processes together; `null`: no limit.
+    pub rate_limit_per_second: Option<u32>,
     /// Connect timeout override.
     pub connect_timeout_ms: Option<u32>,
     /// Response timeout override.
@@ -55,6 +58,12 @@ pub struct EndpointView {
     pub retry_max_delay_ms: Option<u64>,
     /// Attempts before dead-letter override.
     pub retry_max_attempts: Option<u32>,
+    /// Failures in a row that open the circuit breaker, overriding the global setting.
+    pub circuit_failure_threshold: Option<u32>,
+    /// The circuit breaker's first cool-down, overriding the global setting.
+    pub circuit_cooldown_ms: Option<u64>,
+    /// Its circuit breaker (read-only).
+    pub circuit: CircuitView,
     /// The signing secret: only in the answers of create and rotate-secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
@@ -83,11 +92,15 @@ impl EndpointView {
             enabled: e.enabled,
             disabled_reason: e.disabled_reason,
             max_in_flight: e.max_in_flight,
+            rate_limit_per_second: e.rate_limit_per_second,
             connect_timeout_ms: e.overrides.connect_timeout_ms,
             request_timeout_ms: e.overrides.request_timeout_ms,
             retry_initial_delay_ms: e.overrides.retry_initial_delay_ms,
             retry_max_delay_ms: e.overrides.retry_max_delay_ms,
             retry_max_attempts: e.overrides.retry_max_attempts,
+            circuit_failure_threshold: e.overrides.circuit_failure_threshold,
+            circuit_cooldown_ms: e.overrides.circuit_cooldown_ms,
+            circuit: CircuitView::of(None, e.created_at),
             secret: with_secret.then(|| e.secret.expose().into()),
             previous_secrets_expire_at: e
                 .previous_secrets
@@ -99,6 +112,13 @@ impl EndpointView {
             updated_at: e.updated_at,
             warnings: Vec::new(),
         }
+    }
+
+    /// The view with its circuit as stored now.
+    pub(crate) async fn with_circuit(mut self, state: &AppState) -> Result<Self, ApiError> {
+        let stored = state.store.circuit(&self.id).await?;
+        self.circuit = CircuitView::of(stored.as_ref().map(|s| &s.circuit), self.created_at);
+        Ok(self)
     }
 
     /// The view with the warnings `state` has about its URL.
@@ -126,6 +146,8 @@ pub struct CreateEndpoint {
     pub secret: Option<Sensitive>,
     /// Concurrent requests per kurir process (default 16).
     pub max_in_flight: Option<u32>,
+    /// Requests per second, all kurir processes together (1 to 100000); absent: no limit.
+    pub rate_limit_per_second: Option<u32>,
     /// Connect timeout, overriding the global one.
     pub connect_timeout_ms: Option<u32>,
     /// Response timeout, overriding the global one.
@@ -136,6 +158,10 @@ pub struct CreateEndpoint {
     pub retry_max_delay_ms: Option<u64>,
     /// Attempts before dead-letter, overriding the global one.
     pub retry_max_attempts: Option<u32>,
+    /// Failures in a row that open the circuit breaker, overriding the global setting.
+    pub circuit_failure_threshold: Option<u32>,
+    /// The circuit breaker's first cool-down, overriding the global setting.
+    pub circuit_cooldown_ms: Option<u64>,
 }
 
 /// Body of `PATCH /v1/endpoints/{id}`: absent fields stay; an override set to `null` goes back
@@ -155,6 +181,10 @@ pub struct UpdateEndpoint {
     pub disabled_reason: Option<String>,
     /// New per-process concurrency.
     pub max_in_flight: Option<u32>,
+    /// New rate limit; `null` removes it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<u32>, nullable)]
+    pub rate_limit_per_second: Option<Option<u32>>,
     /// Connect timeout override; `null` clears it.
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<u32>, nullable)]
@@ -175,6 +205,14 @@ pub struct UpdateEndpoint {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<u32>, nullable)]
     pub retry_max_attempts: Option<Option<u32>>,
+    /// Circuit breaker threshold override; `null` clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<u32>, nullable)]
+    pub circuit_failure_threshold: Option<Option<u32>>,
+    /// Circuit breaker cool-down override; `null` clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<u64>, nullable)]
+    pub circuit_cooldown_ms: Option<Option<u64>>,
 }
 
 /// Tells a field given as `null` (`Some(None)`) from an absent one (`None`).
@@ -230,6 +268,8 @@ pub async fn create(
         retry_initial_delay_ms: body.retry_initial_delay_ms,
         retry_max_delay_ms: body.retry_max_delay_ms,
         retry_max_attempts: body.retry_max_attempts,
+        circuit_failure_threshold: body.circuit_failure_threshold,
+        circuit_cooldown_ms: body.circuit_cooldown_ms,
     };
     let new = NewEndpoint {
         url: body.url,
@@ -238,6 +278,7 @@ pub async fn create(
         secret: parse_secret(body.secret.as_ref())?,
         overrides,
         max_in_flight: body.max_in_flight,
+        rate_limit_per_second: body.rate_limit_per_second,
     };
     new.validate()?;
     let endpoint = state.store.create_endpoint(new).await?;
@@ -251,10 +292,17 @@ pub async fn create(
     responses((status = 200, description = "Every endpoint", body = Vec<EndpointView>)))]
 pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<EndpointView>>, ApiError> {
     let endpoints = state.store.list_endpoints().await?;
+    let circuits = state.store.circuits().await?;
     Ok(Json(
         endpoints
             .into_iter()
-            .map(|e| EndpointView::new(e, false))
+            .map(|e| {
+                let circuit = CircuitView::find(&circuits, e.id.as_str(), e.created_at);
+                EndpointView {
+                    circuit,
+                    ..EndpointView::new(e, false)
+                }
+            })
             .collect(),
     ))
 }
@@ -273,7 +321,11 @@ pub async fn show(
         .get_endpoint(&endpoint_id(&id)?)
         .await?
         .ok_or_else(|| not_found(&id))?;
-    Ok(Json(EndpointView::new(endpoint, false)))
+    Ok(Json(
+        EndpointView::new(endpoint, false)
+            .with_circuit(&state)
+            .await?,
+    ))
 }
 
 /// Changes an endpoint, including `enabled`.
@@ -301,6 +353,8 @@ pub async fn update(
         retry_initial_delay_ms: body.retry_initial_delay_ms,
         retry_max_delay_ms: body.retry_max_delay_ms,
         retry_max_attempts: body.retry_max_attempts,
+        circuit_failure_threshold: body.circuit_failure_threshold,
+        circuit_cooldown_ms: body.circuit_cooldown_ms,
     };
     // Checked against the stored overrides; only the fields given are written.
     let current = state
@@ -316,6 +370,7 @@ pub async fn update(
         enabled: body.enabled,
         disabled_reason: body.disabled_reason,
         max_in_flight: body.max_in_flight,
+        rate_limit_per_second: body.rate_limit_per_second,
         overrides,
     };
     update.validate()?;
@@ -325,7 +380,10 @@ pub async fn update(
         .await?
         .ok_or_else(|| not_found(&id))?;
     tracing::info!(endpoint_id = %endpoint.id, enabled = endpoint.enabled, "endpoint updated");
-    Ok(Json(EndpointView::new(endpoint, false).warned(&state)))
+    let view = EndpointView::new(endpoint, false)
+        .with_circuit(&state)
+        .await?;
+    Ok(Json(view.warned(&state)))
 }
 
 /// Deletes an endpoint and its deliveries.

@@ -8,6 +8,7 @@
 //! (kept when the client sent one) that is on its log lines and in its response.
 
 pub mod auth;
+pub mod circuit;
 pub mod deliveries;
 pub mod endpoint_test;
 pub mod endpoints;

@@ -210,16 +210,20 @@ fn show(e: &Value) {
             "enabled",
             "disabled_reason",
             "max_in_flight",
+            "rate_limit_per_second",
             "connect_timeout_ms",
             "request_timeout_ms",
             "retry_initial_delay_ms",
             "retry_max_delay_ms",
             "retry_max_attempts",
+            "circuit_failure_threshold",
+            "circuit_cooldown_ms",
             "previous_secrets_expire_at",
             "created_at",
             "updated_at",
         ],
     );
+    show_circuit(&e["circuit"]);
     if let Some(secret) = e["secret"].as_str() {
         out!("secret: {secret}");
         out!("(configure your receiver with this secret; kurir shows it only now)");
@@ -231,6 +235,27 @@ fn show(e: &Value) {
     {
         out!("warning: {}", output::cell(warning));
     }
+}
+
+/// One line for the endpoint's circuit breaker, e.g. `circuit: open since … (5 failures in a
+/// row; next probe at …)`.
+fn show_circuit(c: &Value) {
+    let Some(state) = c["state"].as_str() else {
+        return;
+    };
+    let mut line = format!("circuit: {state} since {}", output::cell(&c["since"]));
+    let failures = c["consecutive_failures"].as_u64().unwrap_or(0);
+    let mut notes = Vec::new();
+    if failures > 0 {
+        notes.push(format!("{failures} failures in a row"));
+    }
+    if let Some(at) = c["next_probe_at"].as_str() {
+        notes.push(format!("next probe at {at}"));
+    }
+    if !notes.is_empty() {
+        line.push_str(&format!(" ({})", notes.join("; ")));
+    }
+    out!("{line}");
 }
 
 /// `endpoints test`: sends the test event and shows its answer.

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
+use super::breakers::Breakers;
 use super::deliver::log_attempt;
 use super::deliver::Sender;
 use super::QUICK_ANSWER;
@@ -33,16 +34,17 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    /// The first waiting delivery that can still start at `now`; those that cannot are moved
-    /// to `late`.
+    /// The first waiting delivery that can still start at `now`, and that its endpoint's
+    /// circuit breaker lets through; those that cannot are moved to `late`.
     fn next_startable(
         &mut self,
         sender: &Sender,
+        breakers: &Breakers,
         now: Instant,
         late: &mut Vec<ClaimedDelivery>,
     ) -> Option<ClaimedDelivery> {
         while let Some(d) = self.waiting.pop_front() {
-            if now <= sender.latest_start(&d) {
+            if now <= sender.latest_start(&d) && breakers.may_start(&d.endpoint) {
                 return Some(d);
             }
             late.push(d);
@@ -54,6 +56,8 @@ impl Lane {
 /// What the dispatcher and its delivery tasks share.
 pub(super) struct Lanes {
     pub sender: Arc<Sender>,
+    /// The endpoints' circuit breakers: a delivery starts only if its breaker lets it.
+    pub breakers: Arc<Breakers>,
     pub slots: Arc<Semaphore>,
     lanes: Mutex<HashMap<EndpointId, Lane>>,
     pub completions: mpsc::Sender<Completion>,
@@ -72,11 +76,13 @@ impl Lanes {
     /// what they attempted to `completions`.
     pub fn new(
         sender: Sender,
+        breakers: Arc<Breakers>,
         max_concurrency: usize,
         completions: mpsc::Sender<Completion>,
     ) -> Self {
         Self {
             sender: Arc::new(sender),
+            breakers,
             slots: Arc::new(Semaphore::new(max_concurrency)),
             lanes: Mutex::default(),
             completions,
@@ -132,6 +138,21 @@ impl Lanes {
                     .partition(|d| now <= self.sender.latest_start(d));
                 late.extend(expired);
                 lane.waiting = keep;
+            }
+        }
+        self.late().extend(late);
+    }
+
+    /// Moves every waiting delivery whose endpoint's circuit breaker holds it (open, or
+    /// half-open with the probe elsewhere) to the late ones, to be handed back uncharged.
+    pub fn divert_held(&self) {
+        let mut late = Vec::new();
+        for lane in self.lock().values_mut() {
+            let held = lane.waiting.front().is_some_and(|d| {
+                !self.breakers.lets_through(&d.endpoint) && !self.breakers.holds_probe(&d.endpoint)
+            });
+            if held {
+                late.extend(lane.waiting.drain(..));
             }
         }
         self.late().extend(late);
@@ -197,7 +218,9 @@ impl Lanes {
                     let Ok(permit) = self.slots.clone().try_acquire_owned() else {
                         break 'lanes;
                     };
-                    if let Some(d) = lane.next_startable(&self.sender, now, &mut late) {
+                    if let Some(d) =
+                        lane.next_startable(&self.sender, &self.breakers, now, &mut late)
+                    {
                         lane.in_flight += 1;
                         started.push((d, permit));
                     }
@@ -217,6 +240,13 @@ impl Lanes {
             while let Some((delivery, permit)) = next.take() {
                 let attempted = lanes.sender.attempt(&delivery).await;
                 log_attempt(&delivery, &attempted);
+                let started_at = attempted.completion.started_at;
+                lanes
+                    .breakers
+                    .observe(&delivery.endpoint, attempted.class, started_at);
+                if attempted.completion.status_code == Some(429) {
+                    super::rates::throttled(lanes.breakers.store(), &delivery.endpoint).await;
+                }
                 if let Some(metrics) = lanes.metrics.get() {
                     metrics.record_attempt(&delivery, &attempted);
                 }
@@ -263,7 +293,7 @@ impl Lanes {
             };
             lane.quick = quick;
             let next = if keep {
-                lane.next_startable(&self.sender, Instant::now(), &mut late)
+                lane.next_startable(&self.sender, &self.breakers, Instant::now(), &mut late)
                     .map(|d| (d, (lane.waiting.len() as u32) < lane.max_in_flight))
             } else {
                 None

@@ -28,8 +28,10 @@
 //! never attempted), lets the requests in flight finish (each bounded by its timeouts), records
 //! them, and ends what leases are left, each counted as an attempt.
 
+pub mod breakers;
 pub mod deliver;
 mod lanes;
+pub mod rates;
 pub mod record;
 pub mod sweep;
 
@@ -45,6 +47,7 @@ use crate::config::DeliveryConfig;
 use crate::delivery::Completion;
 use crate::metrics::Metrics;
 use crate::store::{EndpointSlot, Store};
+use breakers::{Breakers, Gate};
 use deliver::Sender;
 use lanes::Lanes;
 use record::SHUTDOWN_RECORDING_PATIENCE;
@@ -77,11 +80,15 @@ pub enum StepOutcome {
     Partial(usize),
     /// Every slot is busy: wait for a delivery to finish.
     Saturated,
+    /// Due deliveries were held back by their endpoints' rate limits: look again after the
+    /// poll interval.
+    Throttled,
 }
 
 /// Shared state of one process's dispatcher.
 pub struct Dispatcher {
     store: Store,
+    breakers: Arc<Breakers>,
     config: DeliveryConfig,
     owner: String,
     lanes: Arc<Lanes>,
@@ -92,12 +99,19 @@ impl Dispatcher {
     /// A dispatcher whose leases carry `owner` (unique per process).
     pub fn new(store: Store, config: DeliveryConfig, owner: String) -> Self {
         let (tx, rx) = mpsc::channel(4096);
+        let breakers = Arc::new(Breakers::new(
+            store.clone(),
+            config.breaker,
+            config.endpoint_disable_after,
+        ));
         Self {
             lanes: Arc::new(Lanes::new(
                 Sender::new(config.clone()),
+                breakers.clone(),
                 config.max_concurrency as usize,
                 tx,
             )),
+            breakers,
             store,
             config,
             owner,
@@ -107,6 +121,7 @@ impl Dispatcher {
 
     /// Counts every attempt in `metrics` (without, attempts are only logged).
     pub fn with_metrics(self, metrics: Metrics) -> Self {
+        self.breakers.set_metrics(metrics.clone());
         let _ = self.lanes.metrics.set(metrics);
         self
     }
@@ -123,6 +138,11 @@ impl Dispatcher {
         self.lanes.start_waiting();
         self.lanes.expire_waiting();
         self.hand_back_late("lease").await;
+        // Every process's attempts count: what waits here for an endpoint another process's
+        // failures opened goes back, uncharged.
+        self.breakers.refresh().await?;
+        self.lanes.divert_held();
+        self.hand_back_late("circuit_open").await;
         // Claimed but not yet sent counts against room too.
         let outstanding = self.lanes.outstanding();
         let room = ((1 + WAITING_ROUNDS) * self.config.max_concurrency) as usize;
@@ -132,9 +152,12 @@ impl Dispatcher {
             return Ok(StepOutcome::Saturated);
         }
         let endpoint_slots = self.endpoint_slots(free).await?;
+        let (endpoint_slots, taken, held) = rates::take(&self.store, endpoint_slots).await?;
         if endpoint_slots.is_empty() {
             return Ok(if self.lanes.slots.available_permits() == 0 {
                 StepOutcome::Saturated
+            } else if held {
+                StepOutcome::Throttled
             } else {
                 StepOutcome::Partial(0)
             });
@@ -144,10 +167,18 @@ impl Dispatcher {
             .claim_due_deliveries(&self.owner, &endpoint_slots, free as u32)
             .await?;
         sweep::report_orphans(&claim.orphans, self.lanes.metrics.get());
+        rates::give_back(&self.store, taken, &claim.deliveries).await;
         let n = claim.deliveries.len();
-        self.lanes.enqueue(claim.deliveries);
+        let (start, back) = self.breakers.take_probes(claim.deliveries).await;
+        self.lanes.enqueue(start);
+        if !back.is_empty() {
+            self.lanes.return_late(back);
+            self.hand_back_late("circuit_open").await;
+        }
         Ok(if n == free {
             StepOutcome::Full(n)
+        } else if held && n == 0 {
+            StepOutcome::Throttled
         } else {
             StepOutcome::Partial(n)
         })
@@ -166,10 +197,16 @@ impl Dispatcher {
         // Read at every claim: a rotated secret or a disabled endpoint counts from the next one.
         let endpoints = self.store.enabled_endpoints().await?;
         let share = free.div_ceil(endpoints.len().max(1)) as u32;
-        let lanes = self.lanes.lock();
-        let mut slots: Vec<EndpointSlot> = endpoints
+        let gated = endpoints
             .into_iter()
-            .filter_map(|e| {
+            .filter_map(|e| match self.breakers.gate(&e) {
+                Gate::Pass => Some((e, None)),
+                Gate::Probe => Some((e, Some(1))),
+                Gate::Hold => None,
+            });
+        let lanes = self.lanes.lock();
+        let mut slots: Vec<EndpointSlot> = gated
+            .filter_map(|(e, probe)| {
                 let lane = lanes.get(&e.id);
                 let busy = lane.map_or(0, |l| l.in_flight + l.waiting.len() as u32);
                 let rounds = if lane.is_some_and(|l| l.quick) {
@@ -180,11 +217,8 @@ impl Dispatcher {
                 let limit = (rounds * e.max_in_flight)
                     .saturating_sub(busy)
                     .min(share.max(1));
-                // Waiting rounds plus its own attempt, each bounded by the timeouts; the margin
-                // keeps a live worker's lease from running out before it records the attempt.
-                let t = self.lanes.sender.timeouts(&e);
-                let lease =
-                    self.config.lease_margin + (t.connect + t.response) * (1 + WAITING_ROUNDS);
+                let limit = probe.unwrap_or(limit);
+                let lease = self.lease(&e);
                 (limit > 0).then(|| EndpointSlot {
                     endpoint: Arc::new(e),
                     limit,
@@ -195,6 +229,14 @@ impl Dispatcher {
         drop(lanes);
         slots.shuffle(&mut rand::thread_rng());
         Ok(slots)
+    }
+
+    /// The lease of a delivery to `e`: waiting rounds plus its own attempt, each bounded by the
+    /// timeouts; the margin keeps a live worker's lease from running out before it records the
+    /// attempt.
+    fn lease(&self, e: &crate::endpoint::Endpoint) -> Duration {
+        let t = self.lanes.sender.timeouts(e);
+        self.config.lease_margin + (t.connect + t.response) * (1 + WAITING_ROUNDS)
     }
 
     /// Runs until `shutdown`: claims and sends, waking for the relay's `wake` (new deliveries
@@ -220,6 +262,7 @@ impl Dispatcher {
             shutdown.clone(),
         );
         let writer = tokio::spawn(writer.run(rx));
+        let recorder = tokio::spawn(self.breakers.clone().run_recorder());
         while !shutdown.is_cancelled() {
             let step = self.step().await;
             if let Err(e) = &step {
@@ -238,13 +281,13 @@ impl Dispatcher {
                 _ = tokio::time::sleep_until(until) => {}
             }
         }
-        self.shut_down(writer).await;
+        self.shut_down(writer, recorder).await;
     }
 
     /// Hands back what waits, lets the tasks finish, ends the writer, ends leases left over.
     /// Each step that needs the database is bounded, so an unreachable database cannot hold
     /// shutdown up for long.
-    async fn shut_down(self: Arc<Self>, writer: JoinHandle<()>) {
+    async fn shut_down(self: Arc<Self>, writer: JoinHandle<()>, recorder: JoinHandle<()>) {
         self.lanes.drain_waiting();
         let _ = tokio::time::timeout(SHUTDOWN_RECORDING_PATIENCE, self.hand_back_late("shutdown"))
             .await;
@@ -260,10 +303,14 @@ impl Dispatcher {
             owner,
             lanes,
             config,
+            breakers,
             ..
         } = this;
         drop(lanes);
+        drop(breakers);
         let _ = writer.await;
+        // The last attempts' counts, if the database takes them in time.
+        let _ = tokio::time::timeout(SHUTDOWN_RECORDING_PATIENCE, recorder).await;
         let release = store.release_leases(&owner, &config.retry);
         match tokio::time::timeout(SHUTDOWN_RECORDING_PATIENCE, release).await {
             Ok(Ok(r)) if r.total() == 0 => {}
@@ -315,7 +362,7 @@ fn wait_after(
     match step {
         Ok(StepOutcome::Full(_)) => Duration::ZERO,
         Ok(StepOutcome::Saturated) => Duration::MAX,
-        Ok(StepOutcome::Partial(_)) => wait,
+        Ok(StepOutcome::Partial(_) | StepOutcome::Throttled) => wait,
         Err(_) => wait.max(Duration::from_millis(500)),
     }
 }

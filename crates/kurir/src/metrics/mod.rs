@@ -49,6 +49,10 @@ pub const ORPHANED_DELIVERIES: &str = "kurir_orphaned_deliveries_total";
 /// Claimed deliveries given back unattempted, per `reason`: `lease` (could not start within
 /// it), `shutdown`.
 pub const HANDED_BACK: &str = "kurir_deliveries_handed_back_total";
+/// Circuit breaker transitions made by this process, per `endpoint_id`, `from` and `to`.
+pub const CIRCUIT_TRANSITIONS: &str = "kurir_circuit_transitions_total";
+/// Endpoints this process disabled for failing too long, per `endpoint_id`.
+pub const ENDPOINTS_AUTO_DISABLED: &str = "kurir_endpoints_auto_disabled_total";
 /// Rows deleted by the retention pruner, per `table`.
 pub const PRUNED_ROWS: &str = "kurir_pruned_rows_total";
 /// Webhooks received, per `source` and `outcome`: recorded by `kurir-receiver` (its
@@ -82,7 +86,9 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (INBOX_FORWARD_DURATION, "Duration of each inbox gateway forward attempt, in seconds."),
     (COMPLETIONS_REFUSED, "Delivery attempts whose record the database refused (logged at ERROR with the delivery id); the delivery is due again when its lease expires."),
     (ORPHANED_DELIVERIES, "Deliveries removed because their event (reason event_deleted) or endpoint (endpoint_deleted) was deleted outside kurir, e.g. pruned by hand."),
-    (HANDED_BACK, "Claimed deliveries given back unattempted and uncharged: reason lease (every slot was busy until the delivery could no longer finish within its lease) or shutdown."),
+    (HANDED_BACK, "Claimed deliveries given back unattempted and uncharged: reason lease (every slot was busy until the delivery could no longer finish within its lease) or shutdown, or circuit_open (the endpoint's circuit breaker opened before they started, or another process won its probe)."),
+    (CIRCUIT_TRANSITIONS, "Circuit breaker transitions made by this process, by endpoint and from/to state (closed, open, half_open)."),
+    (ENDPOINTS_AUTO_DISABLED, "Endpoints this process disabled after they failed, with no success, for KURIR_ENDPOINT_DISABLE_AFTER."),
     (PRUNED_ROWS, "Rows deleted by the retention pruner, by table (kurir_outbox, kurir_deliveries, kurir_attempts, kurir_inbox, kurir_replays)."),
     (INBOX_EVENTS, "Webhooks received by the inbox, by source and outcome (accepted, duplicate, error, or the rejection code)."),
 ];
@@ -247,6 +253,33 @@ impl Metrics {
                     .increment(n);
             }
         }
+    }
+
+    /// Counts a circuit breaker transition of `endpoint_id`.
+    pub fn record_circuit_transition(
+        &self,
+        endpoint_id: &EndpointId,
+        from: &'static str,
+        to: &'static str,
+    ) {
+        self.counter(
+            CIRCUIT_TRANSITIONS,
+            vec![
+                Label::new("endpoint_id", endpoint_id.to_string()),
+                Label::from_static_parts("from", from),
+                Label::from_static_parts("to", to),
+            ],
+        )
+        .increment(1);
+    }
+
+    /// Counts an endpoint disabled for failing too long.
+    pub fn record_endpoint_auto_disabled(&self, endpoint_id: &EndpointId) {
+        self.counter(
+            ENDPOINTS_AUTO_DISABLED,
+            vec![Label::new("endpoint_id", endpoint_id.to_string())],
+        )
+        .increment(1);
     }
 
     /// Folds recorded histogram samples into their buckets every `interval` until `shutdown`,

@@ -29,7 +29,71 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
             "cannot read the backlog for /metrics; its gauges are left out of this scrape"
         ),
     }
+    match endpoint_protection(&state).await {
+        Ok(rows) => write_protection(&mut text, &rows),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "cannot read the circuit breakers for /metrics; their gauges are left out of this scrape"
+        ),
+    }
     ([(CONTENT_TYPE, TEXT_FORMAT)], text).into_response()
+}
+
+/// How far back the timeout ratio looks.
+const TIMEOUT_RATIO_WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+
+/// Per endpoint: its circuit state's gauge value and, when it had attempts in the last
+/// [`TIMEOUT_RATIO_WINDOW`], the share of them that timed out (all from the database).
+async fn endpoint_protection(
+    state: &AppState,
+) -> Result<Vec<(String, i64, Option<f64>)>, crate::store::StoreError> {
+    let endpoints = state.store.list_endpoints().await?;
+    let circuits = state.store.circuits().await?;
+    let health = state
+        .store
+        .endpoint_health(chrono::Utc::now() - TIMEOUT_RATIO_WINDOW)
+        .await?;
+    Ok(endpoints
+        .into_iter()
+        .map(|e| {
+            let id = e.id.to_string();
+            let circuit = circuits.iter().find(|c| c.endpoint_id == id);
+            let gauge = circuit.map_or(0, |c| c.circuit.state.gauge());
+            let ratio = health
+                .iter()
+                .find(|h| h.endpoint_id == id && h.attempts > 0)
+                .map(|h| h.timeouts as f64 / h.attempts as f64);
+            (id, gauge, ratio)
+        })
+        .collect())
+}
+
+/// Appends the circuit state and timeout ratio gauges to `text`.
+fn write_protection(text: &mut String, rows: &[(String, i64, Option<f64>)]) {
+    gauge_header(
+        text,
+        "kurir_endpoint_circuit_state",
+        "Each endpoint's circuit breaker: 0 closed, 1 open, 2 half_open (from the database).",
+    );
+    for (id, state, _) in rows {
+        let _ = writeln!(
+            text,
+            "kurir_endpoint_circuit_state{{endpoint_id=\"{id}\"}} {state}"
+        );
+    }
+    gauge_header(
+        text,
+        "kurir_endpoint_timeout_ratio",
+        "Share of each endpoint's attempts in the last 5 minutes that timed out; absent without attempts (from the database).",
+    );
+    for (id, _, ratio) in rows {
+        if let Some(r) = ratio {
+            let _ = writeln!(
+                text,
+                "kurir_endpoint_timeout_ratio{{endpoint_id=\"{id}\"}} {r}"
+            );
+        }
+    }
 }
 
 /// Appends the backlog gauges to `text`.
@@ -116,5 +180,20 @@ mod tests {
         assert!(text.contains("\nkurir_outbox_undispatched 4\n"));
         assert!(text.contains("\nkurir_oldest_undispatched_age_seconds 0.25\n"));
         assert!(text.contains("\nkurir_outbox_refused 2\n"));
+    }
+
+    #[test]
+    fn protection_gauges_are_prometheus_text() {
+        let mut text = String::new();
+        write_protection(
+            &mut text,
+            &[("a".into(), 1, Some(0.25)), ("b".into(), 0, None)],
+        );
+        assert!(text.contains(
+            "# TYPE kurir_endpoint_circuit_state gauge\nkurir_endpoint_circuit_state{endpoint_id=\"a\"} 1\n"
+        ));
+        assert!(text.contains("kurir_endpoint_circuit_state{endpoint_id=\"b\"} 0\n"));
+        assert!(text.contains("kurir_endpoint_timeout_ratio{endpoint_id=\"a\"} 0.25\n"));
+        assert!(!text.contains("kurir_endpoint_timeout_ratio{endpoint_id=\"b\"}"));
     }
 }

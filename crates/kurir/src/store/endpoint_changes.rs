@@ -43,6 +43,9 @@ pub(crate) fn endpoint_changes(update: &EndpointUpdate) -> Vec<(&'static str, Co
     if let Some(m) = update.max_in_flight {
         changes.push(("max_in_flight", Int(Some(m.into()))));
     }
+    if let Some(limit) = update.rate_limit_per_second {
+        changes.push(("rate_limit_per_second", Int(limit.map(i64::from))));
+    }
     let o = &update.overrides;
     let ms = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
     for (column, change) in [
@@ -60,6 +63,11 @@ pub(crate) fn endpoint_changes(update: &EndpointUpdate) -> Vec<(&'static str, Co
             "retry_max_attempts",
             o.retry_max_attempts.map(|v| v.map(u64::from)),
         ),
+        (
+            "circuit_failure_threshold",
+            o.circuit_failure_threshold.map(|v| v.map(u64::from)),
+        ),
+        ("circuit_cooldown_ms", o.circuit_cooldown_ms),
     ] {
         if let Some(value) = change {
             changes.push((column, Int(ms(value))));

@@ -24,12 +24,14 @@
 pub mod activity;
 pub mod admin;
 pub mod backlog;
+pub mod breaker;
 mod claims;
 mod endpoint_changes;
 mod enqueue;
 pub mod inbox;
 pub mod notify;
 pub mod postgres;
+pub mod rates;
 mod records;
 pub mod replay_preview;
 pub mod retention;
@@ -175,6 +177,7 @@ pub(crate) fn endpoint_from_new(new: NewEndpoint, now: DateTime<Utc>) -> Endpoin
         max_in_flight: new
             .max_in_flight
             .unwrap_or(crate::endpoint::DEFAULT_MAX_IN_FLIGHT),
+        rate_limit_per_second: new.rate_limit_per_second,
         created_at: now,
         updated_at: now,
     }

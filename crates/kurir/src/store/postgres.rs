@@ -23,7 +23,9 @@ const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event
     previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
     connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
     retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
-    max_in_flight::int8 AS max_in_flight, created_at, updated_at";
+    circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
+    max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
+    created_at, updated_at";
 
 /// The fenced update of a completion batch (see [`PgStore::complete_deliveries`]).
 const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, \
@@ -138,8 +140,10 @@ impl PgStore {
         let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
             previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
             retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            created_at, updated_at) \
-            VALUES ($1, $2, $3, $4::json, $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, now(), now()) \
+            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, created_at, \
+            updated_at) \
+            VALUES ($1, $2, $3, $4::json, $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+                $16, $17, now(), now()) \
             RETURNING created_at";
         let row = bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .fetch_one(&self.pool)
@@ -346,6 +350,9 @@ fn bind_endpoint<'q>(
         .bind(o.retry_max_delay_ms.map(|v| v as i64))
         .bind(o.retry_max_attempts.map(|v| v as i32))
         .bind(e.max_in_flight as i32)
+        .bind(o.circuit_failure_threshold.map(|v| v as i32))
+        .bind(o.circuit_cooldown_ms.map(|v| v as i64))
+        .bind(e.rate_limit_per_second.map(|v| v as i32))
 }
 
 #[cfg(test)]

@@ -17,11 +17,14 @@ const GET_ENDPOINT: Sql = Sql {
         previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
         connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
         retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
-        max_in_flight::int8 AS max_in_flight, created_at, updated_at \
+        circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
+        max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
+        created_at, updated_at \
         FROM kurir_endpoints WHERE id = $1",
     sqlite: "SELECT id, url, description, event_types, secret, previous_secrets, enabled, \
         disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
-        retry_max_delay_ms, retry_max_attempts, max_in_flight, created_at, updated_at \
+        retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
+        max_in_flight, rate_limit_per_second, created_at, updated_at \
         FROM kurir_endpoints WHERE id = ?1",
 };
 
@@ -30,11 +33,14 @@ const LIST_ENDPOINTS: Sql = Sql {
         previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
         connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
         retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
-        max_in_flight::int8 AS max_in_flight, created_at, updated_at \
+        circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
+        max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
+        created_at, updated_at \
         FROM kurir_endpoints WHERE enabled OR NOT $1 ORDER BY created_at, id",
     sqlite: "SELECT id, url, description, event_types, secret, previous_secrets, enabled, \
         disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
-        retry_max_delay_ms, retry_max_attempts, max_in_flight, created_at, updated_at \
+        retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
+        max_in_flight, rate_limit_per_second, created_at, updated_at \
         FROM kurir_endpoints WHERE enabled OR NOT ?1 ORDER BY created_at, id",
 };
 

@@ -101,7 +101,10 @@ pub(crate) struct EndpointRow {
     pub retry_initial_delay_ms: Option<i64>,
     pub retry_max_delay_ms: Option<i64>,
     pub retry_max_attempts: Option<i64>,
+    pub circuit_failure_threshold: Option<i64>,
+    pub circuit_cooldown_ms: Option<i64>,
     pub max_in_flight: i64,
+    pub rate_limit_per_second: Option<i64>,
     pub created_at: Ts,
     pub updated_at: Ts,
 }
@@ -138,8 +141,11 @@ impl EndpointRow {
                 retry_initial_delay_ms: self.retry_initial_delay_ms.and_then(|v| v.try_into().ok()),
                 retry_max_delay_ms: self.retry_max_delay_ms.and_then(|v| v.try_into().ok()),
                 retry_max_attempts: u32_of(self.retry_max_attempts),
+                circuit_failure_threshold: u32_of(self.circuit_failure_threshold),
+                circuit_cooldown_ms: self.circuit_cooldown_ms.and_then(|v| v.try_into().ok()),
             },
             max_in_flight: u32_of(Some(self.max_in_flight)).unwrap_or(1).max(1),
+            rate_limit_per_second: u32_of(self.rate_limit_per_second),
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,
         })

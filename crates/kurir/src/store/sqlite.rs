@@ -25,7 +25,8 @@ use crate::endpoint::{Endpoint, EndpointId};
 
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
     enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
-    retry_max_delay_ms, retry_max_attempts, max_in_flight, created_at, updated_at";
+    retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
+    max_in_flight, rate_limit_per_second, created_at, updated_at";
 
 /// The completions of [`SqliteStore::complete_deliveries`] as rows `x`, from one flat JSON array
 /// of ten values per completion (`?1`): each value is read once, never re-parsed.
@@ -193,8 +194,9 @@ impl SqliteStore {
         let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
             previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
             retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            created_at, updated_at) \
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)";
+            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, created_at, \
+            updated_at) \
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18)";
         bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .bind(sqlite_ts(e.created_at))
             .execute(&self.pool)
@@ -374,6 +376,12 @@ fn bind_endpoint<'q>(
         .bind(o.retry_max_delay_ms.map(|v| v as i64))
         .bind(o.retry_max_attempts.map(i64::from))
         .bind(i64::from(e.max_in_flight))
+        .bind(o.circuit_failure_threshold.map(i64::from))
+        .bind(
+            o.circuit_cooldown_ms
+                .map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
+        )
+        .bind(e.rate_limit_per_second.map(i64::from))
 }
 
 #[cfg(test)]

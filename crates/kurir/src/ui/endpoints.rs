@@ -171,6 +171,9 @@ async fn create(
         retry_initial_delay_ms: None,
         retry_max_delay_ms: None,
         retry_max_attempts: None,
+        circuit_failure_threshold: None,
+        circuit_cooldown_ms: None,
+        rate_limit_per_second: None,
     };
     let (_, created) = api::create(State(state.clone()), ApiJson(body)).await?;
     let mut e = created.0;

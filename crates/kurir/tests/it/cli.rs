@@ -174,6 +174,13 @@ async fn the_quickstart_works_through_the_cli() {
         shown.contains(&event_id) && shown.contains("sent") && shown.contains("scheduled"),
         "{shown}"
     );
+    // Issue 15: the endpoint shows its circuit breaker.
+    let endpoint_id = endpoint["id"].as_str().unwrap();
+    let text = cli(dir, &server, &["endpoints", "show", endpoint_id]).await;
+    assert!(text.contains("circuit: closed since "), "{text}");
+    let json = cli_json(dir, &server, &["endpoints", "show", endpoint_id]).await;
+    assert_eq!(json["circuit"]["state"], "closed");
+    assert_eq!(json["circuit"]["consecutive_failures"], 0);
     assert!(
         shown.contains(&format!("attempts to {} [", receiver.url)),
         "the endpoint's URL beside its id: {shown}"

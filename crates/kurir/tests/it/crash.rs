@@ -66,6 +66,8 @@ fn spawn_kurir(db: &TestDb, data_dir: &std::path::Path) -> Kurir {
         .env("KURIR_RETRY_MAX_DELAY", "200ms")
         .env("KURIR_RETRY_JITTER", "0")
         .env("KURIR_POLL_INTERVAL", "10ms")
+        // Off, as in `test_delivery_config`: these tests count attempts to failing receivers.
+        .env("KURIR_CIRCUIT_FAILURE_THRESHOLD", "0")
         .env("KURIR_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

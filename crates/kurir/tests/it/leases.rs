@@ -10,15 +10,12 @@ use std::time::Duration;
 use chrono::Utc;
 use kurir::config::DeliveryConfig;
 use kurir::delivery::{ClaimedDelivery, Completion, DeliveryStatus, NextState, Trigger};
-use kurir::dispatch::Dispatcher;
 use kurir::endpoint::{Endpoint, EventFilter, NewEndpoint};
-use kurir::metrics::Metrics;
 use kurir::store::{EndpointSlot, ReplayFilter, ReplayRequest, Requeued, Store};
 use kurir_core::retry::RetryPolicy;
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 use crate::on_both_backends;
+use crate::support::dispatcher::Process;
 use crate::support::receiver::Receiver;
 use crate::support::{enqueue_events, eventually, test_delivery_config, TestDb};
 
@@ -163,48 +160,6 @@ async fn an_expired_lease_backs_off_as_the_policy_says_with_the_process_default_
             assert_eq!(swept.dead_lettered, 1, "the default maximum of 2");
             assert_eq!(d.status, DeliveryStatus::DeadLetter);
         }
-    }
-}
-
-/// A dispatcher of its own, as one kurir process runs it, until its token is cancelled.
-struct Process {
-    wake: Arc<Notify>,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-    metrics: Metrics,
-}
-
-impl Process {
-    fn start(store: &Store, config: DeliveryConfig, owner: &str) -> Self {
-        let metrics = Metrics::new();
-        let dispatcher =
-            Dispatcher::new(store.clone(), config, owner.to_owned()).with_metrics(metrics.clone());
-        let (wake, shutdown) = (Arc::new(Notify::new()), CancellationToken::new());
-        let task = tokio::spawn(Arc::new(dispatcher).run(wake.clone(), shutdown.clone()));
-        Self {
-            wake,
-            shutdown,
-            task,
-            metrics,
-        }
-    }
-
-    /// How many deliveries it handed back for `reason`.
-    fn handed_back(&self, reason: &str) -> f64 {
-        let prefix = format!("kurir_deliveries_handed_back_total{{reason=\"{reason}\"}} ");
-        self.metrics
-            .render()
-            .lines()
-            .find_map(|l| l.strip_prefix(prefix.as_str())?.parse().ok())
-            .unwrap_or(0.0)
-    }
-
-    async fn stop(self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), self.task)
-            .await
-            .expect("the dispatcher stops")
-            .unwrap();
     }
 }
 

@@ -5,7 +5,11 @@ use serde_json::json;
 
 use super::support::{on_both_backends, TestApp};
 
-on_both_backends!(endpoints_are_created_read_listed_changed_and_deleted);
+on_both_backends!(
+    endpoints_are_created_read_listed_changed_and_deleted,
+    circuit_breaker_settings_are_overrides_and_the_circuit_is_shown,
+    a_rate_limit_is_set_shown_cleared_and_bounded,
+);
 
 async fn endpoints_are_created_read_listed_changed_and_deleted(app: TestApp) {
     let created = app
@@ -90,4 +94,94 @@ async fn endpoints_are_created_read_listed_changed_and_deleted(app: TestApp) {
     assert_eq!(body["error"]["code"], "not_found");
     let (status, _) = app.delete(&format!("/v1/endpoints/{id}")).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// Issue 15: the breaker's per-endpoint settings are set, shown and cleared like the retry
+/// overrides, refused out of bounds with the field named; the circuit is shown read-only.
+async fn circuit_breaker_settings_are_overrides_and_the_circuit_is_shown(app: TestApp) {
+    let created = app
+        .create_endpoint(
+            "https://partner.example/hooks",
+            json!({"circuit_failure_threshold": 3, "circuit_cooldown_ms": 5000}),
+        )
+        .await;
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(created["circuit_failure_threshold"], 3);
+    assert_eq!(created["circuit_cooldown_ms"], 5000);
+    let (_, shown) = app.get(&format!("/v1/endpoints/{id}")).await;
+    assert_eq!(shown["circuit"]["state"], "closed");
+    assert_eq!(shown["circuit"]["since"], shown["created_at"]);
+    assert_eq!(shown["circuit"]["consecutive_failures"], 0);
+    assert_eq!(shown["circuit"]["next_probe_at"], json!(null));
+    let (_, list) = app.get("/v1/endpoints").await;
+    assert_eq!(list[0]["circuit"]["state"], "closed");
+
+    let (status, changed) = app
+        .patch(
+            &format!("/v1/endpoints/{id}"),
+            json!({"circuit_failure_threshold": null}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["circuit_failure_threshold"], json!(null));
+    assert_eq!(changed["circuit_cooldown_ms"], 5000);
+    for (field, value) in [
+        ("circuit_failure_threshold", json!(0)),
+        ("circuit_cooldown_ms", json!(1)),
+        ("circuit_cooldown_ms", json!(600_001)),
+    ] {
+        let (status, body) = app
+            .patch(&format!("/v1/endpoints/{id}"), json!({ field: value }))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{field}={value}: {body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(field),
+            "{body}"
+        );
+    }
+    let (status, body) = app
+        .patch(
+            &format!("/v1/endpoints/{id}"),
+            json!({"circuit": {"state": "open"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "read-only: {body}");
+}
+
+/// Issue 15: `rate_limit_per_second` on create and patch.
+async fn a_rate_limit_is_set_shown_cleared_and_bounded(app: TestApp) {
+    let created = app
+        .create_endpoint(
+            "https://partner.example/hooks",
+            json!({"rate_limit_per_second": 20}),
+        )
+        .await;
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(created["rate_limit_per_second"], 20);
+    for value in [json!(0), json!(100_001)] {
+        let (status, body) = app
+            .patch(
+                &format!("/v1/endpoints/{id}"),
+                json!({ "rate_limit_per_second": value }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{value}: {body}");
+        assert!(body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("rate_limit_per_second"));
+    }
+    let (_, shown) = app.get(&format!("/v1/endpoints/{id}")).await;
+    assert_eq!(
+        shown["rate_limit_per_second"], 20,
+        "a refused change changes nothing"
+    );
+    let (status, changed) = app
+        .patch(
+            &format!("/v1/endpoints/{id}"),
+            json!({"rate_limit_per_second": null}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    assert_eq!(changed["rate_limit_per_second"], json!(null));
 }

@@ -84,6 +84,9 @@ impl TestApp {
             ("retry_max_delay", "200ms".into()),
             ("request_timeout", "2s".into()),
             ("max_body_size", "64KiB".into()),
+            // Off, as in `test_delivery_config`: tests dead-letter deliveries to failing
+            // receivers on purpose.
+            ("circuit_failure_threshold", "0".into()),
         ];
         flags.extend(overrides.iter().map(|(k, v)| (*k, v.to_string())));
         Config::from_raw(&RawConfig::load(None, |_| None, &flags).unwrap()).unwrap()

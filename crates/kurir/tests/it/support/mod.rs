@@ -2,6 +2,7 @@
 //! hostile one on raw TCP, a TCP proxy that can cut connections, a kurir server in-process or as
 //! the real binary, and condition waits with deadlines.
 
+pub mod dispatcher;
 pub mod hostile;
 pub mod process;
 pub mod proxy;
@@ -229,6 +230,13 @@ pub fn test_delivery_config() -> DeliveryConfig {
         poll_interval: Duration::from_millis(10),
         relay_poll_interval: Duration::from_millis(10),
         lease_margin: Duration::from_secs(30),
+        // Off: the tests that count attempts to a failing receiver predate it; the breaker's
+        // own tests turn it on.
+        breaker: kurir_core::BreakerPolicy {
+            failure_threshold: 0,
+            cooldown: Duration::from_secs(30),
+        },
+        endpoint_disable_after: Duration::from_secs(5 * 86_400),
     }
 }
 

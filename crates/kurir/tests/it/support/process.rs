@@ -39,6 +39,8 @@ pub fn kurir_serve(database_url: &str, data_dir: &Path) -> Command {
         .env("KURIR_RETRY_MAX_DELAY", "200ms")
         .env("KURIR_RETRY_JITTER", "0")
         .env("KURIR_POLL_INTERVAL", "10ms")
+        // Off, as in `test_delivery_config`: these tests count attempts to failing receivers.
+        .env("KURIR_CIRCUIT_FAILURE_THRESHOLD", "0")
         .env("KURIR_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
