@@ -176,7 +176,7 @@ pub fn valid_aggregate(value: &str) -> bool {
 /// Records `event` in `kurir_outbox` inside the caller's transaction and returns its id.
 ///
 /// Nothing is visible to kurir until the caller commits; if the caller rolls back, the event
-/// never existed. Works on a PostgreSQL or SQLite transaction.
+/// never existed. Works on a PostgreSQL, SQLite or MySQL/MariaDB transaction.
 pub async fn enqueue<DB: OutboxDatabase>(
     tx: &mut sqlx::Transaction<'_, DB>,
     event: NewEvent,
@@ -192,7 +192,7 @@ pub async fn enqueue<DB: OutboxDatabase>(
     }
 }
 
-/// A database kurir's outbox can be written to: PostgreSQL and SQLite.
+/// A database kurir's outbox can be written to: PostgreSQL, SQLite and MySQL/MariaDB.
 pub trait OutboxDatabase: sqlx::Database {
     /// Inserts one outbox row; one statement, no locks beyond the row itself.
     fn insert_event<'c>(
@@ -243,6 +243,31 @@ impl OutboxDatabase for sqlx::Sqlite {
             .bind(event.aggregate_type.as_deref())
             .bind(event.aggregate_id.as_deref())
             .bind(event.occurred_at.map(sqlite_ts))
+            .bind(event.payload.get())
+            .execute(conn)
+            .await
+            .map(drop)
+    }
+}
+
+impl OutboxDatabase for sqlx::MySql {
+    /// `occurred_at` defaults to the database's UTC clock (the column's default reads the same).
+    async fn insert_event(
+        conn: &mut sqlx::MySqlConnection,
+        id: &EventId,
+        event: &NewEvent,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(
+                "INSERT INTO kurir_outbox \
+                 (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
+                 VALUES (?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(3)), ?)",
+            )
+            .bind(id.as_str())
+            .bind(event.event_type.as_str())
+            .bind(event.version)
+            .bind(event.aggregate_type.as_deref())
+            .bind(event.aggregate_id.as_deref())
+            .bind(event.occurred_at.map(|t| t.naive_utc()))
             .bind(event.payload.get())
             .execute(conn)
             .await

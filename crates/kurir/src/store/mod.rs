@@ -1,8 +1,9 @@
-//! Storage: one API over PostgreSQL and SQLite.
+//! Storage: one API over PostgreSQL, SQLite and MySQL/MariaDB.
 //!
 //! [`Store`] is the only way the rest of kurir touches the database (the outbox write excepted,
 //! which runs on the application's own transaction in [`crate::outbox`]). Each operation has one
-//! implementation per backend, in [`postgres`] and [`sqlite`], and each documents its locking.
+//! implementation per backend, in [`postgres`], [`sqlite`] and [`mysql`], and each documents its
+//! locking.
 //! The conformance tests in `tests/it/store.rs` run every operation on both.
 //!
 //! The dashboard's reads ([`activity`], [`inbox`], [`replay_preview`], [`waiting`]) already have
@@ -16,6 +17,7 @@ pub mod backlog;
 mod claims;
 mod endpoint_changes;
 pub mod inbox;
+pub mod mysql;
 pub mod notify;
 pub mod postgres;
 pub mod replay_preview;
@@ -44,6 +46,7 @@ pub use claims::{Claim, Orphan, OrphanReason, Requeued};
 pub(crate) use claims::{OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
 pub(crate) use endpoint_changes::{endpoint_changes, rotated_secrets, ColumnValue};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
+pub use mysql::MySqlStore;
 pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 pub(crate) use time::ensure_sqlite_dir;
@@ -53,12 +56,12 @@ pub use time::{now_millis, parse_sqlite_ts, sqlite_ts};
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The database URL is not one kurir can use.
-    #[error("unsupported database URL scheme '{0}': use postgres://… or sqlite://…")]
+    #[error("unsupported database URL scheme '{0}': use postgres://…, mysql://… or sqlite://…")]
     UnsupportedUrl(String),
     /// The database could not be reached or refused the connection.
     #[error("cannot connect to the {backend} database: {source}")]
     Connect {
-        /// `postgres` or `sqlite`.
+        /// `postgres`, `sqlite` or `mysql`.
         backend: &'static str,
         /// The driver's error.
         source: sqlx::Error,
@@ -213,13 +216,16 @@ pub(crate) fn endpoint_from_new(new: NewEndpoint, now: DateTime<Utc>) -> Endpoin
     }
 }
 
-/// The store: PostgreSQL for production, SQLite embedded.
+/// The store: PostgreSQL or MySQL/MariaDB for production, SQLite embedded.
 #[derive(Clone, Debug)]
 pub enum Store {
     /// PostgreSQL, shared by any number of kurir processes.
     Postgres(PgStore),
     /// SQLite, one kurir process per file.
     Sqlite(SqliteStore),
+    /// MySQL (8.0.16 or later) or MariaDB (10.6 or later), shared by any number of kurir
+    /// processes.
+    Mysql(MySqlStore),
 }
 
 macro_rules! on_backend {
@@ -227,17 +233,20 @@ macro_rules! on_backend {
         match $self {
             Store::Postgres($s) => $body,
             Store::Sqlite($s) => $body,
+            Store::Mysql($s) => $body,
         }
     };
 }
 pub(crate) use on_backend;
 
 impl Store {
-    /// Connects to `url` (`postgres://…`, `postgresql://…` or `sqlite://…`). A missing SQLite
-    /// file and its directory are created.
+    /// Connects to `url` (`postgres://…`, `postgresql://…`, `mysql://…`, `mariadb://…` or
+    /// `sqlite://…`). A missing SQLite file and its directory are created.
     pub async fn connect(url: &str) -> Result<Self> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(Self::Postgres(PgStore::connect(url).await?))
+        } else if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            Ok(Self::Mysql(MySqlStore::connect(url).await?))
         } else if url.starts_with("sqlite:") {
             Ok(Self::Sqlite(SqliteStore::connect(url).await?))
         } else {
@@ -249,11 +258,12 @@ impl Store {
         }
     }
 
-    /// `postgres` or `sqlite`.
+    /// `postgres`, `sqlite` or `mysql`.
     pub fn backend(&self) -> &'static str {
         match self {
             Self::Postgres(_) => "postgres",
             Self::Sqlite(_) => "sqlite",
+            Self::Mysql(_) => "mysql",
         }
     }
 
@@ -268,6 +278,7 @@ impl Store {
         match self {
             Self::Postgres(s) => kurir_receiver::Inbox::from(s.pool().clone()),
             Self::Sqlite(s) => kurir_receiver::Inbox::from(s.pool().clone()),
+            Self::Mysql(s) => kurir_receiver::Inbox::from(s.pool().clone()),
         }
     }
 

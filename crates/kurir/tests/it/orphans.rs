@@ -34,6 +34,11 @@ async fn by_hand(db: &TestDb, sql: &str) -> u64 {
             shell.close().await.unwrap();
             done.rows_affected()
         }
+        Store::Mysql(my) => sqlx::query(sql)
+            .execute(my.pool())
+            .await
+            .unwrap()
+            .rows_affected(),
     }
 }
 
@@ -41,6 +46,7 @@ async fn count(db: &TestDb, sql: &str) -> i64 {
     match &db.store {
         Store::Postgres(pg) => sqlx::query_scalar(sql).fetch_one(pg.pool()).await.unwrap(),
         Store::Sqlite(sq) => sqlx::query_scalar(sql).fetch_one(sq.pool()).await.unwrap(),
+        Store::Mysql(my) => sqlx::query_scalar(sql).fetch_one(my.pool()).await.unwrap(),
     }
 }
 
