@@ -63,7 +63,9 @@
 //! backend and its sqlx driver.
 
 #[cfg(not(any(feature = "postgres", feature = "sqlite", feature = "mysql")))]
-compile_error!("kurir-receiver needs at least one backend feature: `postgres`, `sqlite` or `mysql`");
+compile_error!(
+    "kurir-receiver needs at least one backend feature: `postgres`, `sqlite` or `mysql`"
+);
 
 pub mod clock;
 pub mod error;
@@ -87,10 +89,10 @@ pub use receiver::{Accepted, EventStatus, Receiver};
 pub use runner::{Runner, StepCounts, StepOutcome, Waker};
 pub use source::WebhookSource;
 pub use source_set::SourceSet;
-#[cfg(feature = "postgres")]
-pub use store::migrate_postgres;
 #[cfg(feature = "mysql")]
 pub use store::migrate_mysql;
+#[cfg(feature = "postgres")]
+pub use store::migrate_postgres;
 #[cfg(feature = "sqlite")]
 pub use store::migrate_sqlite;
 pub use store::{

@@ -26,8 +26,12 @@ const CLAIMED_COLUMNS: &str = "i.id, CAST(i.source AS CHAR) AS source, \
     CAST(i.idempotency_key AS CHAR) AS idempotency_key, i.payload, \
     CAST(i.headers AS CHAR) AS headers, i.attempts, i.created_at";
 
-/// Ids as a JSON array, as rows `x(id)`.
-const IDS: &str = "JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS x";
+/// `i.id IN (?, …)`: the rows a claim leases, by primary key, so the lease's `UPDATE` locks
+/// those rows and no others (joined with a JSON list instead, the optimizer may read the table
+/// first and wait for rows another claimer holds).
+fn ids_in(n: usize) -> String {
+    format!("i.id IN ({})", vec!["?"; n].join(", "))
+}
 
 pub(super) async fn migrate(pool: &MySqlPool) -> Result<()> {
     let mut migrator = sqlx::migrate!("./migrations/mysql");
@@ -79,8 +83,7 @@ pub(super) async fn get_event(
     source: &str,
     event_id: &str,
 ) -> Result<Option<RecordRow>> {
-    let sql =
-        format!("SELECT {RECORD_COLUMNS} FROM kurir_inbox WHERE source = ? AND event_id = ?");
+    let sql = format!("SELECT {RECORD_COLUMNS} FROM kurir_inbox WHERE source = ? AND event_id = ?");
     let row = sqlx::query(&sql)
         .bind(source)
         .bind(event_id)
@@ -124,26 +127,30 @@ pub(super) async fn claim_due(
         tx.commit().await?;
         return Ok(Vec::new());
     }
-    let ids = serde_json::to_string(&ids).unwrap_or_default();
-    sqlx::query(&format!(
-        "UPDATE kurir_inbox AS i JOIN {IDS} ON i.id = x.id \
+    let sql = format!(
+        "UPDATE kurir_inbox AS i \
          SET i.status = 'processing', i.lease_owner = ?, i.lease_expires_at = ?, \
-             i.attempts = i.attempts + 1, i.last_attempt_at = ?, i.updated_at = ?"
-    ))
-    .bind(&ids)
-    .bind(owner)
-    .bind(lease_until.naive_utc())
-    .bind(now.naive_utc())
-    .bind(now.naive_utc())
-    .execute(&mut *tx)
-    .await?;
-    let rows = sqlx::query(&format!(
-        "SELECT {CLAIMED_COLUMNS} FROM kurir_inbox AS i JOIN {IDS} ON i.id = x.id \
-         ORDER BY i.available_at, i.id"
-    ))
-    .bind(&ids)
-    .fetch_all(&mut *tx)
-    .await?;
+             i.attempts = i.attempts + 1, i.last_attempt_at = ?, i.updated_at = ? WHERE {}",
+        ids_in(ids.len())
+    );
+    let mut lease = sqlx::query(&sql)
+        .bind(owner)
+        .bind(lease_until.naive_utc())
+        .bind(now.naive_utc())
+        .bind(now.naive_utc());
+    for id in &ids {
+        lease = lease.bind(id);
+    }
+    lease.execute(&mut *tx).await?;
+    let sql = format!(
+        "SELECT {CLAIMED_COLUMNS} FROM kurir_inbox AS i WHERE {} ORDER BY i.available_at, i.id",
+        ids_in(ids.len())
+    );
+    let mut read = sqlx::query(&sql);
+    for id in &ids {
+        read = read.bind(id);
+    }
+    let rows = read.fetch_all(&mut *tx).await?;
     tx.commit().await?;
     rows.iter().map(claimed_row).collect()
 }

@@ -13,9 +13,11 @@
 //! - **No `UPDATE … RETURNING`** (MySQL has none): a statement that changes rows and must say
 //!   which locks them first (`SELECT … FOR UPDATE SKIP LOCKED`), then changes them by id, in one
 //!   transaction.
-//! - **Arrays are bound as one JSON text** read with `JSON_TABLE`, so a statement's text (and its
-//!   prepared form) is the same whatever the batch size, and a batch never meets the protocol's
-//!   limit of 65,535 placeholders.
+//! - **Rows of values are bound as one JSON text** read with `JSON_TABLE`, so a batch never meets
+//!   the protocol's limit of 65,535 placeholders. **The rows a statement changes are named by a
+//!   list of their primary keys** (`id IN (?, …)`, [`in_list`]), never by a join with that JSON:
+//!   joined, the optimizer may read the table first, and a locking statement then waits for every
+//!   row another transaction holds (an application's uncommitted event, another process's claim).
 //! - **No advisory locks are needed**: fan-out reads the enabled endpoints `LOCK IN SHARE MODE`,
 //!   which a deletion's exclusive lock on the endpoint row orders against, the way PostgreSQL's
 //!   shared advisory lock does (see [`MySqlStore::relay_batch`]).
@@ -23,6 +25,7 @@
 mod admin;
 mod endpoints;
 mod leases;
+mod relay;
 mod sources;
 
 use std::str::FromStr;
@@ -35,9 +38,8 @@ use sqlx::mysql::{
 use sqlx::query::Query;
 use sqlx::{Connection, Executor, MySql, Row};
 
-use super::postgres::{fan_out_target, next_status};
-use super::{EndpointRow, RelayOutcome, Result, StoreError, StoredEvent};
-use crate::delivery::{AttemptRecord, Completion, DeliveryRecord, NextState, Trigger};
+use super::{EndpointRow, Result, StoreError, StoredEvent};
+use crate::delivery::{AttemptRecord, DeliveryRecord, Trigger};
 use crate::endpoint::{Endpoint, EndpointId};
 
 /// An endpoint row, its text columns cast so they decode (see the module docs).
@@ -58,14 +60,6 @@ pub(super) const EVENT_COLUMNS: &str = "id, CAST(event_id AS CHAR) AS event_id, 
     CAST(aggregate_type AS CHAR) AS aggregate_type, CAST(aggregate_id AS CHAR) AS aggregate_id, \
     occurred_at, CAST(payload AS CHAR) AS payload, created_at, dispatched_at, \
     CAST(refused_reason AS CHAR) AS refused_reason";
-
-/// The completions of [`MySqlStore::complete_deliveries`] as rows `x`, from one JSON array of
-/// arrays (the first bind).
-const COMPLETIONS: &str = "JSON_TABLE(?, '$[*]' COLUMNS ( \
-        id BIGINT PATH '$[0]', attempt INT PATH '$[1]', `trigger` VARCHAR(16) PATH '$[2]', \
-        started_at DATETIME(3) PATH '$[3]', duration_ms BIGINT PATH '$[4]', code INT PATH '$[5]', \
-        err LONGTEXT PATH '$[6]', body LONGTEXT PATH '$[7]', status VARCHAR(16) PATH '$[8]', \
-        next_at DATETIME(3) PATH '$[9]')) AS x";
 
 /// kurir's tables in a MySQL or MariaDB database.
 #[derive(Clone, Debug)]
@@ -204,179 +198,6 @@ impl MySqlStore {
         Ok(done.rows_affected() > 0)
     }
 
-    /// One transaction: locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP
-    /// LOCKED` (concurrent relays take disjoint batches; a row the application has inserted but
-    /// not committed is locked by its insert and skipped, so ids committing out of order are
-    /// never a gap the relay steps over: it looks by `dispatched_at IS NULL`, not past an id),
-    /// reads the enabled endpoints `LOCK IN SHARE MODE` (relays share it; an endpoint's
-    /// deletion waits for this batch, and a batch that starts after it sees the endpoint gone),
-    /// inserts the deliveries and marks the rows dispatched.
-    ///
-    /// An idle relay costs one index probe (no transaction, no lock) per look.
-    pub(super) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
-        let pending: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        if !pending {
-            return Ok(RelayOutcome::default());
-        }
-        let mut tx = self.pool.begin().await?;
-        let events = sqlx::query(
-            "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, \
-                 created_at FROM kurir_outbox \
-             WHERE dispatched_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
-        )
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await?;
-        if events.is_empty() {
-            // Explicitly: a dropped transaction is rolled back only when its connection is next
-            // used, and until then keeps what it locked.
-            tx.commit().await?;
-            return Ok(RelayOutcome::default());
-        }
-        let endpoints = sqlx::query(
-            "SELECT CAST(id AS CHAR) AS id, CAST(event_types AS CHAR) AS event_types, created_at \
-             FROM kurir_endpoints WHERE enabled LOCK IN SHARE MODE",
-        )
-        .fetch_all(&mut *tx)
-        .await?;
-        let endpoints = endpoints
-            .iter()
-            .map(|r| {
-                fan_out_target(
-                    r.try_get("id")?,
-                    r.try_get("event_types")?,
-                    r.try_get("created_at")?,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-
-        let mut pairs = Vec::new();
-        let mut dispatched = Vec::with_capacity(events.len());
-        let mut events_by_type = std::collections::BTreeMap::new();
-        for row in &events {
-            let id: i64 = row.try_get("id")?;
-            let event_id: String = row.try_get("event_id")?;
-            let event_type: String = row.try_get("event_type")?;
-            let created_at: DateTime<Utc> = row.try_get("created_at")?;
-            for target in endpoints
-                .iter()
-                .filter(|t| t.wants(&event_type, created_at))
-            {
-                pairs.push(serde_json::json!([id, event_id, target.id]));
-            }
-            dispatched.push(id);
-            *events_by_type.entry(event_type).or_default() += 1;
-        }
-        // IGNORE skips a pair that already has its delivery (the unique key); the values are
-        // kurir's own, so no other error can be downgraded by it.
-        let inserted = sqlx::query(
-            "INSERT IGNORE INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
-             SELECT x.outbox_id, x.event_id, x.endpoint_id FROM JSON_TABLE(?, '$[*]' COLUMNS ( \
-                 outbox_id BIGINT PATH '$[0]', event_id VARCHAR(256) PATH '$[1]', \
-                 endpoint_id VARCHAR(255) PATH '$[2]')) AS x",
-        )
-        .bind(serde_json::Value::Array(pairs).to_string())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        sqlx::query(
-            "UPDATE kurir_outbox o JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS x \
-                 ON o.id = x.id \
-             SET o.dispatched_at = UTC_TIMESTAMP(3)",
-        )
-        .bind(serde_json::to_string(&dispatched).unwrap_or_default())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(RelayOutcome {
-            events: dispatched.len(),
-            deliveries: inserted as usize,
-            events_by_type,
-        })
-    }
-
-    /// One transaction of three statements over the completions as one JSON array: the attempt
-    /// rows, the fenced update (a delivery moves on only where its last lease is `owner`'s at
-    /// the same attempt number; each row locked by primary key), and endpoints that answered
-    /// 410. The attempts of a delivery deleted meanwhile (its endpoint was) are dropped with it.
-    pub(super) async fn complete_deliveries(
-        &self,
-        owner: &str,
-        done: &[Completion],
-    ) -> Result<u64> {
-        let rows: Vec<serde_json::Value> = done
-            .iter()
-            .map(|c| {
-                serde_json::json!([
-                    c.delivery_id,
-                    c.attempt,
-                    c.trigger.as_str(),
-                    datetime(c.started_at),
-                    c.duration_ms,
-                    c.status_code,
-                    c.error.as_deref(),
-                    c.response_body.as_deref(),
-                    next_status(&c.next),
-                    match c.next {
-                        NextState::Retry(at) => Some(datetime(at)),
-                        _ => None,
-                    },
-                ])
-            })
-            .collect();
-        let rows = serde_json::Value::Array(rows).to_string();
-        let gone: Vec<&str> = done
-            .iter()
-            .filter(|c| c.next == NextState::Gone)
-            .map(|c| c.endpoint_id.as_str())
-            .collect();
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(&format!(
-            "INSERT INTO kurir_attempts (delivery_id, attempt, `trigger`, started_at, duration_ms, \
-                 status_code, error, response_body, worker) \
-             SELECT x.id, x.attempt, x.`trigger`, x.started_at, x.duration_ms, x.code, x.err, \
-                 x.body, ? FROM {COMPLETIONS} \
-             WHERE EXISTS (SELECT 1 FROM kurir_deliveries AS d WHERE d.id = x.id)"
-        ))
-        .bind(owner)
-        .bind(&rows)
-        .execute(&mut *tx)
-        .await?;
-        let moved = sqlx::query(&format!(
-            "UPDATE kurir_deliveries AS d JOIN {COMPLETIONS} ON d.id = x.id \
-             SET d.status = x.status, d.available_at = COALESCE(x.next_at, d.available_at), \
-                 d.lease_owner = NULL, d.lease_expires_at = NULL, d.last_status_code = x.code, \
-                 d.last_error = x.err, \
-                 d.sent_at = CASE WHEN x.status = 'sent' THEN UTC_TIMESTAMP(3) ELSE d.sent_at END, \
-                 d.`trigger` = 'scheduled', d.updated_at = UTC_TIMESTAMP(3) \
-             WHERE d.attempt_count = x.attempt AND d.lease_owner = ? \
-               AND d.status IN ('processing', 'failed', 'dead_letter')"
-        ))
-        .bind(&rows)
-        .bind(owner)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if !gone.is_empty() {
-            sqlx::query(
-                "UPDATE kurir_endpoints SET enabled = FALSE, updated_at = UTC_TIMESTAMP(3), \
-                     disabled_reason = CONCAT('the endpoint answered 410 Gone at ', \
-                         DATE_FORMAT(UTC_TIMESTAMP(), '%Y-%m-%dT%H:%i:%sZ')) \
-                 WHERE id IN (SELECT x.id FROM JSON_TABLE(?, '$[*]' COLUMNS ( \
-                     id VARCHAR(255) PATH '$')) AS x) AND enabled",
-            )
-            .bind(serde_json::to_string(&gone).unwrap_or_default())
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(done.len() as u64 - moved)
-    }
-
     pub(super) async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
         let row = sqlx::query(&format!(
             "SELECT {EVENT_COLUMNS} FROM kurir_outbox WHERE event_id = ?"
@@ -441,6 +262,26 @@ impl MySqlStore {
     }
 }
 
+/// `column IN (?, …)` with one placeholder per value, for [`bind_all`] to fill: the server reads
+/// those rows by key, so a locking statement locks them and no others. `n` must not be 0.
+pub(super) fn in_list(column: &str, n: usize) -> String {
+    format!("{column} IN ({})", vec!["?"; n].join(", "))
+}
+
+/// Binds each of `values` in order (the placeholders of [`in_list`]).
+pub(super) fn bind_all<'q, T>(
+    mut q: Query<'q, MySql, MySqlArguments>,
+    values: &'q [T],
+) -> Query<'q, MySql, MySqlArguments>
+where
+    T: sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Sync,
+{
+    for v in values {
+        q = q.bind(v);
+    }
+    q
+}
+
 /// A timestamp as `JSON_TABLE` reads it into a `DATETIME(3)` column: UTC, milliseconds.
 pub(super) fn datetime(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
@@ -468,7 +309,8 @@ fn bind_endpoint<'q>(
 }
 
 pub(super) fn endpoint_row(r: &MySqlRow) -> Result<EndpointRow> {
-    let int = |c: &str| -> Result<Option<i64>> { Ok(r.try_get::<Option<i32>, _>(c)?.map(i64::from)) };
+    let int =
+        |c: &str| -> Result<Option<i64>> { Ok(r.try_get::<Option<i32>, _>(c)?.map(i64::from)) };
     Ok(EndpointRow {
         id: r.try_get("id")?,
         url: r.try_get("url")?,

@@ -1,5 +1,5 @@
 //! kurir's integration tests: one binary, one module per area. Store and delivery tests run on
-//! SQLite and on PostgreSQL (see `support::on_both_backends!`).
+//! SQLite, PostgreSQL and MySQL/MariaDB (see `support::on_both_backends!`).
 
 mod support;
 
@@ -20,7 +20,9 @@ mod logs;
 mod metrics;
 mod operator;
 mod orphans;
+mod out_of_order;
 mod outbox;
+mod php;
 mod recording;
 mod sql_contract;
 mod store;

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::api::support::{eventually, Backend, Receiver, TestApp, TestDatabase};
 use crate::gateway::{post_inbox, standard_webhook, PARTNER_SECRET};
 
-/// Runs each `async fn name(app: TestApp)` on both backends with forwards and deliveries given up
+/// Runs each `async fn name(app: TestApp)` on every backend with forwards and deliveries given up
 /// after two attempts.
 macro_rules! on_both_backends_quick_give_up {
     ($($name:ident),* $(,)?) => {$(
@@ -22,6 +22,11 @@ macro_rules! on_both_backends_quick_give_up {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
                 super::run(crate::api::support::Backend::Postgres, super::$name).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                super::run(crate::api::support::Backend::Mysql, super::$name).await
             }
         }
     )*};

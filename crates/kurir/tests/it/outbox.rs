@@ -41,7 +41,7 @@ macro_rules! with_tx {
 }
 
 async fn create_orders_table(db: &TestDb) {
-    let sql = "CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL)";
+    let sql = "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, status TEXT NOT NULL)";
     exec(db, sql).await;
 }
 

@@ -23,7 +23,7 @@ const INSERT_SQLITE: &str =
 
 const INSERT_MYSQL: &str =
     "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
-    VALUES (COALESCE(?, UUID()), ?, ?, ?, ?)";
+    VALUES (COALESCE(?, CAST(UUID() AS CHAR)), ?, ?, ?, ?)";
 
 /// One outbox row as an application would write it.
 struct Row<'a> {

@@ -13,7 +13,7 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, Row, Transaction};
 use tokio::time::Instant;
 
-use super::MySqlStore;
+use super::{bind_all, in_list, MySqlStore};
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::{
     Claim, EndpointSlot, Orphan, OrphanReason, Requeued, Result, StoreError, LEASE_EXPIRED,
@@ -35,20 +35,16 @@ const ORPHANS_SQL: &str = "SELECT d.id, CAST(d.endpoint_id AS CHAR) AS endpoint_
        AND NOT EXISTS (SELECT 1 FROM kurir_outbox AS o WHERE o.id = d.outbox_id) \
      FOR UPDATE SKIP LOCKED";
 
-/// Ids as a JSON array, as rows `x(id)`.
-const IDS: &str = "JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS x";
-
-/// Ends the leases of the rows `x`, counting each as an attempt: dead-letters the delivery at
+/// Ends the leases of the rows named after it (`requeue_sql`), counting each as an attempt: dead-letters the delivery at
 /// its endpoint's maximum, else makes it due after the retry backoff, as
 /// `kurir_core::retry::RetryPolicy` computes it after that attempt (`initial · 2^(n−1)` capped,
 /// moved by the jitter, capped again). The endpoint's overrides apply, else the defaults: the
-/// binds are the row ids, then the attempts, the initial and the longest delay in ms, the
-/// jitter, and the `last_error` (twice). A delay is capped at 100 years. No assignment reads a
+/// binds are the attempts, the initial and the longest delay in ms, the jitter and the
+/// `last_error`, then the row ids. A delay is capped at 100 years. No assignment reads a
 /// column another one writes (a multi-table `UPDATE` does not promise their order).
 /// `lease_owner` is left as it was: the lease's owner may still record the outcome of the
 /// attempt until the delivery is claimed again (see `Store::complete_deliveries`).
 const REQUEUE_SQL: &str = "UPDATE kurir_deliveries AS d \
-     JOIN JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS x ON d.id = x.id \
      LEFT JOIN kurir_endpoints AS e ON e.id = d.endpoint_id \
      CROSS JOIN (SELECT ? AS max_attempts, ? AS initial_ms, ? AS max_ms, ? AS jitter, \
          ? AS error) AS p \
@@ -64,7 +60,7 @@ const REQUEUE_SQL: &str = "UPDATE kurir_deliveries AS d \
                  * (1 + p.jitter * (2 * RAND() - 1)))) MICROSECOND) END, \
          d.last_error = CASE WHEN d.attempt_count >= COALESCE(e.retry_max_attempts, p.max_attempts) \
              THEN CONCAT(p.error, '; no attempts left') ELSE p.error END, \
-         d.lease_expires_at = NULL, d.updated_at = UTC_TIMESTAMP(3)";
+         d.lease_expires_at = NULL, d.updated_at = UTC_TIMESTAMP(3) WHERE ";
 
 /// A row leased by a claim, before its event is read.
 struct Leased<'a> {
@@ -126,25 +122,33 @@ impl MySqlStore {
         })
     }
 
-    /// One transaction: finds the endpoint ids of deliveries with no endpoint (one index entry
-    /// per endpoint, `DISTINCT` on the index's first column), locks up to `limit` of their rows,
-    /// deletes them and their attempts.
+    /// A read finds the endpoint ids of deliveries with no endpoint (one index entry per
+    /// endpoint, `DISTINCT` on the index's first column); then one transaction locks up to
+    /// `limit` of their rows (skipping locked ones), deletes them and their attempts.
     pub(in crate::store) async fn remove_deliveries_of_deleted_endpoints(
         &self,
         limit: u32,
     ) -> Result<Vec<Orphan>> {
-        let mut tx = self.pool.begin().await?;
-        let rows = sqlx::query(
-            "SELECT d.id, CAST(d.endpoint_id AS CHAR) AS endpoint_id, \
-                 CAST(d.event_id AS CHAR) AS event_id FROM kurir_deliveries AS d \
-             WHERE d.endpoint_id IN (SELECT o.endpoint_id FROM \
+        let gone: Vec<String> = sqlx::query_scalar(
+            "SELECT CAST(o.endpoint_id AS CHAR) FROM \
                  (SELECT DISTINCT endpoint_id FROM kurir_deliveries) AS o \
-                 WHERE NOT EXISTS (SELECT 1 FROM kurir_endpoints AS e WHERE e.id = o.endpoint_id)) \
-             LIMIT ? FOR UPDATE SKIP LOCKED",
+             WHERE NOT EXISTS (SELECT 1 FROM kurir_endpoints AS e WHERE e.id = o.endpoint_id)",
         )
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
+        .fetch_all(&self.pool)
         .await?;
+        if gone.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.pool.begin().await?;
+        let sql = format!(
+            "SELECT id, CAST(endpoint_id AS CHAR) AS endpoint_id, CAST(event_id AS CHAR) AS event_id \
+             FROM kurir_deliveries WHERE {} LIMIT ? FOR UPDATE SKIP LOCKED",
+            in_list("endpoint_id", gone.len())
+        );
+        let rows = bind_all(sqlx::query(&sql), &gone)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
         let removed = rows
             .iter()
             .map(|r| orphan(r, OrphanReason::EndpointDeleted))
@@ -164,18 +168,21 @@ impl MySqlStore {
             .iter()
             .map(|d| [d.delivery_id, i64::from(d.attempt)])
             .collect();
-        let done = sqlx::query(
+        let ids: Vec<i64> = deliveries.iter().map(|d| d.delivery_id).collect();
+        let sql = format!(
             "UPDATE kurir_deliveries AS d JOIN JSON_TABLE(?, '$[*]' COLUMNS ( \
                  id BIGINT PATH '$[0]', attempt INT PATH '$[1]')) AS x ON d.id = x.id \
              SET d.status = CASE WHEN x.attempt > 1 THEN 'failed' ELSE 'pending' END, \
                  d.attempt_count = x.attempt - 1, d.lease_owner = NULL, \
                  d.lease_expires_at = NULL, d.updated_at = UTC_TIMESTAMP(3) \
-             WHERE d.status = 'processing' AND d.lease_owner = ? AND d.attempt_count = x.attempt",
-        )
-        .bind(serde_json::to_string(&rows).unwrap_or_default())
-        .bind(owner)
-        .execute(&self.pool)
-        .await?;
+             WHERE d.status = 'processing' AND d.lease_owner = ? AND d.attempt_count = x.attempt \
+               AND {}",
+            in_list("d.id", ids.len())
+        );
+        let rows = serde_json::to_string(&rows).unwrap_or_default();
+        let done = bind_all(sqlx::query(&sql).bind(&rows).bind(owner), &ids)
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected())
     }
 
@@ -220,23 +227,23 @@ impl MySqlStore {
             tx.commit().await?;
             return Ok(Requeued::default());
         }
-        let ids = serde_json::to_string(&ids).unwrap_or_default();
-        sqlx::query(REQUEUE_SQL)
-            .bind(&ids)
+        let sql = format!("{REQUEUE_SQL}{}", in_list("d.id", ids.len()));
+        let requeue = sqlx::query(&sql)
             .bind(i64::from(defaults.max_attempts))
             .bind(millis(defaults.initial_delay))
             .bind(millis(defaults.max_delay))
             .bind(defaults.jitter)
-            .bind(error)
-            .execute(&mut *tx)
+            .bind(error);
+        bind_all(requeue, &ids).execute(&mut *tx).await?;
+        let sql = format!(
+            "SELECT COUNT(*), CAST(COALESCE(SUM(status = 'dead_letter'), 0) AS SIGNED) \
+             FROM kurir_deliveries WHERE {}",
+            in_list("id", ids.len())
+        );
+        let counts = bind_all(sqlx::query(&sql), &ids)
+            .fetch_one(&mut *tx)
             .await?;
-        let dead: (i64, i64) = sqlx::query_as(&format!(
-            "SELECT COUNT(*), CAST(COALESCE(SUM(d.status = 'dead_letter'), 0) AS SIGNED) \
-             FROM kurir_deliveries AS d JOIN {IDS} ON d.id = x.id"
-        ))
-        .bind(&ids)
-        .fetch_one(&mut *tx)
-        .await?;
+        let dead: (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
         tx.commit().await?;
         let (total, dead_lettered) = (dead.0 as u64, dead.1 as u64);
         Ok(Requeued {
@@ -268,26 +275,24 @@ async fn lease_slot<'a>(
         ids.push(r.try_get::<i64, _>("id")?);
         last = last.max(Some(r.try_get::<DateTime<Utc>, _>("available_at")?));
     }
-    let ids = serde_json::to_string(&ids).unwrap_or_default();
     let lease_us = i64::try_from(slot.lease.as_micros()).unwrap_or(i64::MAX);
-    sqlx::query(&format!(
-        "UPDATE kurir_deliveries AS d JOIN {IDS} ON d.id = x.id \
-         SET d.status = 'processing', d.lease_owner = ?, \
-             d.lease_expires_at = DATE_ADD(UTC_TIMESTAMP(3), INTERVAL ? MICROSECOND), \
-             d.attempt_count = d.attempt_count + 1, d.updated_at = UTC_TIMESTAMP(3)"
-    ))
-    .bind(&ids)
-    .bind(owner)
-    .bind(lease_us)
-    .execute(&mut **tx)
-    .await?;
-    let rows = sqlx::query(&format!(
-        "SELECT d.id, d.outbox_id, d.attempt_count, CAST(d.`trigger` AS CHAR) AS `trigger` \
-         FROM kurir_deliveries AS d JOIN {IDS} ON d.id = x.id ORDER BY d.available_at, d.id"
-    ))
-    .bind(&ids)
-    .fetch_all(&mut **tx)
-    .await?;
+    let sql = format!(
+        "UPDATE kurir_deliveries SET status = 'processing', lease_owner = ?, \
+             lease_expires_at = DATE_ADD(UTC_TIMESTAMP(3), INTERVAL ? MICROSECOND), \
+             attempt_count = attempt_count + 1, updated_at = UTC_TIMESTAMP(3) WHERE {}",
+        in_list("id", ids.len())
+    );
+    bind_all(sqlx::query(&sql).bind(owner).bind(lease_us), &ids)
+        .execute(&mut **tx)
+        .await?;
+    let sql = format!(
+        "SELECT id, outbox_id, attempt_count, CAST(`trigger` AS CHAR) AS `trigger` \
+         FROM kurir_deliveries WHERE {} ORDER BY available_at, id",
+        in_list("id", ids.len())
+    );
+    let rows = bind_all(sqlx::query(&sql), &ids)
+        .fetch_all(&mut **tx)
+        .await?;
     let leased = rows
         .iter()
         .map(|r| {
@@ -330,19 +335,16 @@ async fn delete_deliveries(tx: &mut Transaction<'static, MySql>, removed: &[Orph
         return Ok(());
     }
     let ids: Vec<i64> = removed.iter().map(|o| o.delivery_id).collect();
-    let ids = serde_json::to_string(&ids).unwrap_or_default();
-    sqlx::query(&format!(
-        "DELETE a FROM kurir_attempts AS a JOIN {IDS} ON a.delivery_id = x.id"
-    ))
-    .bind(&ids)
-    .execute(&mut **tx)
-    .await?;
-    sqlx::query(&format!(
-        "DELETE d FROM kurir_deliveries AS d JOIN {IDS} ON d.id = x.id"
-    ))
-    .bind(&ids)
-    .execute(&mut **tx)
-    .await?;
+    let sql = format!(
+        "DELETE FROM kurir_attempts WHERE {}",
+        in_list("delivery_id", ids.len())
+    );
+    bind_all(sqlx::query(&sql), &ids).execute(&mut **tx).await?;
+    let sql = format!(
+        "DELETE FROM kurir_deliveries WHERE {}",
+        in_list("id", ids.len())
+    );
+    bind_all(sqlx::query(&sql), &ids).execute(&mut **tx).await?;
     Ok(())
 }
 
@@ -355,15 +357,16 @@ async fn events_of(
         return Ok(HashMap::new());
     }
     let outbox_ids: Vec<i64> = leased.iter().map(|l| l.outbox_id).collect();
-    let rows = sqlx::query(&format!(
-        "SELECT o.id, CAST(o.event_id AS CHAR) AS event_id, \
-             CAST(o.event_type AS CHAR) AS event_type, o.version, o.occurred_at, \
-             CAST(o.aggregate_id AS CHAR) AS aggregate_id, CAST(o.payload AS CHAR) AS payload \
-         FROM kurir_outbox AS o WHERE o.id IN (SELECT x.id FROM {IDS})"
-    ))
-    .bind(serde_json::to_string(&outbox_ids).unwrap_or_default())
-    .fetch_all(&mut **tx)
-    .await?;
+    let sql = format!(
+        "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, \
+             version, occurred_at, CAST(aggregate_id AS CHAR) AS aggregate_id, \
+             CAST(payload AS CHAR) AS payload \
+         FROM kurir_outbox WHERE {}",
+        in_list("id", outbox_ids.len())
+    );
+    let rows = bind_all(sqlx::query(&sql), &outbox_ids)
+        .fetch_all(&mut **tx)
+        .await?;
     rows.iter()
         .map(|r| {
             Ok((

@@ -1,10 +1,11 @@
 //! What the admin API tests share: a real `kurir serve` ([`TestApp`]) on port 0 over SQLite in a
-//! temp dir or a fresh PostgreSQL database, a real receiver on loopback ([`Receiver`]), polling
+//! temp dir or a fresh PostgreSQL or MySQL database, a real receiver on loopback ([`Receiver`]), polling
 //! with a deadline ([`eventually`]), and [`on_both_backends!`], which runs a test body once per
 //! backend.
 //!
-//! PostgreSQL comes from `KURIR_TEST_POSTGRES_URL` (a server where `CREATE DATABASE` is allowed).
-//! Unset, PostgreSQL tests print a notice and pass, unless `CI` is set: then they fail.
+//! PostgreSQL comes from `KURIR_TEST_POSTGRES_URL` and MySQL/MariaDB from `KURIR_TEST_MYSQL_URL`
+//! (servers where `CREATE DATABASE` is allowed). Unset, their tests print a notice and pass,
+//! unless `CI` is set: then they fail.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -29,9 +30,11 @@ pub const TOKEN: &str = "test-admin-token";
 pub enum Backend {
     Sqlite,
     Postgres,
+    Mysql,
 }
 
-/// Runs each named `async fn name(app: TestApp)` as two tests, `name::sqlite` and `name::postgres`.
+/// Runs each named `async fn name(app: TestApp)` as three tests, `name::sqlite`,
+/// `name::postgres` and `name::mysql`.
 macro_rules! on_both_backends {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
@@ -43,6 +46,11 @@ macro_rules! on_both_backends {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
                 $crate::api::support::run($crate::api::support::Backend::Postgres, super::$name).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                $crate::api::support::run($crate::api::support::Backend::Mysql, super::$name).await
             }
         }
     )*};
@@ -65,11 +73,13 @@ where
     database.drop().await;
 }
 
-/// A fresh database: a SQLite file in a temp dir, or a new PostgreSQL database.
+/// A fresh database: a SQLite file in a temp dir, or a new PostgreSQL or MySQL database.
 pub struct TestDatabase {
     pub url: String,
     pub dir: tempfile::TempDir,
+    /// The server's URL and the database's name, to drop it with.
     pg: Option<(String, String)>,
+    mysql: Option<(String, String)>,
 }
 
 impl TestDatabase {
@@ -78,7 +88,31 @@ impl TestDatabase {
         let dir = tempfile::tempdir().expect("temp dir");
         if backend == Backend::Sqlite {
             let url = format!("sqlite://{}", dir.path().join("kurir.db").display());
-            return Some(Self { url, dir, pg: None });
+            return Some(Self {
+                url,
+                dir,
+                pg: None,
+                mysql: None,
+            });
+        }
+        if backend == Backend::Mysql {
+            let admin_url = crate::support::mysql_admin_url()?;
+            let name = format!("kurir_api_{}", uuid::Uuid::now_v7().simple());
+            let mut conn = sqlx::MySqlConnection::connect(&admin_url)
+                .await
+                .unwrap_or_else(|e| panic!("cannot reach MySQL at KURIR_TEST_MYSQL_URL: {e}"));
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&mut conn)
+                .await
+                .expect("CREATE DATABASE");
+            let mut url = url::Url::parse(&admin_url).expect("KURIR_TEST_MYSQL_URL is a URL");
+            url.set_path(&name);
+            return Some(Self {
+                url: url.to_string(),
+                dir,
+                pg: None,
+                mysql: Some((admin_url, name)),
+            });
         }
         let admin_url = match std::env::var("KURIR_TEST_POSTGRES_URL") {
             Ok(url) => url,
@@ -104,11 +138,19 @@ impl TestDatabase {
             url: url.to_string(),
             dir,
             pg: Some((admin_url, name)),
+            mysql: None,
         })
     }
 
-    /// Drops the PostgreSQL database (the temp dir goes with `self`).
+    /// Drops the server's database (the temp dir goes with `self`).
     pub async fn drop(self) {
+        if let Some((admin_url, name)) = &self.mysql {
+            if let Ok(mut conn) = sqlx::MySqlConnection::connect(admin_url).await {
+                let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
+                    .execute(&mut conn)
+                    .await;
+            }
+        }
         if let Some((admin_url, name)) = &self.pg {
             if let Ok(mut conn) = sqlx::PgConnection::connect(admin_url).await {
                 let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
