@@ -79,10 +79,15 @@ impl MySqlStore {
             source,
         };
         let options = MySqlConnectOptions::from_str(url).map_err(connect_err)?;
-        let probe = MySqlConnection::connect_with(&options)
+        let mut probe = MySqlConnection::connect_with(&options)
+            .await
+            .map_err(connect_err)?;
+        let version: String = sqlx::query_scalar("SELECT VERSION()")
+            .fetch_one(&mut probe)
             .await
             .map_err(connect_err)?;
         probe.close().await.map_err(connect_err)?;
+        supported(&version).map_err(|why| connect_err(sqlx::Error::Configuration(why.into())))?;
         let pool = MySqlPoolOptions::new()
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(10))
@@ -262,6 +267,28 @@ impl MySqlStore {
     }
 }
 
+/// Whether kurir runs on the server that answered `VERSION()` with `version`: MariaDB 10.6 or
+/// later (`SKIP LOCKED`, `JSON_TABLE`), MySQL 8.0.16 or later (the first to enforce `CHECK`).
+fn supported(version: &str) -> std::result::Result<(), String> {
+    let number: Vec<u32> = version
+        .split(|c: char| !c.is_ascii_digit())
+        .take(3)
+        .map(|n| n.parse().unwrap_or(0))
+        .collect();
+    let (server, oldest) = if version.contains("MariaDB") {
+        ("MariaDB", [10, 6, 0])
+    } else {
+        ("MySQL", [8, 0, 16])
+    };
+    if number.as_slice() >= oldest.as_slice() {
+        return Ok(());
+    }
+    let oldest = oldest.map(|n| n.to_string()).join(".");
+    Err(format!(
+        "{server} {version} is older than {oldest}, the oldest kurir runs on"
+    ))
+}
+
 /// `column IN (?, …)` with one placeholder per value, for [`bind_all`] to fill: the server reads
 /// those rows by key, so a locking statement locks them and no others. `n` must not be 0.
 pub(super) fn in_list(column: &str, n: usize) -> String {
@@ -368,4 +395,26 @@ pub(super) fn stored_event(r: &MySqlRow) -> Result<StoredEvent> {
         dispatched_at: r.try_get("dispatched_at")?,
         refused_reason: r.try_get("refused_reason")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::supported;
+
+    #[test]
+    fn servers_older_than_mariadb_10_6_or_mysql_8_0_16_are_refused_by_name() {
+        for ok in [
+            "10.11.19-MariaDB-0+deb12u1",
+            "10.6.0-MariaDB",
+            "8.0.16",
+            "8.4.3",
+            "9.1.0",
+        ] {
+            assert_eq!(supported(ok), Ok(()), "{ok}");
+        }
+        for old in ["10.5.27-MariaDB", "8.0.15", "5.7.44-log"] {
+            let why = supported(old).unwrap_err();
+            assert!(why.contains(old) && why.contains("older than"), "{why}");
+        }
+    }
 }
