@@ -184,48 +184,12 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         DbChoice::Both => vec![Backend::Postgres, Backend::Sqlite],
     };
     for backend in backends {
-        let ctx = Ctx::new(
-            backend,
-            args.database_url.clone(),
-            work_dir.join(backend.name()),
-            sizes(&args, backend),
-        );
-        std::fs::create_dir_all(&ctx.dir)?;
-        let version = db::server_version(backend, &args.database_url).await?;
-        eprintln!("kurir-bench: {} ({version})", backend.name());
-        let mut results: Vec<ScenarioResult> = Vec::new();
-        for s in scenarios(args.scenario) {
-            eprintln!("kurir-bench:   {s:?} …");
-            let done = run_scenario(&ctx, s).await.with_context(|| {
-                format!(
-                    "{s:?} on {} (logs in {})",
-                    backend.name(),
-                    ctx.dir.display()
-                )
-            })?;
-            results.extend(done);
-        }
-        report.databases.push(DatabaseRun {
-            backend: backend.name(),
-            version,
-            results,
-        });
+        report
+            .databases
+            .push(bench_database(&args, backend, &work_dir).await?);
     }
     report.load_end = machine::load_average();
-    let json = serde_json::to_string_pretty(&report)?;
-    if let Some(out) = &args.out {
-        std::fs::write(out, &json)?;
-    }
-    if let Some(dir) = &args.charts {
-        for f in chart::write(&report, dir)? {
-            eprintln!("kurir-bench: chart {}", f.display());
-        }
-    }
-    if args.json {
-        println!("{json}");
-    } else {
-        print!("{}", report.table());
-    }
+    write_report(&args, &report)?;
     if temporary {
         let _ = std::fs::remove_dir_all(&work_dir);
     }
@@ -233,6 +197,59 @@ async fn bench(args: Args) -> anyhow::Result<()> {
         // Every scenario ran to the end (a failure stops the run with an error before this).
         let ran: usize = report.databases.iter().map(|d| d.results.len()).sum();
         println!("smoke: {ran} passed, 0 failed");
+    }
+    Ok(())
+}
+
+/// Runs the chosen scenarios on one database, in `work_dir`.
+async fn bench_database(
+    args: &Args,
+    backend: Backend,
+    work_dir: &std::path::Path,
+) -> anyhow::Result<DatabaseRun> {
+    let ctx = Ctx::new(
+        backend,
+        args.database_url.clone(),
+        work_dir.join(backend.name()),
+        sizes(args, backend),
+    );
+    std::fs::create_dir_all(&ctx.dir)?;
+    let version = db::server_version(backend, &args.database_url).await?;
+    eprintln!("kurir-bench: {} ({version})", backend.name());
+    let mut results: Vec<ScenarioResult> = Vec::new();
+    for s in scenarios(args.scenario) {
+        eprintln!("kurir-bench:   {s:?} …");
+        let done = run_scenario(&ctx, s).await.with_context(|| {
+            format!(
+                "{s:?} on {} (logs in {})",
+                backend.name(),
+                ctx.dir.display()
+            )
+        })?;
+        results.extend(done);
+    }
+    Ok(DatabaseRun {
+        backend: backend.name(),
+        version,
+        results,
+    })
+}
+
+/// Writes the report where `args` asks: a JSON file, charts, and standard output.
+fn write_report(args: &Args, report: &Report) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(report)?;
+    if let Some(out) = &args.out {
+        std::fs::write(out, &json)?;
+    }
+    if let Some(dir) = &args.charts {
+        for f in chart::write(report, dir)? {
+            eprintln!("kurir-bench: chart {}", f.display());
+        }
+    }
+    if args.json {
+        println!("{json}");
+    } else {
+        print!("{}", report.table());
     }
     Ok(())
 }

@@ -179,48 +179,53 @@ impl Report {
         for db in &self.databases {
             let _ = writeln!(out, "\n== {} ({})", db.backend, db.version);
             for r in &db.results {
-                let _ = writeln!(
-                    out,
-                    "\n-- {} {}   (load {} → {})",
-                    r.scenario, r.label, r.load_start, r.load_end
-                );
-                for m in &r.metrics {
-                    let _ = writeln!(out, "   {:<34} {:>14} {}", m.key, fmt_num(m.value), m.unit);
-                }
-                for t in &r.targets {
-                    let _ = writeln!(
-                        out,
-                        "   target {:<27} {:>14}   {:<14} {}",
-                        t.what,
-                        fmt_num(t.value),
-                        t.goal,
-                        if t.met { "met" } else { "MISSED" }
-                    );
-                }
-                for (when, sizes) in [("before", &r.sizes_before), ("after", &r.sizes_after)] {
-                    for s in sizes.iter() {
-                        let _ = writeln!(
-                            out,
-                            "   size {when:<6} {:<18} table {:>10}  indexes {:>10}{}",
-                            s.table,
-                            mb(s.table_bytes),
-                            mb(s.index_bytes),
-                            match (s.live_rows, s.dead_rows) {
-                                (Some(l), Some(d)) => format!(
-                                    "  live {}  dead {}",
-                                    fmt_num(l as f64),
-                                    fmt_num(d as f64)
-                                ),
-                                _ => String::new(),
-                            }
-                        );
-                    }
-                }
-                for n in &r.notes {
-                    let _ = writeln!(out, "   note: {n}");
-                }
+                r.write_table(&mut out);
             }
         }
         out
+    }
+}
+
+impl ScenarioResult {
+    /// This result's part of [`Report::table`].
+    fn write_table(&self, out: &mut String) {
+        let r = self;
+        let _ = writeln!(
+            out,
+            "\n-- {} {}   (load {} → {})",
+            r.scenario, r.label, r.load_start, r.load_end
+        );
+        for m in &r.metrics {
+            let _ = writeln!(out, "   {:<34} {:>14} {}", m.key, fmt_num(m.value), m.unit);
+        }
+        for t in &r.targets {
+            let _ = writeln!(
+                out,
+                "   target {:<27} {:>14}   {:<14} {}",
+                t.what,
+                fmt_num(t.value),
+                t.goal,
+                if t.met { "met" } else { "MISSED" }
+            );
+        }
+        for (when, sizes) in [("before", &r.sizes_before), ("after", &r.sizes_after)] {
+            for s in sizes.iter() {
+                let _ = writeln!(
+                    out,
+                    "   size {when:<6} {:<18} table {:>10}  indexes {:>10}{}",
+                    s.table,
+                    mb(s.table_bytes),
+                    mb(s.index_bytes),
+                    match (s.live_rows, s.dead_rows) {
+                        (Some(l), Some(d)) =>
+                            format!("  live {}  dead {}", fmt_num(l as f64), fmt_num(d as f64)),
+                        _ => String::new(),
+                    }
+                );
+            }
+        }
+        for n in &r.notes {
+            let _ = writeln!(out, "   note: {n}");
+        }
     }
 }

@@ -6,32 +6,50 @@
 //!
 //! # Layout
 //!
-//! - [`outbox`]: the transactional write, the only writer of `kurir_outbox`.
-//! - [`endpoint`], [`delivery`]: the vocabulary: endpoints and their filters, delivery states.
-//! - [`store`]: every database operation, once for PostgreSQL and once for SQLite.
+//! From the edge of the process down to the database.
+//!
+//! Running it:
+//! - [`cli`]: the `kurir` command line (`main.rs` only calls it), including the admin API client.
+//! - [`serve`]: `kurir serve`: starts the HTTP server and the workers, and stops them all at
+//!   shutdown within a bounded time. It builds no routes and no workers of its own.
+//!
+//! The HTTP surface:
+//! - [`app`]: the one router: health checks, `GET /metrics`, the inbox gateway's routes, the
+//!   admin API and the dashboard.
+//! - [`ui`]: the operator dashboard under `/ui/` (server-rendered pages, sign-in with the admin
+//!   token) and the API reference at `/docs`; it calls the admin API's handlers.
+//! - [`api`]: the admin API under `/v1`, one resource per module, and what every handler shares:
+//!   [`api::state::AppState`], the token check, the one error shape, the extractors.
+//!
+//! The workers, each a loop around one step:
 //! - [`relay`]: fans outbox rows out into deliveries.
-//! - [`dispatch`]: claims due deliveries with a lease, sends them, records the outcome.
-//! - [`metrics`]: Prometheus counters and histograms, and `GET /metrics` with the backlog gauges.
-//! - [`api`]: the admin API under `/v1` (endpoints, events, deliveries, replays, stats, inbox
-//!   sources, OpenAPI).
+//! - [`dispatch`]: claims due deliveries with a lease, sends them from per-endpoint lanes, records
+//!   the outcomes through one completion writer, and sweeps expired leases.
 //! - [`gateway`]: the inbox gateway: `POST /inbox/{source}` verifies and stores a partner's
 //!   webhook, a runner forwards it to the source's `forward_url`, signed; status polling.
-//! - [`ui`]: the operator dashboard under `/ui/` (server-rendered pages, sign-in with the admin
-//!   token) and the API reference at `/docs`.
-//! - [`probe`]: endpoint checks: the SSRF warning at create time and the `kurir.test` event.
-//! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
 //! - [`wake`]: wake-ups in the process and across processes (`NOTIFY` after commit, `LISTEN`),
 //!   and how rarely an idle process polls.
-//! - [`config`]: settings from `kurir.toml`, the environment and flags, validated.
-//! - [`limits`]: the documented bounds of every number, shared by the configuration and the API.
-//! - [`redact`]: secrets that show themselves as `***` in `Debug` output.
+//! - [`metrics`]: Prometheus counters and histograms, and `GET /metrics` with the backlog gauges.
+//!
+//! What the workers and the API share:
+//! - [`webhook_client`]: the one outbound HTTP client (the dispatcher's deliveries, the gateway's
+//!   forwards), its connections and the SSRF guard.
+//! - [`probe`]: endpoint checks: the SSRF warning at create time and the `kurir.test` event.
+//! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
 //! - [`listener`]: the HTTP listener: connection cap, header and body deadlines, bounded drain.
-//! - [`serve`]: runs the HTTP server, relay, dispatcher, lease sweep and inbox gateway together
-//!   until shutdown.
-//! - [`cli`]: the `kurir` command line (`main.rs` only calls it), including the admin API client.
+//!
+//! The data:
+//! - [`outbox`]: the transactional write, the only writer of `kurir_outbox`.
+//! - [`store`]: one API over the dialects (PostgreSQL and SQLite): every database operation.
+//! - [`endpoint`], [`delivery`]: the vocabulary: endpoints and their filters, delivery states.
+//!
+//! Settings and small pieces: [`config`] (settings from `kurir.toml`, the environment and flags,
+//! validated), [`limits`] (the documented bounds of every number), [`redact`] (secrets that
+//! show themselves as `***`), [`telemetry`] (logging).
 
 pub mod admin_token;
 pub mod api;
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod delivery;
@@ -50,3 +68,4 @@ pub mod store;
 pub mod telemetry;
 pub mod ui;
 pub mod wake;
+pub mod webhook_client;

@@ -15,8 +15,8 @@ use utoipa::ToSchema;
 use crate::config::DeliveryConfig;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::dispatch::deliver::Sender;
-use crate::dispatch::ssrf::Guard;
 use crate::endpoint::Endpoint;
+use crate::webhook_client::ssrf::Guard;
 
 /// The event type of a test event.
 pub const TEST_EVENT_TYPE: &str = "kurir.test";

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use kurir_core::retry::RetryPolicy;
 use kurir_core::IdlePoll;
 use tokio_util::sync::CancellationToken;
 
@@ -66,67 +65,6 @@ pub async fn run(
             _ = shutdown.cancelled() => break,
             _ = wake.notified() => {}
             _ = tokio::time::sleep(wait) => {}
-        }
-    }
-}
-
-/// How often the lease sweep also looks for deliveries of endpoints deleted outside kurir.
-pub const DELETED_ENDPOINTS_CHECK_INTERVAL: Duration = Duration::from_secs(60);
-
-/// Deliveries removed per statement when an endpoint was deleted outside kurir.
-const ORPHANS_PER_STATEMENT: u32 = 10_000;
-
-/// Ends expired leases every `interval`, until `shutdown`: each counts as an attempt, so the
-/// delivery is due again after the retry backoff (the endpoint's, else `defaults`), or
-/// dead-lettered at its maximum. At its start and every [`DELETED_ENDPOINTS_CHECK_INTERVAL`],
-/// also removes the deliveries of endpoints deleted outside kurir (counted in `metrics`).
-pub async fn sweep_leases(
-    store: Store,
-    interval: Duration,
-    defaults: RetryPolicy,
-    metrics: Metrics,
-    shutdown: CancellationToken,
-) {
-    let mut next_check = tokio::time::Instant::now();
-    loop {
-        if tokio::time::Instant::now() >= next_check {
-            remove_deliveries_of_deleted_endpoints(&store, &metrics).await;
-            next_check += DELETED_ENDPOINTS_CHECK_INTERVAL;
-        }
-        match store.sweep_expired_leases(&defaults).await {
-            Ok(r) if r.total() == 0 => {}
-            Ok(r) => tracing::warn!(
-                retried = r.retried,
-                dead_lettered = r.dead_lettered,
-                "leases expired (a worker stopped mid-delivery); each counts as an attempt"
-            ),
-            Err(e) => tracing::warn!(error = %e, "lease sweep failed"),
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(interval) => {}
-        }
-    }
-}
-
-/// Removes, in statements of [`ORPHANS_PER_STATEMENT`], every delivery of an endpoint deleted
-/// outside kurir.
-async fn remove_deliveries_of_deleted_endpoints(store: &Store, metrics: &Metrics) {
-    loop {
-        match store
-            .remove_deliveries_of_deleted_endpoints(ORPHANS_PER_STATEMENT)
-            .await
-        {
-            Ok(removed) => {
-                crate::dispatch::report_orphans(&removed, Some(metrics));
-                if removed.len() < ORPHANS_PER_STATEMENT as usize {
-                    return;
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "looking for deliveries of deleted endpoints failed");
-                return;
-            }
         }
     }
 }

@@ -1,14 +1,11 @@
-//! `kurir serve`: the relay, the dispatcher, the lease sweep, the inbox gateway's runner and the
-//! HTTP server (health, metrics, the admin API, the inbox gateway's routes) in one process, all
-//! stopped by one [`CancellationToken`], within a bounded time ([`run`]).
+//! `kurir serve`: runs the relay, the dispatcher, the lease sweep, the inbox gateway's runner and
+//! the HTTP server ([`crate::app::router`]) in one process, all stopped by one
+//! [`CancellationToken`], within a bounded time ([`run`]). It builds no routes and no workers of
+//! its own: it starts them and stops them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::get;
-use axum::Router;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -16,108 +13,17 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::admin_token::{self, AdminToken, TokenSource, ADMIN_ACTOR};
-use crate::api::error::ApiError;
+use crate::api::state::AppState;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
 use crate::probe::Probe;
 use crate::store::Store;
-use crate::wake::{Channel, Wake, Wakes};
-
-/// How often each process sweeps expired leases. Every lease is at least `lease_margin` (30 s by
-/// default) long, so this is a small part of it; an idle process pays one statement per sweep.
-const SWEEP_INTERVAL: Duration = Duration::from_secs(2);
+use crate::wake::Wakes;
 
 /// How often histogram samples are folded into buckets between scrapes.
 const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
-
-/// What the HTTP handlers share.
-#[derive(Clone)]
-pub struct AppState {
-    /// The store.
-    pub store: Store,
-    /// The admin API's token.
-    pub admin: Arc<AdminToken>,
-    /// Wakes the relays (an event was published).
-    pub relay_wake: Wake,
-    /// Wakes the dispatchers (deliveries were replayed).
-    pub dispatch_wake: Wake,
-    /// Largest admin API request body, in bytes.
-    pub max_body_bytes: usize,
-    /// This process's metrics registry.
-    pub metrics: Metrics,
-    /// Whether `GET /metrics` needs the admin token.
-    pub metrics_require_token: bool,
-    /// The inbox gateway: the sources its runner serves, and the runner's wake-up.
-    pub gateway: Gateway,
-    /// Endpoint checks: the URL warning and the test event, with this process's delivery settings.
-    pub probe: Arc<Probe>,
-}
-
-impl AppState {
-    /// State for `store`, `admin` and `gateway`, with fresh wake-ups (this process's only) and
-    /// the default body limit.
-    pub fn new(store: Store, admin: AdminToken, gateway: Gateway) -> Self {
-        Self {
-            store,
-            admin: Arc::new(admin),
-            gateway,
-            relay_wake: Wake::new(Channel::Outbox),
-            dispatch_wake: Wake::new(Channel::Deliveries),
-            max_body_bytes: 256 * 1024,
-            metrics: Metrics::new(),
-            metrics_require_token: false,
-            probe: Probe::new(&crate::config::DeliveryConfig::default()),
-        }
-    }
-}
-
-/// The HTTP routes: health checks, metrics, the inbox gateway and the admin API.
-pub fn app(state: AppState) -> Router {
-    let require_token = state.metrics_require_token;
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .merge(crate::gateway::routes::router())
-        .with_state(state.clone())
-        .merge(crate::metrics::scrape::router(state.clone(), require_token))
-        .merge(crate::api::router(state.clone()))
-        .merge(crate::ui::router(state))
-        .fallback(|| async { ApiError::NotFound("no such route".into()) })
-        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-}
-
-/// How long `/readyz` waits for the database: it answers within a second whatever the database
-/// does (connecting to one that is away would otherwise take the pool's whole acquire timeout).
-const READINESS_TIMEOUT: Duration = Duration::from_millis(900);
-
-async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    match tokio::time::timeout(READINESS_TIMEOUT, state.store.ping()).await {
-        Ok(Ok(())) => (StatusCode::OK, "ready"),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "readiness check failed");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
-        }
-        Err(_) => {
-            tracing::warn!(
-                timeout_ms = READINESS_TIMEOUT.as_millis() as u64,
-                "readiness check failed: the database did not answer in time"
-            );
-            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
-        }
-    }
-}
-
-/// A unique lease owner for this process: pid plus a UUIDv7, so a restarted process never
-/// mistakes its predecessor's leases for its own.
-pub fn owner_id() -> String {
-    format!(
-        "kurir-{}-{}",
-        std::process::id(),
-        uuid::Uuid::now_v7().simple()
-    )
-}
 
 /// Runs everything on `listener` until `shutdown` is cancelled, then stops within
 /// `config.shutdown_timeout`: stops accepting and claiming, lets requests and deliveries in
@@ -148,7 +54,7 @@ pub async fn run(
         )
     };
     let dispatcher = Arc::new(
-        Dispatcher::new(store.clone(), delivery.clone(), owner_id())
+        Dispatcher::new(store.clone(), delivery.clone(), crate::dispatch::owner_id())
             .with_metrics(state.metrics.clone()),
     );
     tracing::info!(
@@ -166,7 +72,7 @@ pub async fn run(
     };
     let server = tokio::spawn(crate::listener::serve(
         listener,
-        app(state),
+        crate::app::router(state),
         limits,
         shutdown.clone(),
     ));
@@ -219,9 +125,9 @@ fn spawn_workers(
             .clone()
             .upkeep(METRICS_UPKEEP_INTERVAL, shutdown.clone()),
     );
-    tasks.spawn(crate::relay::sweep_leases(
+    tasks.spawn(crate::dispatch::sweep::run(
         store.clone(),
-        SWEEP_INTERVAL,
+        crate::dispatch::sweep::SWEEP_INTERVAL,
         delivery.retry,
         state.metrics.clone(),
         shutdown.clone(),

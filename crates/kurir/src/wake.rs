@@ -19,10 +19,10 @@
 //!   ([`RELAY_SLOWEST_POLL`], [`DISPATCHER_SLOWEST_POLL`], [`INBOX_SLOWEST_POLL`]), and returns
 //!   to its configured interval as soon as it finds work.
 //!
-//! An idle process so costs about 1.25 looks a second from the relay, one endpoint read and one
-//! claim every 2 s from the dispatcher, one inbox claim every 2 s (with inbox sources), a lease
-//! sweep every 2 s and a read of the inbox sources every 5 s: under 4 statements a second in
-//! all.
+//! An idle process so costs a few statements a second: the relay's look at the outbox, the
+//! dispatcher's endpoint read and claim and the inbox runner's claim (with inbox sources), each
+//! at its slowest poll, plus the lease sweep ([`crate::dispatch::sweep::SWEEP_INTERVAL`]) and the
+//! gateway's read of its sources.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
-use kurir::delivery::{Completion, NextState};
-use kurir::dispatch::http::{Timeouts, WebhookClient};
+use kurir::delivery::{ClaimedDelivery, Completion, NextState};
 use kurir::endpoint::NewEndpoint;
-use kurir::store::EndpointSlot;
+use kurir::store::{EndpointSlot, Store};
+use kurir::webhook_client::{Timeouts, WebhookClient};
 
 use super::{kurir_concurrency, result, Ctx, PER_PROCESS};
 use crate::clock::now_ns;
@@ -62,19 +62,16 @@ pub fn kurir_like_client() -> anyhow::Result<reqwest::Client> {
         .build()?)
 }
 
-/// Closed-loop POSTs/s to a fresh sink with `concurrency` workers for `duration`.
-pub async fn raw_posts(concurrency: usize, duration: Duration) -> anyhow::Result<f64> {
-    let recorder = Recorder::new(0, 0, 0);
-    let sink = Sink::start(recorder.clone()).await?;
-    let url = format!("{}/raw", sink.url());
-    // kurir's own HTTP client, as its dispatcher builds it with its default `max_concurrency`.
-    let allowed = kurir::config::parse_networks("127.0.0.0/8").context("loopback network")?;
-    let client = Arc::new(WebhookClient::new(allowed, PER_PROCESS));
+/// A request's headers, shared by the tasks that send it.
+type Headers = Arc<[(&'static str, String)]>;
+
+/// The body and headers of the raw POSTs: a delivery as kurir sends it, signature aside.
+fn raw_request() -> (Vec<u8>, Headers) {
     let body = format!(
         r#"{{"event_id":"0190f3c2-7c4e-7b1a-9a51-6f1d2f0e9b11","event_type":"order.paid","version":1,"occurred_at":"2026-06-11T08:15:30Z","delivery_attempt":1,"data":{PAYLOAD}}}"#
     )
     .into_bytes();
-    let headers: Arc<[(&'static str, String)]> = Arc::from(vec![
+    let headers: Headers = Arc::from(vec![
         ("content-type", "application/json".to_owned()),
         ("x-webhook-event", "order.paid".to_owned()),
         (
@@ -84,6 +81,18 @@ pub async fn raw_posts(concurrency: usize, duration: Duration) -> anyhow::Result
         ("x-webhook-timestamp", "2026-06-11T08:15:31Z".to_owned()),
         ("x-webhook-signature", "0".repeat(64)),
     ]);
+    (body, headers)
+}
+
+/// Closed-loop POSTs/s to a fresh sink with `concurrency` workers for `duration`.
+pub async fn raw_posts(concurrency: usize, duration: Duration) -> anyhow::Result<f64> {
+    let recorder = Recorder::new(0, 0, 0);
+    let sink = Sink::start(recorder.clone()).await?;
+    let url = format!("{}/raw", sink.url());
+    // kurir's own HTTP client, as its dispatcher builds it with its default `max_concurrency`.
+    let allowed = kurir::config::parse_networks("127.0.0.0/8").context("loopback network")?;
+    let client = Arc::new(WebhookClient::new(allowed, PER_PROCESS));
+    let (body, headers) = raw_request();
     let timeouts = Timeouts {
         connect: Duration::from_secs(2),
         response: Duration::from_secs(5),
@@ -127,6 +136,68 @@ pub async fn raw_posts(concurrency: usize, duration: Duration) -> anyhow::Result
     Ok(count.load(Ordering::Relaxed) as f64 / duration.as_secs_f64())
 }
 
+/// The completion writer as kurir runs it: batches of what the channel holds, up to 512. Returns
+/// how long each batch took.
+async fn write_completions(
+    store: Store,
+    owner: String,
+    mut rx: tokio::sync::mpsc::Receiver<Completion>,
+) -> anyhow::Result<Vec<u64>> {
+    let mut batch = Vec::with_capacity(512);
+    let mut times = Vec::new();
+    while rx.recv_many(&mut batch, 512).await > 0 {
+        let t = now_ns();
+        store.complete_deliveries(&owner, &batch).await?;
+        times.push(now_ns() - t);
+        batch.clear();
+    }
+    Ok(times)
+}
+
+/// A delivery answered 200 at once.
+fn sent(d: ClaimedDelivery) -> Completion {
+    Completion {
+        delivery_id: d.delivery_id,
+        endpoint_id: d.endpoint.id.clone(),
+        attempt: d.attempt,
+        trigger: d.trigger,
+        started_at: kurir::store::now_millis(),
+        duration_ms: 0,
+        status_code: Some(200),
+        error: None,
+        response_body: Some(Default::default()),
+        next: NextState::Sent,
+    }
+}
+
+/// Claims until nothing is left and sends each claimed delivery to the writer as sent. Returns
+/// how long each claim took and how many rows were claimed.
+async fn claim_all(
+    store: &Store,
+    owner: &str,
+    slot: &EndpointSlot,
+    tx: tokio::sync::mpsc::Sender<Completion>,
+) -> anyhow::Result<(Vec<u64>, usize)> {
+    let mut claim_times = Vec::new();
+    let mut claimed_rows = 0usize;
+    loop {
+        let t = now_ns();
+        let claimed = store
+            .claim_due_deliveries(owner, std::slice::from_ref(slot), BATCH)
+            .await?
+            .deliveries;
+        claim_times.push(now_ns() - t);
+        if claimed.is_empty() {
+            break;
+        }
+        claimed_rows += claimed.len();
+        for d in claimed {
+            tx.send(sent(d)).await?;
+        }
+    }
+    Ok((claim_times, claimed_rows))
+}
+
 /// kurir's claim and complete on a preloaded backlog, with no HTTP in between.
 async fn claim_complete(ctx: &Ctx) -> anyhow::Result<ScenarioResult> {
     let mut r = result("ceiling", format!("DB claim+complete, batch {BATCH}"));
@@ -144,54 +215,11 @@ async fn claim_complete(ctx: &Ctx) -> anyhow::Result<ScenarioResult> {
         limit: BATCH,
         lease: Duration::from_secs(37),
     };
-    let owner = kurir::serve::owner_id();
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Completion>(4096);
-    let writer_store = store.clone();
-    let writer_owner = owner.clone();
-    let writer = tokio::spawn(async move {
-        let mut batch = Vec::with_capacity(512);
-        let mut times = Vec::new();
-        while rx.recv_many(&mut batch, 512).await > 0 {
-            let t = now_ns();
-            writer_store
-                .complete_deliveries(&writer_owner, &batch)
-                .await?;
-            times.push(now_ns() - t);
-            batch.clear();
-        }
-        anyhow::Ok(times)
-    });
+    let owner = kurir::dispatch::owner_id();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Completion>(4096);
+    let writer = tokio::spawn(write_completions(store.clone(), owner.clone(), rx));
     let start = now_ns();
-    let mut claim_times = Vec::new();
-    let mut claimed_rows = 0usize;
-    loop {
-        let t = now_ns();
-        let claimed = store
-            .claim_due_deliveries(&owner, std::slice::from_ref(&slot), BATCH)
-            .await?
-            .deliveries;
-        claim_times.push(now_ns() - t);
-        if claimed.is_empty() {
-            break;
-        }
-        claimed_rows += claimed.len();
-        for d in claimed {
-            let done = Completion {
-                delivery_id: d.delivery_id,
-                endpoint_id: d.endpoint.id.clone(),
-                attempt: d.attempt,
-                trigger: d.trigger,
-                started_at: kurir::store::now_millis(),
-                duration_ms: 0,
-                status_code: Some(200),
-                error: None,
-                response_body: Some(Default::default()),
-                next: NextState::Sent,
-            };
-            tx.send(done).await?;
-        }
-    }
-    drop(tx);
+    let (mut claim_times, claimed_rows) = claim_all(&store, &owner, &slot, tx).await?;
     let mut complete_times = writer.await??;
     let elapsed = now_ns() - start;
     store.close().await;

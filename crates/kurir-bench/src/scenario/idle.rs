@@ -62,39 +62,9 @@ async fn idle(ctx: &Ctx, processes: usize) -> anyhow::Result<ScenarioResult> {
     }
     tokio::time::sleep(settle).await;
 
-    let cpu = |kurirs: &[UnderTest]| kurirs.iter().map(|k| k.sample().cpu_seconds).sum::<f64>();
-    let (tx_before, cpu_before) = (rig.db.transactions().await?, cpu(&kurirs));
-    tokio::time::sleep(window).await;
-    let (tx_after, cpu_after) = (rig.db.transactions().await?, cpu(&kurirs));
-    let secs = window.as_secs_f64();
-    let cpu_percent = (cpu_after - cpu_before) / secs * 100.0 / processes as f64;
-    r.metric("cpu_percent_of_a_core_per_process", cpu_percent, "%");
-    if let (Some(before), Some(after)) = (tx_before, tx_after) {
-        let per_s = (after - before) as f64 / secs;
-        r.metric("statements_per_s", per_s, "/s");
-        r.metric(
-            "statements_per_s_per_process",
-            per_s / processes as f64,
-            "/s",
-        );
-        r.at_most(
-            "idle statements/s per process",
-            per_s / processes as f64,
-            MOST_STATEMENTS_PER_S,
-            "/s",
-        );
-    }
+    idle_cost(&mut r, &rig, &kurirs, window).await?;
 
-    for i in 0..FIRST_EVENTS {
-        tokio::time::sleep(quiet).await;
-        let n = base + i as u64;
-        super::write(&rig.app, &Via::Sql, n..n + 1).await?;
-        rig.recorder.committed(n, now_ns());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while rig.recorder.received() < (i + 1) as u64 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
+    first_events_after_quiet(&rig, base, quiet).await?;
     let d = Deliveries::collect_events(&rig.recorder, 0..FIRST_EVENTS, 0..1);
     let ms: Vec<f64> = d.latencies.iter().map(|ns| *ns as f64 / 1e6).collect();
     let max = ms.iter().copied().fold(0.0, f64::max);
@@ -130,6 +100,54 @@ async fn idle(ctx: &Ctx, processes: usize) -> anyhow::Result<ScenarioResult> {
     r.load_end = crate::machine::load_average();
     rig.finish(&mut ScenarioResult::default(), 0).await?;
     Ok(r)
+}
+
+/// Writes [`FIRST_EVENTS`] events one by one, each after `quiet`, and waits for each to arrive
+/// (30 s at most).
+async fn first_events_after_quiet(rig: &Rig, base: u64, quiet: Duration) -> anyhow::Result<()> {
+    for i in 0..FIRST_EVENTS {
+        tokio::time::sleep(quiet).await;
+        let n = base + i as u64;
+        super::write(&rig.app, &Via::Sql, n..n + 1).await?;
+        rig.recorder.committed(n, now_ns());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while rig.recorder.received() < (i + 1) as u64 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    Ok(())
+}
+
+/// What `kurirs` cost while idle for `window`: CPU and database statements per second.
+async fn idle_cost(
+    r: &mut ScenarioResult,
+    rig: &Rig,
+    kurirs: &[UnderTest],
+    window: Duration,
+) -> anyhow::Result<()> {
+    let cpu = |kurirs: &[UnderTest]| kurirs.iter().map(|k| k.sample().cpu_seconds).sum::<f64>();
+    let (tx_before, cpu_before) = (rig.db.transactions().await?, cpu(kurirs));
+    tokio::time::sleep(window).await;
+    let (tx_after, cpu_after) = (rig.db.transactions().await?, cpu(kurirs));
+    let secs = window.as_secs_f64();
+    let cpu_percent = (cpu_after - cpu_before) / secs * 100.0 / kurirs.len() as f64;
+    r.metric("cpu_percent_of_a_core_per_process", cpu_percent, "%");
+    if let (Some(before), Some(after)) = (tx_before, tx_after) {
+        let per_s = (after - before) as f64 / secs;
+        r.metric("statements_per_s", per_s, "/s");
+        r.metric(
+            "statements_per_s_per_process",
+            per_s / kurirs.len() as f64,
+            "/s",
+        );
+        r.at_most(
+            "idle statements/s per process",
+            per_s / kurirs.len() as f64,
+            MOST_STATEMENTS_PER_S,
+            "/s",
+        );
+    }
+    Ok(())
 }
 
 /// An inbox source forwarding to the sink, so the inbox runner has a source to claim for.

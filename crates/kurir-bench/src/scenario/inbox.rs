@@ -3,6 +3,7 @@
 //! (`bench`, kurir scheme) is created through the admin API and forwards to the sink, so the
 //! gateway's runner forwards every stored event while the requests arrive, as in production.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -27,13 +28,8 @@ fn event_of(j: usize) -> usize {
     }
 }
 
-/// The whole scenario.
-pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
-    let n = ctx.sizes.inbox_requests;
-    let mut r = result("inbox", format!("{n} signed requests, 10 % duplicates"));
-    let mut rig = Rig::new(ctx, ctx.events(0), 0, &[]).await?;
-    let base_url = rig.start_kurir(ctx).await?;
-    let secret = Secret::generate();
+/// Creates the source `bench` forwarding to the sink's `/raw`.
+async fn create_source(base_url: &str, secret: &Secret, sink_url: &str) -> anyhow::Result<()> {
     let created = reqwest::Client::new()
         .post(format!("{base_url}/v1/inbox/sources"))
         .bearer_auth(ADMIN_TOKEN)
@@ -41,7 +37,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         .body(
             serde_json::json!({
                 "name": "bench", "scheme": "kurir", "secrets": [secret.expose()],
-                "forward_url": format!("{}/raw", rig.sink.url()),
+                "forward_url": format!("{}/raw", sink_url),
             })
             .to_string(),
         )
@@ -53,13 +49,48 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         created.status(),
         created.text().await.unwrap_or_default()
     );
-    let url = format!("{base_url}/inbox/bench");
-    let client = super::ceiling::kurir_like_client()?;
-    let secret = Arc::new(secret);
+    Ok(())
+}
+
+/// Posts inbox request `j`, signed, and answers its status.
+async fn post_signed(
+    client: &reqwest::Client,
+    url: &str,
+    secret: &Secret,
+    j: usize,
+) -> anyhow::Result<u16> {
+    let event_id = format!("in-{}", event_of(j));
+    let body = format!(
+        r#"{{"event_id":"{event_id}","event_type":"order.paid","version":1,"occurred_at":"2026-06-11T08:15:30Z","delivery_attempt":1,"data":{PAYLOAD}}}"#
+    );
+    let timestamp = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
+    let signature = kurir_core::sign::sign_kurir(secret, &timestamp, body.as_bytes());
+    let resp = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("x-webhook-event", "order.paid")
+        .header("x-webhook-event-id", &event_id)
+        .header("x-webhook-timestamp", &timestamp)
+        .header("x-webhook-signature", signature)
+        .body(body)
+        .send()
+        .await?;
+    let status = resp.status().as_u16();
+    resp.bytes().await?;
+    Ok(status)
+}
+
+/// Sends requests 0..`n` from [`CONCURRENCY`] clients. Returns each request's time and how
+/// many got each status.
+async fn send_all(
+    client: reqwest::Client,
+    url: String,
+    secret: Arc<Secret>,
+    n: usize,
+) -> anyhow::Result<(Vec<u64>, BTreeMap<u16, usize>)> {
     let cursor = Arc::new(AtomicU64::new(0));
     let latencies = Arc::new(Mutex::new(Vec::with_capacity(n)));
-    let statuses = Arc::new(Mutex::new(std::collections::BTreeMap::<u16, usize>::new()));
-    let start = now_ns();
+    let statuses = Arc::new(Mutex::new(BTreeMap::<u16, usize>::new()));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..CONCURRENCY {
         let (client, url, secret, cursor, latencies, statuses) = (
@@ -76,26 +107,8 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
                 if j >= n {
                     return anyhow::Ok(());
                 }
-                let event_id = format!("in-{}", event_of(j));
-                let body = format!(
-                    r#"{{"event_id":"{event_id}","event_type":"order.paid","version":1,"occurred_at":"2026-06-11T08:15:30Z","delivery_attempt":1,"data":{PAYLOAD}}}"#
-                );
-                let timestamp = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
-                let signature =
-                    kurir_core::sign::sign_kurir(&secret, &timestamp, body.as_bytes());
                 let t = now_ns();
-                let resp = client
-                    .post(&url)
-                    .header("content-type", "application/json")
-                    .header("x-webhook-event", "order.paid")
-                    .header("x-webhook-event-id", &event_id)
-                    .header("x-webhook-timestamp", &timestamp)
-                    .header("x-webhook-signature", signature)
-                    .body(body)
-                    .send()
-                    .await?;
-                let status = resp.status().as_u16();
-                resp.bytes().await?;
+                let status = post_signed(&client, &url, &secret, j).await?;
                 latencies.lock().unwrap().push(now_ns() - t);
                 *statuses.lock().unwrap().entry(status).or_default() += 1;
             }
@@ -104,6 +117,24 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     while let Some(done) = tasks.join_next().await {
         done??;
     }
+    let latencies = std::mem::take(&mut *latencies.lock().unwrap());
+    let statuses = std::mem::take(&mut *statuses.lock().unwrap());
+    Ok((latencies, statuses))
+}
+
+/// The whole scenario.
+pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
+    let n = ctx.sizes.inbox_requests;
+    let mut r = result("inbox", format!("{n} signed requests, 10 % duplicates"));
+    let mut rig = Rig::new(ctx, ctx.events(0), 0, &[]).await?;
+    let base_url = rig.start_kurir(ctx).await?;
+    let secret = Secret::generate();
+    create_source(&base_url, &secret, &rig.sink.url()).await?;
+    let url = format!("{base_url}/inbox/bench");
+    let client = super::ceiling::kurir_like_client()?;
+    let secret = Arc::new(secret);
+    let start = now_ns();
+    let (mut lat, statuses) = send_all(client, url, secret, n).await?;
     let elapsed = now_ns() - start;
     let unique = (0..n).filter(|j| event_of(*j) == *j).count();
     // The forwards, for the record: each stored event reaches the sink once.
@@ -115,7 +146,6 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     }
     let forward_elapsed = now_ns() - start;
     let stored = rig.app.inbox_rows().await?;
-    let mut lat = std::mem::take(&mut *latencies.lock().unwrap());
     let lat = percentiles(&mut lat);
     r.metric("requests", n as f64, "");
     r.metric("requests_per_s", rate(n, elapsed), "/s");
@@ -123,7 +153,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     r.metric("expected_unique", unique as f64, "");
     r.metric("request_p50", lat.p50, "ms");
     r.metric("request_p99", lat.p99, "ms");
-    for (status, count) in statuses.lock().unwrap().iter() {
+    for (status, count) in &statuses {
         r.metric(&format!("answered_{status}"), *count as f64, "");
     }
     r.metric("forwarded", rig.recorder.raw_requests() as f64, "");

@@ -21,23 +21,10 @@ struct Phase {
     goal_ms: f64,
 }
 
-/// All phases.
-pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
-    let mut out = Vec::new();
-    let measured = ctx.shared.lock().unwrap().throughput_one;
-    let measured = match measured {
-        Some(v) => v,
-        None => {
-            let r = throughput::one(ctx, ctx.sizes.events, 1).await?;
-            let v = r.get("deliveries_per_s").unwrap_or(0.0);
-            out.push(r);
-            v
-        }
-    };
-    let half = (measured / 2.0).max(STEADY);
-    let secs = ctx.sizes.duration.as_secs_f64();
+/// The four phases: three at the steady rate, one at `half` of the `measured` ceiling.
+fn phases(measured: f64, half: f64) -> [Phase; 4] {
     let api = Via::Api(reqwest::Client::new(), String::new());
-    let phases = [
+    [
         Phase {
             label: "200/s, Rust enqueue".into(),
             via: Via::Rust,
@@ -62,7 +49,25 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
             rate: half,
             goal_ms: 50.0,
         },
-    ];
+    ]
+}
+
+/// All phases.
+pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
+    let mut out = Vec::new();
+    let measured = ctx.shared.lock().unwrap().throughput_one;
+    let measured = match measured {
+        Some(v) => v,
+        None => {
+            let r = throughput::one(ctx, ctx.sizes.events, 1).await?;
+            let v = r.get("deliveries_per_s").unwrap_or(0.0);
+            out.push(r);
+            v
+        }
+    };
+    let half = (measured / 2.0).max(STEADY);
+    let secs = ctx.sizes.duration.as_secs_f64();
+    let phases = phases(measured, half);
     let sizes: Vec<usize> = phases
         .iter()
         .map(|p| (p.rate * secs).ceil() as usize)
@@ -80,14 +85,8 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
             Via::Api(client, _) => Via::Api(client, base_url.clone()),
             v => v,
         };
-        let pace = Pace {
-            // At most ~500 transactions a second, as a busy application would group writes.
-            tx_size: (phase.rate / 500.0).ceil().max(1.0) as usize,
-            producers: 4,
-            rate: Some(phase.rate),
-        };
         let first = base + offset as u64;
-        let achieved = produce(&rig.app, &via, &rig.recorder, first, n, pace).await?;
+        let achieved = produce(&rig.app, &via, &rig.recorder, first, n, pace(phase.rate)).await?;
         let expected = (offset + n) as u64;
         if !rig.wait_for(expected, ctx.sizes.patience).await {
             r.notes.push(format!(
@@ -98,15 +97,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         // Let the last deliveries' completions land before the next phase starts.
         tokio::time::sleep(Duration::from_millis(200)).await;
         let d = Deliveries::collect_events(&rig.recorder, offset..offset + n, 0..1);
-        let lat = d.latency();
-        r.metric("target_rate", phase.rate, "/s");
-        r.metric("achieved_enqueue_rate", achieved, "/s");
-        r.metric("deliveries", d.received as f64, "");
-        r.metric("latency_p50", lat.p50, "ms");
-        r.metric("latency_p90", lat.p90, "ms");
-        r.metric("latency_p99", lat.p99, "ms");
-        r.metric("latency_max", lat.max, "ms");
-        r.at_most("p99 commit→receipt", lat.p99, phase.goal_ms, "ms");
+        record_latency(&mut r, &d, achieved, phase.rate, phase.goal_ms);
         let after = rig.kurir.as_ref().map(|k| k.sample()).unwrap_or_default();
         super::add_process_figures(&mut r, before, after, d.received);
         r.rate_series = d.rate_series(d.first_commit, 0.5);
@@ -119,4 +110,27 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     rig.finish(&mut ScenarioResult::default(), 0).await?;
     out.extend(results);
     Ok(out)
+}
+
+/// One phase's figures: rates, latency percentiles and the goal for its p99.
+fn record_latency(r: &mut ScenarioResult, d: &Deliveries, achieved: f64, rate: f64, goal_ms: f64) {
+    let lat = d.latency();
+    r.metric("target_rate", rate, "/s");
+    r.metric("achieved_enqueue_rate", achieved, "/s");
+    r.metric("deliveries", d.received as f64, "");
+    r.metric("latency_p50", lat.p50, "ms");
+    r.metric("latency_p90", lat.p90, "ms");
+    r.metric("latency_p99", lat.p99, "ms");
+    r.metric("latency_max", lat.max, "ms");
+    r.at_most("p99 commit→receipt", lat.p99, goal_ms, "ms");
+}
+
+/// How the producers pace `rate` events a second.
+fn pace(rate: f64) -> Pace {
+    Pace {
+        // At most ~500 transactions a second, as a busy application would group writes.
+        tx_size: (rate / 500.0).ceil().max(1.0) as usize,
+        producers: 4,
+        rate: Some(rate),
+    }
 }

@@ -9,7 +9,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::error::ApiError;
-use crate::serve::AppState;
+use crate::api::state::AppState;
 
 /// Who made an authenticated request: the name of the token used.
 #[derive(Clone, Debug)]

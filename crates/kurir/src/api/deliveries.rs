@@ -12,9 +12,9 @@ use utoipa::ToSchema;
 use super::error::{ApiError, ErrorBody};
 use super::extract::ApiQuery;
 use super::page::{Page, PageRequest};
+use crate::api::state::AppState;
 use crate::delivery::{AttemptRecord, DeliveryRecord, DeliveryStatus, Trigger};
 use crate::endpoint::EndpointId;
-use crate::serve::AppState;
 use crate::store::DeliveryQuery;
 
 /// A delivery: one event to one endpoint.

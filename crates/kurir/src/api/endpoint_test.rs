@@ -9,8 +9,8 @@ use axum::{Json, Router};
 use super::endpoints::{endpoint_id, not_found};
 use super::error::{ApiError, ErrorBody};
 use super::extract::ApiPath;
+use crate::api::state::AppState;
 use crate::probe::TestResult;
-use crate::serve::AppState;
 
 /// Sends a test event to an endpoint now, whatever its event-type filter or state.
 #[utoipa::path(post, path = "/v1/endpoints/{id}/test", tag = "endpoints",

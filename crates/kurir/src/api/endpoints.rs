@@ -16,12 +16,12 @@ use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
+use crate::api::state::AppState;
 use crate::endpoint::{
     Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint, Overrides,
     OverridesUpdate,
 };
 use crate::redact::Sensitive;
-use crate::serve::AppState;
 
 /// Default time a rotated-out secret keeps signing.
 pub const DEFAULT_GRACE_PERIOD_SECONDS: u64 = 86_400;

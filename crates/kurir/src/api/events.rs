@@ -21,8 +21,8 @@ use super::deliveries::{check_event_type, check_window, AttemptView, DeliveryVie
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
+use crate::api::state::AppState;
 use crate::outbox::{valid_aggregate, NewEvent, MAX_AGGREGATE_BYTES};
-use crate::serve::AppState;
 use crate::store::{EventQuery, IdempotencyKey, Published, StoredEvent};
 
 /// The header that makes a publish idempotent.

@@ -15,7 +15,7 @@ use super::deliveries::check_window;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
-use crate::serve::AppState;
+use crate::api::state::AppState;
 use crate::store::{InboxListItem, InboxQuery};
 use kurir_receiver::WebhookSource;
 

@@ -19,6 +19,7 @@ pub mod openapi;
 pub mod page;
 pub mod replays;
 pub mod sources;
+pub mod state;
 pub mod stats;
 
 use axum::body::Body;
@@ -31,7 +32,7 @@ use tower_http::request_id::{
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tower_http::LatencyUnit;
 
-use crate::serve::AppState;
+use crate::api::state::AppState;
 use error::ApiError;
 use extract::BodyLimit;
 

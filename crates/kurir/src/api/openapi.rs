@@ -9,8 +9,8 @@ use utoipa::openapi::ResponseBuilder;
 use utoipa::{Modify, OpenApi};
 
 use super::{deliveries, endpoint_test, endpoints, events, inbox_events, replays, sources, stats};
+use crate::api::state::AppState;
 use crate::gateway::routes;
-use crate::serve::AppState;
 
 /// The admin API's document.
 #[derive(OpenApi)]

@@ -21,9 +21,9 @@ use super::error::{ApiError, ErrorBody};
 use super::events::stored;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
+use crate::api::state::AppState;
 use crate::delivery::DeliveryStatus;
 use crate::endpoint::EndpointId;
-use crate::serve::AppState;
 use crate::store::{ReplayFilter, ReplayRecord, ReplayRequest};
 
 /// Longest reason accepted.

@@ -15,9 +15,9 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
 use kurir_receiver::WebhookSource;
 
+use crate::api::state::AppState;
 use crate::gateway::source::{InboxSource, InvalidSource, NewSource, SourceUpdate};
 use crate::redact::Sensitive;
-use crate::serve::AppState;
 use crate::store::now_millis;
 
 /// An inbox source as the API shows it.

@@ -8,8 +8,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::ApiError;
+use crate::api::state::AppState;
 use crate::delivery::DeliveryStatus;
-use crate::serve::AppState;
 
 /// Counts of the outbox and the deliveries.
 #[derive(Debug, Serialize, ToSchema)]

@@ -156,6 +156,40 @@ pub fn insert_given(body: &mut serde_json::Map<String, Value>, key: &str, value:
     }
 }
 
+/// The time window and the page of a listing: `--since`, `--until`, `--limit`, `--cursor`.
+#[derive(Debug, Args)]
+pub struct Window {
+    /// From this time on: RFC 3339, or a duration ago such as 2h.
+    #[arg(long, value_parser = parse_time)]
+    pub since: Option<String>,
+    /// Before this time: RFC 3339, or a duration ago.
+    #[arg(long, value_parser = parse_time)]
+    pub until: Option<String>,
+    /// Rows per page (1 to 200).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Continue from a previous page.
+    #[arg(long)]
+    pub cursor: Option<String>,
+}
+
+impl Window {
+    /// The query of a listing: `filters`, then the window and the page.
+    pub fn query<const N: usize>(
+        self,
+        filters: [(&'static str, Option<String>); N],
+    ) -> Vec<(&'static str, Option<String>)> {
+        let mut query = filters.to_vec();
+        query.extend([
+            ("since", self.since),
+            ("until", self.until),
+            ("limit", self.limit.map(|n| n.to_string())),
+            ("cursor", self.cursor),
+        ]);
+        query
+    }
+}
+
 /// Parses `--since`/`--until`: an RFC 3339 time, or a duration ago such as `90m` or `2d`.
 pub fn parse_time(s: &str) -> Result<String, String> {
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {

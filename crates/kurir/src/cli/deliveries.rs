@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::client::{endpoint_names, parse_time, Client, ClientArgs};
+use super::client::{endpoint_names, Client, ClientArgs, Window};
 use super::output;
 
 /// `kurir deliveries …`
@@ -35,18 +35,9 @@ pub struct ListArgs {
     /// Only this event type.
     #[arg(long = "type")]
     pub event_type: Option<String>,
-    /// Created at or after: RFC 3339, or a duration ago such as 2h.
-    #[arg(long, value_parser = parse_time)]
-    pub since: Option<String>,
-    /// Created before: RFC 3339, or a duration ago.
-    #[arg(long, value_parser = parse_time)]
-    pub until: Option<String>,
-    /// Rows per page (1 to 200).
-    #[arg(long)]
-    pub limit: Option<u32>,
-    /// Continue from a previous page.
-    #[arg(long)]
-    pub cursor: Option<String>,
+    /// The time window and the page.
+    #[command(flatten)]
+    pub window: Window,
 }
 
 /// Runs a delivery command.
@@ -56,15 +47,11 @@ pub async fn run(args: DeliveriesArgs) -> anyhow::Result<()> {
     let page = client
         .get_query(
             "/v1/deliveries",
-            &[
+            &l.window.query([
                 ("status", l.status),
                 ("endpoint_id", l.endpoint_id),
                 ("event_type", l.event_type),
-                ("since", l.since),
-                ("until", l.until),
-                ("limit", l.limit.map(|n| n.to_string())),
-                ("cursor", l.cursor),
-            ],
+            ]),
         )
         .await?;
     if args.client.json {

@@ -111,48 +111,20 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
     let as_json = args.client.json;
     let shown = match args.command {
         EndpointsCommand::Create(f) => {
-            let mut body = Map::new();
-            body.insert("url".into(), json!(f.endpoint_url));
-            insert_given(&mut body, "description", f.description.map(Value::from));
-            insert_given(
-                &mut body,
-                "event_types",
-                (!f.event_types.is_empty()).then(|| json!(f.event_types)),
-            );
-            insert_given(&mut body, "secret", f.secret.map(|s| s.into_inner().into()));
-            insert_given(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
             client
-                .call(Method::POST, "/v1/endpoints", &Value::Object(body))
+                .call(Method::POST, "/v1/endpoints", &create_body(f))
                 .await?
                 .1
         }
         EndpointsCommand::List => {
             let list = client.get("/v1/endpoints").await?;
-            if as_json {
-                output::json(&list);
-            } else {
-                list_table(&list);
-            }
+            output::shown(&list, as_json, list_table);
             return Ok(());
         }
         EndpointsCommand::Show { id } => client.get(&format!("/v1/endpoints/{id}")).await?,
         EndpointsCommand::Update { id, fields: f } => {
-            let mut body = Map::new();
-            insert_given(&mut body, "url", f.endpoint_url.map(Value::from));
-            insert_given(&mut body, "description", f.description.map(Value::from));
-            insert_given(&mut body, "event_types", f.event_types.map(|t| json!(t)));
-            insert_given(
-                &mut body,
-                "enabled",
-                (f.enable || f.disable).then_some(json!(f.enable)),
-            );
-            insert_given(&mut body, "disabled_reason", f.reason.map(Value::from));
-            insert_given(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
             let path = format!("/v1/endpoints/{id}");
-            client
-                .call(Method::PATCH, &path, &Value::Object(body))
-                .await?
-                .1
+            client.call(Method::PATCH, &path, &update_body(f)).await?.1
         }
         EndpointsCommand::RotateSecret { id, grace } => {
             let body = json!({"grace_period_seconds": grace.as_secs()});
@@ -164,20 +136,43 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
             client
                 .call(Method::DELETE, &format!("/v1/endpoints/{id}"), &Value::Null)
                 .await?;
-            if as_json {
-                output::json(&json!({"deleted": id}));
-            } else {
-                out!("deleted endpoint {id}");
-            }
+            output::deleted("endpoint", &id, as_json);
             return Ok(());
         }
     };
-    if as_json {
-        output::json(&shown);
-    } else {
-        show(&shown);
-    }
+    output::shown(&shown, as_json, show);
     Ok(())
+}
+
+/// The body of a create request.
+fn create_body(f: EndpointFields) -> Value {
+    let mut body = Map::new();
+    body.insert("url".into(), json!(f.endpoint_url));
+    insert_given(&mut body, "description", f.description.map(Value::from));
+    insert_given(
+        &mut body,
+        "event_types",
+        (!f.event_types.is_empty()).then(|| json!(f.event_types)),
+    );
+    insert_given(&mut body, "secret", f.secret.map(|s| s.into_inner().into()));
+    insert_given(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
+    Value::Object(body)
+}
+
+/// The body of an update request: only the fields given.
+fn update_body(f: UpdateFields) -> Value {
+    let mut body = Map::new();
+    insert_given(&mut body, "url", f.endpoint_url.map(Value::from));
+    insert_given(&mut body, "description", f.description.map(Value::from));
+    insert_given(&mut body, "event_types", f.event_types.map(|t| json!(t)));
+    insert_given(
+        &mut body,
+        "enabled",
+        (f.enable || f.disable).then_some(json!(f.enable)),
+    );
+    insert_given(&mut body, "disabled_reason", f.reason.map(Value::from));
+    insert_given(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
+    Value::Object(body)
 }
 
 fn list_table(list: &Value) {

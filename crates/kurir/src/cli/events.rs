@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
-use super::client::{endpoint_names, parse_time, Client, ClientArgs};
+use super::client::{endpoint_names, Client, ClientArgs, Window};
 use super::output::{self, out};
 
 /// `kurir events …`
@@ -79,18 +79,9 @@ pub struct ListArgs {
     /// Only this aggregate id.
     #[arg(long)]
     pub aggregate_id: Option<String>,
-    /// Recorded at or after: RFC 3339, or a duration ago such as 2h.
-    #[arg(long, value_parser = parse_time)]
-    pub since: Option<String>,
-    /// Recorded before: RFC 3339, or a duration ago.
-    #[arg(long, value_parser = parse_time)]
-    pub until: Option<String>,
-    /// Rows per page (1 to 200).
-    #[arg(long)]
-    pub limit: Option<u32>,
-    /// Continue from a previous page.
-    #[arg(long)]
-    pub cursor: Option<String>,
+    /// The time window and the page.
+    #[command(flatten)]
+    pub window: Window,
 }
 
 /// Runs an event command.
@@ -111,50 +102,33 @@ pub async fn run(args: EventsArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        EventsCommand::List(l) => {
-            let page = client
-                .get_query(
-                    "/v1/events",
-                    &[
-                        ("event_type", l.event_type),
-                        ("aggregate_id", l.aggregate_id),
-                        ("since", l.since),
-                        ("until", l.until),
-                        ("limit", l.limit.map(|n| n.to_string())),
-                        ("cursor", l.cursor),
-                    ],
-                )
-                .await?;
-            if as_json {
-                output::json(&page);
-                return Ok(());
-            }
-            let rows: Vec<Vec<String>> = page["data"]
-                .as_array()
-                .map(|a| a.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .map(|e| {
-                    [
-                        "event_id",
-                        "event_type",
-                        "aggregate_id",
-                        "created_at",
-                        "dispatched_at",
-                    ]
-                    .iter()
-                    .map(|k| output::cell(&e[*k]))
-                    .collect()
-                })
-                .collect();
-            output::table(
-                &["EVENT ID", "TYPE", "AGGREGATE", "CREATED", "DISPATCHED"],
-                &rows,
-            );
-            output::next_page(&page);
-            Ok(())
-        }
+        EventsCommand::List(l) => list(&client, l, as_json).await,
     }
+}
+
+/// `events list`: one page of events.
+async fn list(client: &Client, l: ListArgs, as_json: bool) -> anyhow::Result<()> {
+    let query = l.window.query([
+        ("event_type", l.event_type),
+        ("aggregate_id", l.aggregate_id),
+    ]);
+    let page = client.get_query("/v1/events", &query).await?;
+    if as_json {
+        output::json(&page);
+        return Ok(());
+    }
+    output::objects(
+        &page["data"],
+        &[
+            ("EVENT ID", "event_id"),
+            ("TYPE", "event_type"),
+            ("AGGREGATE", "aggregate_id"),
+            ("CREATED", "created_at"),
+            ("DISPATCHED", "dispatched_at"),
+        ],
+    );
+    output::next_page(&page);
+    Ok(())
 }
 
 async fn send_one(client: &Client, s: SendArgs, as_json: bool) -> anyhow::Result<()> {
@@ -292,6 +266,12 @@ fn show(event: &Value, names: &HashMap<String, String>) {
         }
     };
     out!();
+    deliveries_table(deliveries, &endpoint);
+    attempt_tables(deliveries, &endpoint);
+}
+
+/// One row per delivery, headed by `endpoint`'s label for it.
+fn deliveries_table(deliveries: &[Value], endpoint: &dyn Fn(&Value) -> String) {
     let rows: Vec<Vec<String>> = deliveries
         .iter()
         .map(|d| {
@@ -321,7 +301,6 @@ fn show(event: &Value, names: &HashMap<String, String>) {
         ],
         &rows,
     );
-    attempt_tables(deliveries, &endpoint);
 }
 
 /// One table of attempts per delivery, headed by `endpoint`'s label for it.

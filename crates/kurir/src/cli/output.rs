@@ -65,6 +65,24 @@ pub fn objects(list: &Value, columns: &[(&str, &str)]) {
     table(&headers, &rows);
 }
 
+/// Prints `value` as JSON with `--json`, else in the command's own way (`human`).
+pub fn shown(value: &Value, as_json: bool, human: fn(&Value)) {
+    if as_json {
+        json(value);
+    } else {
+        human(value);
+    }
+}
+
+/// Says that the `kind` named `id` was deleted.
+pub fn deleted(kind: &str, id: &str, as_json: bool) {
+    if as_json {
+        json(&serde_json::json!({ "deleted": id }));
+    } else {
+        out!("deleted {kind} {id}");
+    }
+}
+
 /// Prints `key: value` lines for the named fields of `object`.
 pub fn fields(object: &Value, names: &[&str]) {
     let width = names.iter().map(|n| n.len()).max().unwrap_or(0) + 1;

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
-use super::client::{insert_given, parse_time, Client, ClientArgs};
+use super::client::{insert_given, Client, ClientArgs, Window};
 use super::output::{self, out};
 
 /// `kurir sources …`
@@ -102,18 +102,9 @@ pub struct EventsArgs {
     /// Only this event type.
     #[arg(long = "type")]
     pub event_type: Option<String>,
-    /// Received at or after: RFC 3339, or a duration ago such as 2h.
-    #[arg(long, value_parser = parse_time)]
-    pub since: Option<String>,
-    /// Received before: RFC 3339, or a duration ago.
-    #[arg(long, value_parser = parse_time)]
-    pub until: Option<String>,
-    /// Rows per page (1 to 200).
-    #[arg(long)]
-    pub limit: Option<u32>,
-    /// Continue from a previous page.
-    #[arg(long)]
-    pub cursor: Option<String>,
+    /// The time window and the page.
+    #[command(flatten)]
+    pub window: Window,
 }
 
 /// Runs a source command.
@@ -122,51 +113,20 @@ pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
     let as_json = args.client.json;
     let shown = match args.command {
         SourcesCommand::Create(f) => {
-            let mut body = Map::new();
-            body.insert("name".into(), json!(f.name));
-            body.insert("scheme".into(), json!(f.scheme));
-            body.insert("secrets".into(), json!(f.secrets));
-            body.insert("forward_url".into(), json!(f.forward_url));
-            insert_given(
-                &mut body,
-                "tolerance_seconds",
-                f.tolerance_seconds.map(Value::from),
-            );
-            let path = "/v1/inbox/sources";
             client
-                .call(Method::POST, path, &Value::Object(body))
+                .call(Method::POST, "/v1/inbox/sources", &create_body(f))
                 .await?
                 .1
         }
         SourcesCommand::List => {
             let list = client.get("/v1/inbox/sources").await?;
-            if as_json {
-                output::json(&list);
-            } else {
-                list_table(&list);
-            }
+            output::shown(&list, as_json, list_table);
             return Ok(());
         }
         SourcesCommand::Show { name } => client.get(&format!("/v1/inbox/sources/{name}")).await?,
         SourcesCommand::Update { name, fields: f } => {
-            let mut body = Map::new();
-            insert_given(&mut body, "scheme", f.scheme.map(Value::from));
-            insert_given(
-                &mut body,
-                "secrets",
-                (!f.secrets.is_empty()).then(|| json!(f.secrets)),
-            );
-            insert_given(&mut body, "forward_url", f.forward_url.map(Value::from));
-            insert_given(
-                &mut body,
-                "tolerance_seconds",
-                f.tolerance_seconds.map(Value::from),
-            );
             let path = format!("/v1/inbox/sources/{name}");
-            client
-                .call(Method::PATCH, &path, &Value::Object(body))
-                .await?
-                .1
+            client.call(Method::PATCH, &path, &update_body(f)).await?.1
         }
         SourcesCommand::Events(e) => return list_events(&client, e, as_json).await,
         SourcesCommand::Retry { name, event_id } => {
@@ -175,20 +135,45 @@ pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
         SourcesCommand::Delete { name } => {
             let path = format!("/v1/inbox/sources/{name}");
             client.call(Method::DELETE, &path, &Value::Null).await?;
-            if as_json {
-                output::json(&json!({"deleted": name}));
-            } else {
-                out!("deleted source {name}");
-            }
+            output::deleted("source", &name, as_json);
             return Ok(());
         }
     };
-    if as_json {
-        output::json(&shown);
-    } else {
-        show(&shown);
-    }
+    output::shown(&shown, as_json, show);
     Ok(())
+}
+
+/// The body of a create request.
+fn create_body(f: SourceFields) -> Value {
+    let mut body = Map::new();
+    body.insert("name".into(), json!(f.name));
+    body.insert("scheme".into(), json!(f.scheme));
+    body.insert("secrets".into(), json!(f.secrets));
+    body.insert("forward_url".into(), json!(f.forward_url));
+    insert_given(
+        &mut body,
+        "tolerance_seconds",
+        f.tolerance_seconds.map(Value::from),
+    );
+    Value::Object(body)
+}
+
+/// The body of an update request: only the fields given.
+fn update_body(f: UpdateFields) -> Value {
+    let mut body = Map::new();
+    insert_given(&mut body, "scheme", f.scheme.map(Value::from));
+    insert_given(
+        &mut body,
+        "secrets",
+        (!f.secrets.is_empty()).then(|| json!(f.secrets)),
+    );
+    insert_given(&mut body, "forward_url", f.forward_url.map(Value::from));
+    insert_given(
+        &mut body,
+        "tolerance_seconds",
+        f.tolerance_seconds.map(Value::from),
+    );
+    Value::Object(body)
 }
 
 fn list_table(list: &Value) {
@@ -240,14 +225,8 @@ async fn list_events(client: &Client, e: EventsArgs, as_json: bool) -> anyhow::R
     let page = client
         .get_query(
             &format!("/v1/inbox/sources/{}/events", e.name),
-            &[
-                ("status", e.status),
-                ("event_type", e.event_type),
-                ("since", e.since),
-                ("until", e.until),
-                ("limit", e.limit.map(|n| n.to_string())),
-                ("cursor", e.cursor),
-            ],
+            &e.window
+                .query([("status", e.status), ("event_type", e.event_type)]),
         )
         .await?;
     if as_json {

@@ -3,7 +3,7 @@
 //!
 //! This module owns what a delivery sends (the envelope, its signature headers, the endpoint's
 //! timeouts) and the mapping from HTTP outcome to retry decision; the HTTP mechanics (SSRF
-//! guard, redirects, response capture) are [`super::http`]'s. It does not touch the store.
+//! guard, redirects, response capture) are [`crate::webhook_client`]'s. It does not touch the store.
 
 use std::time::{Duration, Instant};
 
@@ -12,12 +12,12 @@ use kurir_core::event::Envelope;
 use kurir_core::retry::{AttemptOutcome, Next};
 use serde_json::value::RawValue;
 
-use super::http::{PostError, Response, Timeouts, WebhookClient};
 use crate::config::DeliveryConfig;
 use crate::delivery::{ClaimedDelivery, Completion, NextState, WireText};
 use crate::endpoint::Endpoint;
+use crate::webhook_client::{PostError, Response, Timeouts, WebhookClient};
 
-pub use super::http::RESPONSE_CAPTURE_BYTES;
+pub use crate::webhook_client::RESPONSE_CAPTURE_BYTES;
 
 /// How an attempt ended, for logs and metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,5 +249,51 @@ fn classify_status(status: u16, retry_after: Option<Duration>) -> AttemptOutcome
         (410, _) => AttemptOutcome::Gone,
         (429 | 503, Some(after)) => AttemptOutcome::FailedRetryAfter(after),
         _ => AttemptOutcome::Failed,
+    }
+}
+
+/// One line per attempt (INFO when it delivered, WARN when it failed), and one more at ERROR when
+/// the delivery is given up on. Never the payload, the secret, the signature or the response body
+/// (which may echo the payload).
+pub(super) fn log_attempt(d: &ClaimedDelivery, a: &Attempted) {
+    let c = &a.completion;
+    // The fields every line about this attempt carries, then the line's own.
+    macro_rules! attempt_event {
+        ($level:expr, $($own:tt)*) => {
+            tracing::event!(
+                $level,
+                event_id = %d.event.event_id,
+                event_type = %d.event.event_type,
+                aggregate_id = d.event.aggregate_id.as_deref(),
+                endpoint_id = %d.endpoint.id,
+                attempt = d.attempt,
+                status_code = c.status_code,
+                error = c.error.as_deref(),
+                $($own)*
+            )
+        };
+    }
+    macro_rules! attempt_line {
+        ($level:expr) => {
+            attempt_event!(
+                $level,
+                duration_ms = c.duration_ms,
+                outcome = a.outcome.as_str(),
+                trigger = c.trigger.as_str(),
+                "delivery attempt"
+            )
+        };
+    }
+    if a.outcome == Outcome::Sent {
+        attempt_line!(tracing::Level::INFO);
+    } else {
+        attempt_line!(tracing::Level::WARN);
+    }
+    if matches!(c.next, NextState::DeadLetter | NextState::Gone) {
+        attempt_event!(
+            tracing::Level::ERROR,
+            gone = c.next == NextState::Gone,
+            "delivery dead-lettered"
+        );
     }
 }

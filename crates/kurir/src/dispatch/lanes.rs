@@ -15,8 +15,9 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::task::TaskTracker;
 
+use super::deliver::log_attempt;
 use super::deliver::Sender;
-use super::{log_attempt, QUICK_ANSWER};
+use super::QUICK_ANSWER;
 use crate::delivery::{ClaimedDelivery, Completion};
 use crate::endpoint::EndpointId;
 use crate::metrics::Metrics;

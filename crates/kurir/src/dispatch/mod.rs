@@ -1,30 +1,37 @@
 //! The dispatcher: claims due deliveries with a lease, sends each outside any transaction, and
 //! records the outcome with a fence.
 //!
-//! The loop is a thin wrapper around [`Dispatcher::step`], which claims what the process has
-//! room for. Claimed deliveries wait in their endpoint's lane; a lane starts one task per
-//! delivery up to the endpoint's `max_in_flight`, and a task that finishes takes the next
-//! delivery of its lane at once, so the endpoint is never idle while the next claim is on its
-//! way to the database. Room is bounded three ways: a global cap on concurrent requests
-//! (`max_concurrency`), a per-endpoint cap (`max_in_flight`), so one slow endpoint can never
-//! take every slot, and a prefetch of [`WAITING_ROUNDS`] rounds of `max_in_flight` claimed but
-//! unsent deliveries per lane, only for an endpoint whose last answer came within
-//! [`QUICK_ANSWER`]: a slow endpoint's deliveries stay in the database, where another process
-//! may take them. The lease covers those rounds; a delivery that still cannot start in time
-//! (every global slot held by slow requests) is handed back unattempted, so no request is ever
-//! made under a lease that may have run out (`lanes`). Completions go through a channel to
-//! one writer task that records them in batches ([`record`]).
+//! How the parts fit, in the order a delivery meets them:
+//!
+//! - this module: [`Dispatcher`], the loop around [`Dispatcher::step`], which claims what the
+//!   process has room for, and the shutdown;
+//! - `lanes`: per endpoint, the claimed deliveries in flight or waiting for a slot, and the
+//!   tasks that send them;
+//! - [`deliver`]: one attempt: the signed request (through [`crate::webhook_client`]) and what
+//!   its answer means for the retry schedule;
+//! - [`record`]: the completion writer, the one task that records outcomes in batches;
+//! - [`sweep`]: the lease sweep, which ends the leases of workers that stopped mid-delivery.
+//!
+//! Claimed deliveries wait in their endpoint's lane; a lane starts one task per delivery up to
+//! the endpoint's `max_in_flight`, and a task that finishes takes the next delivery of its lane
+//! at once, so the endpoint is never idle while the next claim is on its way to the database.
+//! Room is bounded three ways: a global cap on concurrent requests (`max_concurrency`), a
+//! per-endpoint cap (`max_in_flight`), so one slow endpoint can never take every slot, and a
+//! prefetch of [`WAITING_ROUNDS`] rounds of `max_in_flight` claimed but unsent deliveries per
+//! lane, only for an endpoint whose last answer came within [`QUICK_ANSWER`]: a slow endpoint's
+//! deliveries stay in the database, where another process may take them. The lease covers
+//! those rounds; a delivery that still cannot start in time (every global slot held by slow
+//! requests) is handed back unattempted, so no request is ever made under a lease that may have
+//! run out. Completions go through a channel to the writer.
 //!
 //! At shutdown the dispatcher stops claiming, hands back what waits in its lanes (not charged:
 //! never attempted), lets the requests in flight finish (each bounded by its timeouts), records
 //! them, and ends what leases are left, each counted as an attempt.
 
 pub mod deliver;
-pub mod http;
 mod lanes;
 pub mod record;
-pub mod ssrf;
-pub mod transport;
+pub mod sweep;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,10 +42,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::DeliveryConfig;
-use crate::delivery::{ClaimedDelivery, Completion, NextState};
+use crate::delivery::Completion;
 use crate::metrics::Metrics;
-use crate::store::{EndpointSlot, Orphan, Store};
-use deliver::{Attempted, Sender};
+use crate::store::{EndpointSlot, Store};
+use deliver::Sender;
 use lanes::Lanes;
 use record::SHUTDOWN_RECORDING_PATIENCE;
 
@@ -50,6 +57,16 @@ pub const WAITING_ROUNDS: u32 = 3;
 
 /// An endpoint whose last attempt took less than this gets a prefetch.
 pub const QUICK_ANSWER: Duration = Duration::from_millis(250);
+
+/// A unique lease owner for this process: pid plus a UUIDv7, so a restarted process never
+/// mistakes its predecessor's leases for its own.
+pub fn owner_id() -> String {
+    format!(
+        "kurir-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    )
+}
 
 /// What one [`Dispatcher::step`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,7 +143,7 @@ impl Dispatcher {
             .store
             .claim_due_deliveries(&self.owner, &endpoint_slots, free as u32)
             .await?;
-        report_orphans(&claim.orphans, self.lanes.metrics.get());
+        sweep::report_orphans(&claim.orphans, self.lanes.metrics.get());
         let n = claim.deliveries.len();
         self.lanes.enqueue(claim.deliveries);
         Ok(if n == free {
@@ -300,74 +317,5 @@ fn wait_after(
         Ok(StepOutcome::Saturated) => Duration::MAX,
         Ok(StepOutcome::Partial(_)) => wait,
         Err(_) => wait.max(Duration::from_millis(500)),
-    }
-}
-
-/// Logs once and counts deliveries removed because their event or endpoint was deleted by
-/// hand: one line per removal, naming at most 20 of them.
-pub(crate) fn report_orphans(orphans: &[Orphan], metrics: Option<&Metrics>) {
-    let Some(first) = orphans.first() else {
-        return;
-    };
-    if let Some(metrics) = metrics {
-        metrics.record_orphans(orphans);
-    }
-    let mut endpoints: Vec<&str> = orphans.iter().map(|o| o.endpoint_id.as_str()).collect();
-    endpoints.sort_unstable();
-    endpoints.dedup();
-    let events: Vec<&str> = orphans
-        .iter()
-        .take(20)
-        .map(|o| o.event_id.as_str())
-        .collect();
-    tracing::warn!(
-        removed = orphans.len(),
-        reason = first.reason.as_str(),
-        endpoint_ids = ?endpoints,
-        event_ids = ?events,
-        "deliveries removed: their event or endpoint was deleted outside kurir"
-    );
-}
-
-/// One line per attempt (INFO when it delivered, WARN when it failed), and one more at ERROR when
-/// the delivery is given up on. Never the payload, the secret, the signature or the response body
-/// (which may echo the payload).
-fn log_attempt(d: &ClaimedDelivery, a: &Attempted) {
-    let c = &a.completion;
-    macro_rules! attempt_line {
-        ($level:expr) => {
-            tracing::event!(
-                $level,
-                event_id = %d.event.event_id,
-                event_type = %d.event.event_type,
-                aggregate_id = d.event.aggregate_id.as_deref(),
-                endpoint_id = %d.endpoint.id,
-                attempt = d.attempt,
-                status_code = c.status_code,
-                error = c.error.as_deref(),
-                duration_ms = c.duration_ms,
-                outcome = a.outcome.as_str(),
-                trigger = c.trigger.as_str(),
-                "delivery attempt"
-            )
-        };
-    }
-    if a.outcome == deliver::Outcome::Sent {
-        attempt_line!(tracing::Level::INFO);
-    } else {
-        attempt_line!(tracing::Level::WARN);
-    }
-    if matches!(c.next, NextState::DeadLetter | NextState::Gone) {
-        tracing::error!(
-            event_id = %d.event.event_id,
-            event_type = %d.event.event_type,
-            aggregate_id = d.event.aggregate_id.as_deref(),
-            endpoint_id = %d.endpoint.id,
-            attempt = d.attempt,
-            status_code = c.status_code,
-            error = c.error.as_deref(),
-            gone = c.next == NextState::Gone,
-            "delivery dead-lettered"
-        );
     }
 }

@@ -26,8 +26,8 @@ use crate::store::{Store, StoreError};
 const COMPLETION_BATCH: usize = 512;
 
 /// How long the writer waits for more after the first of a batch. A steady trickle of
-/// deliveries is then written in a couple of hundred transactions a second instead of one
-/// per delivery; the lease (far longer) is all that waits on it.
+/// deliveries is then written in one transaction per wait instead of one per delivery; the
+/// lease (far longer) is all that waits on it.
 const COMPLETION_LINGER: Duration = Duration::from_millis(5);
 
 /// Once shutdown is underway, how long one write may wait for an unavailable database before

@@ -15,8 +15,8 @@ use chrono::Utc;
 use kurir_core::sign::{headers::WEBHOOK_EVENT, signature_headers};
 use kurir_receiver::{Failure, InboxEvent};
 
-use crate::dispatch::http::{PostError, Timeouts, WebhookClient};
 use crate::store::{Store, StoreError};
+use crate::webhook_client::{PostError, Timeouts, WebhookClient};
 
 /// The header naming the source a forward came through (not signed; informational).
 pub const SOURCE_HEADER: &str = "x-kurir-source";

@@ -24,9 +24,9 @@ use kurir_receiver::{
 };
 
 use crate::config::DeliveryConfig;
-use crate::dispatch::http::{Timeouts, WebhookClient};
 use crate::metrics::Metrics;
 use crate::store::Store;
+use crate::webhook_client::{Timeouts, WebhookClient};
 use forward::{ForwardError, Forwarder};
 
 /// How often the set of sources is re-read, to notice sources created or deleted by another

@@ -18,7 +18,7 @@ use kurir_receiver::{EventStatus, Receiver, WebhookSource};
 use crate::api::auth::bearer_token;
 use crate::api::error::ApiError;
 use crate::api::extract::ApiPath;
-use crate::serve::AppState;
+use crate::api::state::AppState;
 
 /// Receives one webhook for `source`.
 #[utoipa::path(post, path = "/inbox/{source}", operation_id = "receive_webhook", tag = "inbox gateway", security(()),

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{middleware, Router};
 
-use crate::serve::AppState;
+use crate::api::state::AppState;
 use crate::store::Backlog;
 
 /// The Prometheus text exposition format.

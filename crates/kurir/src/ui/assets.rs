@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 
-use crate::serve::AppState;
+use crate::api::state::AppState;
 
 /// Where the stylesheet is served.
 pub const CSS_PATH: &str = "/ui/assets/app-1.css";

@@ -12,7 +12,7 @@ use super::session::Session;
 use super::view::{self, Chrome};
 use crate::api::extract::ApiQuery;
 use crate::api::replays::{self as api, ListReplays, ReplayView};
-use crate::serve::AppState;
+use crate::api::state::AppState;
 
 #[derive(Template)]
 #[template(path = "audit.html")]

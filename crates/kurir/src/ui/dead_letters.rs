@@ -18,7 +18,7 @@ use crate::api::auth::Actor;
 use crate::api::deliveries::{self as api, DeliveryView, ListDeliveries};
 use crate::api::extract::{ApiJson, ApiQuery};
 use crate::api::replays::{replay_bulk, BulkReplay, ReplayQuery};
-use crate::serve::AppState;
+use crate::api::state::AppState;
 
 #[derive(Clone, Default, Deserialize)]
 struct Filters {

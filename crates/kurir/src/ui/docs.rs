@@ -11,7 +11,7 @@ use utoipa::OpenApi;
 
 use super::error::UiError;
 use crate::api::openapi::ApiDoc;
-use crate::serve::AppState;
+use crate::api::state::AppState;
 
 /// One operation as the page shows it.
 struct Operation {

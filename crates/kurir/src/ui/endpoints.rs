@@ -17,8 +17,8 @@ use crate::api::endpoints::{
     self as api, CreateEndpoint, EndpointView, RotateSecret, UpdateEndpoint,
 };
 use crate::api::extract::{ApiJson, ApiPath};
+use crate::api::state::AppState;
 use crate::probe::TestResult;
-use crate::serve::AppState;
 use crate::store::activity::EndpointHealth;
 
 /// One endpoint's health, ready to show.
@@ -200,8 +200,7 @@ async fn update(
         event_types: Some(patterns(&f.event_types)),
         ..UpdateEndpoint::default()
     };
-    let _ = api::update(State(state), ApiPath(id.clone()), ApiJson(body)).await?;
-    Ok(Redirect::to(&format!("/ui/endpoints/{}", view::enc(&id))).into_response())
+    apply(state, id, body).await
 }
 
 #[derive(Deserialize)]
@@ -228,8 +227,7 @@ async fn set_enabled(
         },
         ..UpdateEndpoint::default()
     };
-    let _ = api::update(State(state), ApiPath(id.clone()), ApiJson(body)).await?;
-    Ok(Redirect::to(&format!("/ui/endpoints/{}", view::enc(&id))).into_response())
+    apply(state, id, body).await
 }
 
 #[derive(Deserialize)]
@@ -267,6 +265,12 @@ async fn test(
         .0;
     let e = api::show(State(state.clone()), ApiPath(id)).await?.0;
     show_page(&session, &state, e, None, Some(result)).await
+}
+
+/// Applies `body` to endpoint `id`, then shows its page.
+async fn apply(state: AppState, id: String, body: UpdateEndpoint) -> Result<Response, UiError> {
+    let _ = api::update(State(state), ApiPath(id.clone()), ApiJson(body)).await?;
+    Ok(Redirect::to(&format!("/ui/endpoints/{}", view::enc(&id))).into_response())
 }
 
 /// The endpoint pages' routes.

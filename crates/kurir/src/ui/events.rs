@@ -19,7 +19,7 @@ use crate::api::auth::Actor;
 use crate::api::events::{self as api, EventDetail, EventView, ListEvents};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::api::replays::{replay_event, ReplayEvent};
-use crate::serve::AppState;
+use crate::api::state::AppState;
 
 #[derive(Default, Deserialize)]
 struct SearchForm {

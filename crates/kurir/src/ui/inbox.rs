@@ -16,8 +16,8 @@ use super::view::{self, Chrome};
 use crate::api::extract::{ApiPath, ApiQuery};
 use crate::api::inbox_events::{self as api, InboxEventView, ListInboxEvents};
 use crate::api::sources::SourceView;
+use crate::api::state::AppState;
 use crate::api::stats::{InboxCounts, InboxStats};
-use crate::serve::AppState;
 
 #[derive(Template)]
 #[template(path = "inbox.html")]

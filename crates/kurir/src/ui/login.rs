@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::error::UiError;
 use super::render;
 use super::session::{self, Session};
-use crate::serve::AppState;
+use crate::api::state::AppState;
 
 #[derive(Template)]
 #[template(path = "login.html")]

@@ -34,7 +34,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::Router;
 
-use crate::serve::AppState;
+use crate::api::state::AppState;
 use error::UiError;
 
 /// The dashboard's routes, `/docs` and the redirect from `/`.

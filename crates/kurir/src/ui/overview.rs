@@ -16,7 +16,7 @@ use super::chart::{bucket_starts, Chart, Series};
 use super::error::UiError;
 use super::session::Session;
 use super::view::{self, Chrome};
-use crate::serve::AppState;
+use crate::api::state::AppState;
 use crate::store::activity::{AttemptBucket, Histogram};
 use crate::store::waiting::Waiting;
 use crate::store::Backlog;

@@ -24,7 +24,7 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 use super::error::UiError;
-use crate::serve::AppState;
+use crate::api::state::AppState;
 
 /// The session cookie's name.
 pub const COOKIE_NAME: &str = "kurir_session";

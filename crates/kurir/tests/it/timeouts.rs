@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use kurir::dispatch::http::{PostError, Timeouts, WebhookClient};
+use kurir::webhook_client::{PostError, Timeouts, WebhookClient};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 use crate::support::eventually;

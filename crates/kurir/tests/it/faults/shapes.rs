@@ -181,7 +181,7 @@ async fn healthy_sent(store: &Store, ids: &[String], hostile: &str) -> usize {
 /// runs out: hyper alone reads `1xx` answers for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_1xx_answers_is_cut_at_the_read_budget() {
-    use kurir::dispatch::http::{PostError, Timeouts, WebhookClient};
+    use kurir::webhook_client::{PostError, Timeouts, WebhookClient};
     let hostile = Hostile::start(Shape::InterimFlood).await;
     let client = WebhookClient::new(kurir::config::parse_networks("127.0.0.0/8").unwrap(), 4);
     let long = std::time::Duration::from_secs(30);

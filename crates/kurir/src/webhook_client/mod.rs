@@ -1,7 +1,7 @@
 //! The HTTP client kurir POSTs webhooks with: to endpoints (the dispatcher) and to forward URLs
 //! (the inbox gateway). Every address connected to passes the SSRF guard, redirects are not
 //! followed, no proxy is used, and at most the first [`RESPONSE_CAPTURE_BYTES`] of a response
-//! body are kept. The connections themselves are [`super::transport`]'s.
+//! body are kept. The connections themselves are [`transport`]'s.
 //!
 //! The two timeouts are separate ([`Timeouts`]): the request body reports when hyper first reads
 //! it ([`transport::Signalled`]), which happens once a connection (a new one, or one from the
@@ -10,6 +10,9 @@
 //!
 //! This module owns the wire mechanics only. What to send (body, signature headers) and what an
 //! answer means for the retry schedule are its callers' business.
+
+pub mod ssrf;
+pub mod transport;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,9 +26,9 @@ use ipnet::IpNet;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::ssrf::{Guard, GuardedResolver, Refused};
-use super::transport::{self, HttpClient, Signalled};
 use crate::delivery::WireText;
+use ssrf::{Guard, GuardedResolver, Refused};
+use transport::{HttpClient, Signalled};
 
 /// At most this much of a response body is kept.
 pub const RESPONSE_CAPTURE_BYTES: usize = 4096;

@@ -53,7 +53,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type HttpClient = Client<HttpsConnector<BudgetedConnector>, Signalled>;
 
 /// A request body that reports when hyper first reads it: the moment a connection is there and
-/// the request goes out, where the response timeout starts (see `super::http`).
+/// the request goes out, where the response timeout starts (see [`super`]).
 pub struct Signalled {
     body: Option<Bytes>,
     started: Option<oneshot::Sender<()>>,
@@ -267,7 +267,7 @@ mod tests {
 
     use tokio::io::AsyncWriteExt;
 
-    use crate::dispatch::http::{PostError, Timeouts, WebhookClient};
+    use crate::webhook_client::{PostError, Timeouts, WebhookClient};
 
     #[test]
     fn credentials_in_the_url_become_basic_authorization() {
