@@ -31,8 +31,6 @@ use chrono::{DateTime, Utc};
 use kurir_core::event::{EventId, EventType};
 use serde_json::value::RawValue;
 
-use crate::store::sqlite_ts;
-
 /// Largest payload accepted, in bytes of its JSON text (`kurir_outbox_payload_size`).
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
 
@@ -192,7 +190,8 @@ pub async fn enqueue<DB: OutboxDatabase>(
     }
 }
 
-/// A database kurir's outbox can be written to: PostgreSQL, SQLite and MySQL/MariaDB.
+/// A database kurir's outbox can be written to: PostgreSQL, SQLite and MySQL/MariaDB (each
+/// dialect's statement is in the store, beside its other SQL).
 pub trait OutboxDatabase: sqlx::Database {
     /// Inserts one outbox row; one statement, no locks beyond the row itself.
     fn insert_event<'c>(
@@ -200,79 +199,6 @@ pub trait OutboxDatabase: sqlx::Database {
         id: &'c EventId,
         event: &'c NewEvent,
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'c;
-}
-
-impl OutboxDatabase for sqlx::Postgres {
-    async fn insert_event(
-        conn: &mut sqlx::PgConnection,
-        id: &EventId,
-        event: &NewEvent,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(
-                "INSERT INTO kurir_outbox \
-                 (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
-                 VALUES ($1, $2, $3, $4, $5, COALESCE($6, now()), $7::json)",
-            )
-            .bind(id.as_str())
-            .bind(event.event_type.as_str())
-            .bind(event.version)
-            .bind(event.aggregate_type.as_deref())
-            .bind(event.aggregate_id.as_deref())
-            .bind(event.occurred_at)
-            .bind(event.payload.get())
-            .execute(conn)
-            .await
-            .map(drop)
-    }
-}
-
-impl OutboxDatabase for sqlx::Sqlite {
-    async fn insert_event(
-        conn: &mut sqlx::SqliteConnection,
-        id: &EventId,
-        event: &NewEvent,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(
-                "INSERT INTO kurir_outbox \
-                 (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, COALESCE(?6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?7)",
-            )
-            .bind(id.as_str())
-            .bind(event.event_type.as_str())
-            .bind(event.version)
-            .bind(event.aggregate_type.as_deref())
-            .bind(event.aggregate_id.as_deref())
-            .bind(event.occurred_at.map(sqlite_ts))
-            .bind(event.payload.get())
-            .execute(conn)
-            .await
-            .map(drop)
-    }
-}
-
-impl OutboxDatabase for sqlx::MySql {
-    /// `occurred_at` defaults to the database's UTC clock (the column's default reads the same).
-    async fn insert_event(
-        conn: &mut sqlx::MySqlConnection,
-        id: &EventId,
-        event: &NewEvent,
-    ) -> Result<(), sqlx::Error> {
-        sqlx::query(
-                "INSERT INTO kurir_outbox \
-                 (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
-                 VALUES (?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(3)), ?)",
-            )
-            .bind(id.as_str())
-            .bind(event.event_type.as_str())
-            .bind(event.version)
-            .bind(event.aggregate_type.as_deref())
-            .bind(event.aggregate_id.as_deref())
-            .bind(event.occurred_at.map(|t| t.naive_utc()))
-            .bind(event.payload.get())
-            .execute(conn)
-            .await
-            .map(drop)
-    }
 }
 
 #[cfg(test)]

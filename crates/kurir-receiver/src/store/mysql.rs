@@ -10,8 +10,7 @@
 //! no `RETURNING`, so a claim locks its rows first, then leases them by id, in one transaction.
 
 use chrono::{DateTime, Utc};
-use sqlx::mysql::{MySqlPool, MySqlRow};
-use sqlx::Row;
+use sqlx::mysql::MySqlPool;
 
 use super::row::{ClaimedRow, NewRow, RecordRow};
 use super::Result;
@@ -73,8 +72,7 @@ pub(super) async fn insert_event(pool: &MySqlPool, new: &NewRow<'_>) -> Result<O
         Err(e) => return Err(e.into()),
     };
     let sql = format!("SELECT {RECORD_COLUMNS} FROM kurir_inbox WHERE id = ?");
-    let row = sqlx::query(&sql).bind(id).fetch_one(pool).await?;
-    record_row(&row).map(Some)
+    Ok(Some(sqlx::query_as(&sql).bind(id).fetch_one(pool).await?))
 }
 
 /// Plain read of one row's status columns; takes no lock.
@@ -84,12 +82,11 @@ pub(super) async fn get_event(
     event_id: &str,
 ) -> Result<Option<RecordRow>> {
     let sql = format!("SELECT {RECORD_COLUMNS} FROM kurir_inbox WHERE source = ? AND event_id = ?");
-    let row = sqlx::query(&sql)
+    Ok(sqlx::query_as(&sql)
         .bind(source)
         .bind(event_id)
         .fetch_optional(pool)
-        .await?;
-    row.as_ref().map(record_row).transpose()
+        .await?)
 }
 
 /// Leases due rows to `owner` in one transaction: locks them with `FOR UPDATE SKIP LOCKED`, so
@@ -146,13 +143,13 @@ pub(super) async fn claim_due(
         "SELECT {CLAIMED_COLUMNS} FROM kurir_inbox AS i WHERE {} ORDER BY i.available_at, i.id",
         ids_in(ids.len())
     );
-    let mut read = sqlx::query(&sql);
+    let mut read = sqlx::query_as(&sql);
     for id in &ids {
         read = read.bind(id);
     }
     let rows = read.fetch_all(&mut *tx).await?;
     tx.commit().await?;
-    rows.iter().map(claimed_row).collect()
+    Ok(rows)
 }
 
 /// Records an attempt's end and clears the lease, fenced: only while the row is still leased to
@@ -202,35 +199,4 @@ pub(super) async fn reschedule_failed(
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
-}
-
-fn record_row(row: &MySqlRow) -> Result<RecordRow> {
-    Ok(RecordRow {
-        id: row.try_get("id")?,
-        source: row.try_get("source")?,
-        event_id: row.try_get("event_id")?,
-        event_type: row.try_get("event_type")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        status: row.try_get("status")?,
-        attempts: row.try_get("attempts")?,
-        available_at: row.try_get("available_at")?,
-        last_attempt_at: row.try_get("last_attempt_at")?,
-        last_error: row.try_get("last_error")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
-
-fn claimed_row(row: &MySqlRow) -> Result<ClaimedRow> {
-    Ok(ClaimedRow {
-        id: row.try_get("id")?,
-        source: row.try_get("source")?,
-        event_id: row.try_get("event_id")?,
-        event_type: row.try_get("event_type")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        payload: row.try_get("payload")?,
-        headers: row.try_get("headers")?,
-        attempts: row.try_get("attempts")?,
-        created_at: row.try_get("created_at")?,
-    })
 }

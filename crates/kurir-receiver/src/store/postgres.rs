@@ -3,8 +3,7 @@
 //! Timestamps are `timestamptz`, bound from the caller's clock.
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgPool, PgRow};
-use sqlx::Row;
+use sqlx::postgres::PgPool;
 
 use super::row::{ClaimedRow, NewRow, RecordRow};
 use super::Result;
@@ -34,7 +33,7 @@ pub(super) async fn insert_event(pool: &PgPool, new: &NewRow<'_>) -> Result<Opti
          ON CONFLICT (source, event_id) DO NOTHING \
          RETURNING {RECORD_COLUMNS}"
     );
-    let row = sqlx::query(&sql)
+    let row: Option<RecordRow> = sqlx::query_as(&sql)
         .bind(new.source)
         .bind(new.event_id)
         .bind(new.idempotency_key)
@@ -50,7 +49,7 @@ pub(super) async fn insert_event(pool: &PgPool, new: &NewRow<'_>) -> Result<Opti
         .bind(new.event_type)
         .fetch_optional(pool)
         .await?;
-    row.as_ref().map(record_row).transpose()
+    Ok(row)
 }
 
 /// Plain read of one row's status columns; takes no lock.
@@ -61,12 +60,12 @@ pub(super) async fn get_event(
 ) -> Result<Option<RecordRow>> {
     let sql =
         format!("SELECT {RECORD_COLUMNS} FROM kurir_inbox WHERE source = $1 AND event_id = $2");
-    let row = sqlx::query(&sql)
+    let row: Option<RecordRow> = sqlx::query_as(&sql)
         .bind(source)
         .bind(event_id)
         .fetch_optional(pool)
         .await?;
-    row.as_ref().map(record_row).transpose()
+    Ok(row)
 }
 
 /// Leases due rows to `owner` in one statement: the inner `FOR UPDATE SKIP LOCKED` lets concurrent
@@ -95,15 +94,14 @@ pub(super) async fn claim_due(
          RETURNING {}",
         qualified(CLAIMED_COLUMNS)
     );
-    let rows = sqlx::query(&sql)
+    Ok(sqlx::query_as(&sql)
         .bind(owner)
         .bind(now)
         .bind(lease_until)
         .bind(i64::from(limit))
         .bind(sources)
         .fetch_all(pool)
-        .await?;
-    rows.iter().map(claimed_row).collect()
+        .await?)
 }
 
 /// Records an attempt's end and clears the lease, fenced: only while the row is still leased to
@@ -161,35 +159,4 @@ fn qualified(columns: &str) -> String {
         .map(|c| format!("inbox.{c}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn record_row(row: &PgRow) -> Result<RecordRow> {
-    Ok(RecordRow {
-        id: row.try_get("id")?,
-        source: row.try_get("source")?,
-        event_id: row.try_get("event_id")?,
-        event_type: row.try_get("event_type")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        status: row.try_get("status")?,
-        attempts: i64::from(row.try_get::<i32, _>("attempts")?),
-        available_at: row.try_get("available_at")?,
-        last_attempt_at: row.try_get("last_attempt_at")?,
-        last_error: row.try_get("last_error")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
-    })
-}
-
-fn claimed_row(row: &PgRow) -> Result<ClaimedRow> {
-    Ok(ClaimedRow {
-        id: row.try_get("id")?,
-        source: row.try_get("source")?,
-        event_id: row.try_get("event_id")?,
-        event_type: row.try_get("event_type")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        payload: row.try_get("payload")?,
-        headers: row.try_get("headers")?,
-        attempts: i64::from(row.try_get::<i32, _>("attempts")?),
-        created_at: row.try_get("created_at")?,
-    })
 }

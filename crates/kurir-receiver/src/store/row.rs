@@ -135,7 +135,70 @@ impl<'a> NewRow<'a> {
     }
 }
 
-/// The status columns of one row, as either backend reads them.
+/// A stored timestamp: PostgreSQL's `timestamptz`, SQLite's text (any form [`parse_sqlite_ts`]
+/// reads). What lets one row type below serve every backend; a new backend implements
+/// `sqlx::Type` and `sqlx::Decode` for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Ts(pub DateTime<Utc>);
+
+#[cfg(feature = "postgres")]
+impl sqlx::Type<sqlx::Postgres> for Ts {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <DateTime<Utc> as sqlx::Type<sqlx::Postgres>>::type_info()
+    }
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <DateTime<Utc> as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl<'r> sqlx::Decode<'r, sqlx::Postgres> for Ts {
+    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        <DateTime<Utc> as sqlx::Decode<sqlx::Postgres>>::decode(value).map(Ts)
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl sqlx::Type<sqlx::Sqlite> for Ts {
+    fn type_info() -> sqlx::sqlite::SqliteTypeInfo {
+        <String as sqlx::Type<sqlx::Sqlite>>::type_info()
+    }
+    fn compatible(ty: &sqlx::sqlite::SqliteTypeInfo) -> bool {
+        <String as sqlx::Type<sqlx::Sqlite>>::compatible(ty)
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl<'r> sqlx::Decode<'r, sqlx::Sqlite> for Ts {
+    fn decode(value: sqlx::sqlite::SqliteValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let text = <&str as sqlx::Decode<sqlx::Sqlite>>::decode(value)?;
+        parse_sqlite_ts(text)
+            .map(Ts)
+            .ok_or_else(|| format!("not a timestamp: {text:?}").into())
+    }
+}
+
+/// MySQL's `DATETIME(3)`, read as UTC (sqlx's sessions use the time zone `+00:00`).
+#[cfg(feature = "mysql")]
+impl sqlx::Type<sqlx::MySql> for Ts {
+    fn type_info() -> sqlx::mysql::MySqlTypeInfo {
+        <chrono::NaiveDateTime as sqlx::Type<sqlx::MySql>>::type_info()
+    }
+    fn compatible(ty: &sqlx::mysql::MySqlTypeInfo) -> bool {
+        <DateTime<Utc> as sqlx::Type<sqlx::MySql>>::compatible(ty)
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl<'r> sqlx::Decode<'r, sqlx::MySql> for Ts {
+    fn decode(value: sqlx::mysql::MySqlValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        <DateTime<Utc> as sqlx::Decode<sqlx::MySql>>::decode(value).map(Ts)
+    }
+}
+
+/// The status columns of one row, as every backend reads them (`attempts` is `int4` on
+/// PostgreSQL).
+#[derive(sqlx::FromRow)]
 pub(crate) struct RecordRow {
     pub id: i64,
     pub source: String,
@@ -143,12 +206,12 @@ pub(crate) struct RecordRow {
     pub event_type: Option<String>,
     pub idempotency_key: Option<String>,
     pub status: String,
-    pub attempts: i64,
-    pub available_at: DateTime<Utc>,
-    pub last_attempt_at: Option<DateTime<Utc>>,
+    pub attempts: i32,
+    pub available_at: Ts,
+    pub last_attempt_at: Option<Ts>,
     pub last_error: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
+    pub created_at: Ts,
+    pub updated_at: Ts,
 }
 
 impl RecordRow {
@@ -159,22 +222,24 @@ impl RecordRow {
         })?;
         let waiting = matches!(status, InboxStatus::Pending | InboxStatus::Failed);
         Ok(EventRecord {
-            next_attempt_at: (waiting && self.available_at < never()).then_some(self.available_at),
+            next_attempt_at: (waiting && self.available_at.0 < never())
+                .then_some(self.available_at.0),
             source: self.source,
             event_id: self.event_id,
             event_type: self.event_type,
             idempotency_key: self.idempotency_key,
             status,
             attempts: attempts_u32(self.attempts),
-            last_attempt_at: self.last_attempt_at,
+            last_attempt_at: self.last_attempt_at.map(|t| t.0),
             last_error: self.last_error,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
+            created_at: self.created_at.0,
+            updated_at: self.updated_at.0,
         })
     }
 }
 
 /// A row just leased by a claim, with what the handler needs.
+#[derive(sqlx::FromRow)]
 pub(crate) struct ClaimedRow {
     pub id: i64,
     pub source: String,
@@ -183,8 +248,8 @@ pub(crate) struct ClaimedRow {
     pub idempotency_key: Option<String>,
     pub payload: Vec<u8>,
     pub headers: String,
-    pub attempts: i64,
-    pub created_at: DateTime<Utc>,
+    pub attempts: i32,
+    pub created_at: Ts,
 }
 
 impl ClaimedRow {
@@ -200,7 +265,7 @@ impl ClaimedRow {
                 headers: headers_from_json(&self.headers),
                 idempotency_key: self.idempotency_key,
                 attempt: attempts_u32(self.attempts),
-                received_at: self.created_at,
+                received_at: self.created_at.0,
             },
         }
     }
@@ -218,7 +283,7 @@ pub(crate) fn completion_columns(
     }
 }
 
-fn attempts_u32(attempts: i64) -> u32 {
+fn attempts_u32(attempts: i32) -> u32 {
     u32::try_from(attempts.max(0)).unwrap_or(u32::MAX)
 }
 

@@ -6,11 +6,10 @@
 //! due rows and its update happen under the write lock by construction, not by an engine detail.
 
 use chrono::{DateTime, Utc};
-use sqlx::sqlite::{SqlitePool, SqliteRow};
-use sqlx::Row;
+use sqlx::sqlite::SqlitePool;
 
-use super::row::{parse_sqlite_ts, sqlite_ts, ClaimedRow, NewRow, RecordRow};
-use super::{Result, StoreError};
+use super::row::{sqlite_ts, ClaimedRow, NewRow, RecordRow};
+use super::Result;
 
 const RECORD_COLUMNS: &str =
     "id, source, event_id, event_type, idempotency_key, status, attempts, \
@@ -38,7 +37,7 @@ pub(super) async fn insert_event(pool: &SqlitePool, new: &NewRow<'_>) -> Result<
          ON CONFLICT (source, event_id) DO NOTHING \
          RETURNING {RECORD_COLUMNS}"
     );
-    let row = sqlx::query(&sql)
+    let row: Option<RecordRow> = sqlx::query_as(&sql)
         .bind(new.source)
         .bind(new.event_id)
         .bind(new.idempotency_key)
@@ -54,7 +53,7 @@ pub(super) async fn insert_event(pool: &SqlitePool, new: &NewRow<'_>) -> Result<
         .bind(new.event_type)
         .fetch_optional(pool)
         .await?;
-    row.as_ref().map(record_row).transpose()
+    Ok(row)
 }
 
 /// Plain read of one row's status columns; takes only a read snapshot.
@@ -65,12 +64,12 @@ pub(super) async fn get_event(
 ) -> Result<Option<RecordRow>> {
     let sql =
         format!("SELECT {RECORD_COLUMNS} FROM kurir_inbox WHERE source = ?1 AND event_id = ?2");
-    let row = sqlx::query(&sql)
+    let row: Option<RecordRow> = sqlx::query_as(&sql)
         .bind(source)
         .bind(event_id)
         .fetch_optional(pool)
         .await?;
-    row.as_ref().map(record_row).transpose()
+    Ok(row)
 }
 
 /// Leases due rows to `owner` in one `UPDATE … RETURNING` inside `BEGIN IMMEDIATE`: the write lock
@@ -98,7 +97,7 @@ pub(super) async fn claim_due(
          RETURNING {CLAIMED_COLUMNS}"
     );
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let rows = sqlx::query(&sql)
+    let rows = sqlx::query_as(&sql)
         .bind(owner)
         .bind(sqlite_ts(now))
         .bind(sqlite_ts(lease_until))
@@ -107,7 +106,7 @@ pub(super) async fn claim_due(
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;
-    rows.iter().map(claimed_row).collect()
+    Ok(rows)
 }
 
 /// Records an attempt's end and clears the lease, fenced: only while the row is still leased to
@@ -156,53 +155,4 @@ pub(super) async fn reschedule_failed(
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
-}
-
-fn ts(row: &SqliteRow, column: &str) -> Result<DateTime<Utc>> {
-    let text: String = row.try_get(column)?;
-    parse_sqlite_ts(&text).ok_or_else(|| corrupt(row, column, &text))
-}
-
-fn ts_opt(row: &SqliteRow, column: &str) -> Result<Option<DateTime<Utc>>> {
-    let text: Option<String> = row.try_get(column)?;
-    text.map(|t| parse_sqlite_ts(&t).ok_or_else(|| corrupt(row, column, &t)))
-        .transpose()
-}
-
-fn corrupt(row: &SqliteRow, column: &str, text: &str) -> StoreError {
-    StoreError::Corrupt {
-        event_id: row.try_get("event_id").unwrap_or_default(),
-        message: format!("{column} is not a timestamp: {text:?}"),
-    }
-}
-
-fn record_row(row: &SqliteRow) -> Result<RecordRow> {
-    Ok(RecordRow {
-        id: row.try_get("id")?,
-        source: row.try_get("source")?,
-        event_id: row.try_get("event_id")?,
-        event_type: row.try_get("event_type")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        status: row.try_get("status")?,
-        attempts: row.try_get("attempts")?,
-        available_at: ts(row, "available_at")?,
-        last_attempt_at: ts_opt(row, "last_attempt_at")?,
-        last_error: row.try_get("last_error")?,
-        created_at: ts(row, "created_at")?,
-        updated_at: ts(row, "updated_at")?,
-    })
-}
-
-fn claimed_row(row: &SqliteRow) -> Result<ClaimedRow> {
-    Ok(ClaimedRow {
-        id: row.try_get("id")?,
-        source: row.try_get("source")?,
-        event_id: row.try_get("event_id")?,
-        event_type: row.try_get("event_type")?,
-        idempotency_key: row.try_get("idempotency_key")?,
-        payload: row.try_get("payload")?,
-        headers: row.try_get("headers")?,
-        attempts: row.try_get("attempts")?,
-        created_at: ts(row, "created_at")?,
-    })
 }

@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{on_backend, Result, Store, StoredEvent};
+use super::{on_backend, Result, Store};
 use crate::delivery::{DeliveryRecord, DeliveryStatus};
 use crate::outbox::{EnqueueError, NewEvent};
 
@@ -180,55 +180,10 @@ impl Store {
         on_backend!(self, s => s.publish_event(event, key).await)
     }
 
-    /// Events matching `query`, newest first.
-    pub async fn list_events(&self, query: &EventQuery) -> Result<Vec<StoredEvent>> {
-        on_backend!(self, s => s.list_events(query).await)
-    }
-
-    /// Deliveries matching `query`, newest first.
-    pub async fn list_deliveries(&self, query: &DeliveryQuery) -> Result<Vec<DeliveryListItem>> {
-        on_backend!(self, s => s.list_deliveries(query).await)
-    }
-
     /// Moves every `sent` or `dead_letter` delivery matching the filter back to `pending` (same
     /// event id, attempt count 0, due now, trigger `replay`) and writes the audit row, in one
     /// transaction. Returns the audit row.
     pub async fn replay(&self, request: &ReplayRequest) -> Result<ReplayRecord> {
         on_backend!(self, s => s.replay(request).await)
     }
-
-    /// The replay audit, newest first.
-    pub async fn list_replays(
-        &self,
-        before_id: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<ReplayRecord>> {
-        on_backend!(self, s => s.list_replays(before_id, limit).await)
-    }
-
-    /// Outbox and delivery counts.
-    pub async fn stats(&self) -> Result<Stats> {
-        let (events_total, events_undispatched, oldest_undispatched_at) =
-            on_backend!(self, s => s.outbox_counts().await)?;
-        let deliveries = on_backend!(self, s => s.delivery_counts().await)?;
-        Ok(Stats {
-            events_total,
-            events_undispatched,
-            oldest_undispatched_at,
-            deliveries: status_counts(deliveries),
-        })
-    }
-}
-
-/// Turns `(status, count, oldest)` rows into [`StatusCount`]s, skipping unknown statuses.
-fn status_counts(rows: Vec<(String, i64, Option<DateTime<Utc>>)>) -> Vec<StatusCount> {
-    rows.into_iter()
-        .filter_map(|(status, count, oldest_created_at)| {
-            Some(StatusCount {
-                status: status.parse().ok()?,
-                count,
-                oldest_created_at,
-            })
-        })
-        .collect()
 }

@@ -14,8 +14,8 @@ pub const ORPHAN_LOOK_INTERVAL: Duration = Duration::from_secs(1);
 /// When a claim also looks for orphans (deliveries whose event is gone) among the due rows it
 /// read past: at most every [`ORPHAN_LOOK_INTERVAL`], and at every claim while the last look
 /// found some. Orphans never take a claim's place (only rows whose event exists are taken), so
-/// removing them can wait; looking at every claim cost a claim of 200 rows about 0.6 ms, 13 %
-/// of the claim+complete rows/s of `kurir-bench ceiling` on PostgreSQL.
+/// removing them can wait; looking at every claim cost a measurable share of the claim+complete
+/// throughput of `kurir-bench ceiling` on PostgreSQL.
 #[derive(Debug, Default)]
 pub(crate) struct OrphanLooks {
     next: Mutex<Option<Instant>>,

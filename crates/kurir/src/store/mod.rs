@@ -1,27 +1,43 @@
 //! Storage: one API over PostgreSQL, SQLite and MySQL/MariaDB.
 //!
 //! [`Store`] is the only way the rest of kurir touches the database (the outbox write excepted,
-//! which runs on the application's own transaction in [`crate::outbox`]). Each operation has one
-//! implementation per backend, in [`postgres`], [`sqlite`] and [`mysql`], and each documents its
-//! locking.
-//! The conformance tests in `tests/it/store.rs` run every operation on both.
+//! which runs on the application's own transaction in [`crate::outbox`], with its SQL in
+//! `enqueue.rs` here). The layout:
 //!
-//! The dashboard's reads ([`activity`], [`inbox`], [`replay_preview`], [`waiting`]) already have
-//! the shape the rest is moving to: one file per concern, both dialects' SQL side by side, one
-//! statement per operation, shared row types; their conformance tests are in
-//! `tests/it/store_dashboard.rs`.
+//! - `rows.rs`: the row types every dialect decodes into (`sqlx::FromRow`), with `Ts` for
+//!   timestamps; `rules.rs`: the pure rules (fan-out targets, next status); `time.rs`: time as
+//!   the dialects keep it.
+//! - `sql.rs`: `Sql`, one statement's text per dialect, and `query_as_on!`, which runs it on
+//!   whichever the store is. The reads that differ only in their SQL are written that way, one
+//!   file per concern with the dialects side by side: `records.rs` (endpoints, events,
+//!   deliveries, attempts, listings, replays, stats), [`sources`], [`activity`], [`inbox`],
+//!   [`replay_preview`], [`waiting`], [`backlog`].
+//! - [`postgres`], [`sqlite`] and [`mysql`]: the operations whose transactions or locking differ
+//!   by dialect (relay, claims, completions, leases, endpoint writes, publish, replay), each
+//!   documenting the locks it takes.
+//!
+//! A new dialect adds a field to `Sql`, an arm to `query_as_on!`, `execute_on!` and
+//! `on_backend!`, a variant of [`Store`] with its store type and submodules, and `Ts`'s
+//! `Type`/`Decode`/`Encode` for it.
+//! The conformance tests (`tests/it/store.rs`, `store_admin.rs`, `store_dashboard.rs`) run
+//! every public operation on each backend from one body.
 
 pub mod activity;
 pub mod admin;
 pub mod backlog;
 mod claims;
 mod endpoint_changes;
+mod enqueue;
 pub mod inbox;
 pub mod mysql;
 pub mod notify;
 pub mod postgres;
+mod records;
 pub mod replay_preview;
+mod rows;
+mod rules;
 pub mod sources;
+mod sql;
 pub mod sqlite;
 mod time;
 mod unavailable;
@@ -34,7 +50,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use kurir_core::retry::RetryPolicy;
 
-use crate::delivery::{AttemptRecord, ClaimedDelivery, Completion, DeliveryRecord};
+use crate::delivery::{ClaimedDelivery, Completion};
 use crate::endpoint::{Endpoint, EndpointId, EndpointUpdate, NewEndpoint};
 
 pub use admin::{
@@ -136,62 +152,6 @@ pub struct EndpointSlot {
     pub limit: u32,
     /// How long the lease on each claimed delivery lasts.
     pub lease: Duration,
-}
-
-/// Backend-neutral view of an endpoint row before its JSON columns are decoded.
-pub(crate) struct EndpointRow {
-    pub id: String,
-    pub url: String,
-    pub description: String,
-    pub event_types: String,
-    pub secret: String,
-    pub previous_secrets: String,
-    pub enabled: bool,
-    pub disabled_reason: Option<String>,
-    pub connect_timeout_ms: Option<i64>,
-    pub request_timeout_ms: Option<i64>,
-    pub retry_initial_delay_ms: Option<i64>,
-    pub retry_max_delay_ms: Option<i64>,
-    pub retry_max_attempts: Option<i64>,
-    pub max_in_flight: i64,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-impl EndpointRow {
-    pub(crate) fn into_endpoint(self) -> Result<Endpoint> {
-        let corrupt = |m: String| StoreError::Corrupt {
-            table: "kurir_endpoints",
-            message: m,
-        };
-        let event_types = serde_json::from_str(&self.event_types)
-            .map_err(|e| corrupt(format!("event_types of {}: {e}", self.id)))?;
-        let previous_secrets = serde_json::from_str(&self.previous_secrets)
-            .map_err(|e| corrupt(format!("previous_secrets of {}: {e}", self.id)))?;
-        let secret = kurir_core::secret::Secret::parse(&self.secret)
-            .map_err(|e| corrupt(format!("secret of {}: {e}", self.id)))?;
-        let u32_of = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
-        Ok(Endpoint {
-            id: EndpointId::from_stored(self.id),
-            url: self.url,
-            description: self.description,
-            event_types,
-            secret,
-            previous_secrets,
-            enabled: self.enabled,
-            disabled_reason: self.disabled_reason,
-            overrides: crate::endpoint::Overrides {
-                connect_timeout_ms: u32_of(self.connect_timeout_ms),
-                request_timeout_ms: u32_of(self.request_timeout_ms),
-                retry_initial_delay_ms: self.retry_initial_delay_ms.and_then(|v| v.try_into().ok()),
-                retry_max_delay_ms: self.retry_max_delay_ms.and_then(|v| v.try_into().ok()),
-                retry_max_attempts: u32_of(self.retry_max_attempts),
-            },
-            max_in_flight: u32_of(Some(self.max_in_flight)).unwrap_or(1).max(1),
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-        })
-    }
 }
 
 /// The endpoint that `new` describes, with its id and secret decided.
@@ -301,21 +261,6 @@ impl Store {
         Ok(endpoint)
     }
 
-    /// One endpoint, if it exists.
-    pub async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {
-        on_backend!(self, s => s.get_endpoint(id).await)
-    }
-
-    /// Every endpoint, oldest first.
-    pub async fn list_endpoints(&self) -> Result<Vec<Endpoint>> {
-        on_backend!(self, s => s.list_endpoints(false).await)
-    }
-
-    /// Every enabled endpoint, oldest first.
-    pub async fn enabled_endpoints(&self) -> Result<Vec<Endpoint>> {
-        on_backend!(self, s => s.list_endpoints(true).await)
-    }
-
     /// Applies `update` and returns the endpoint as stored, or `None` if it does not exist.
     /// Only the columns of the fields given are written, in one statement, so a concurrent
     /// change to other fields (a `410` disabling the endpoint, a secret rotation) stays.
@@ -423,26 +368,5 @@ impl Store {
     /// [`Store::complete_deliveries`]). Safe to run in every process at once.
     pub async fn sweep_expired_leases(&self, defaults: &RetryPolicy) -> Result<Requeued> {
         on_backend!(self, s => s.sweep_expired_leases(defaults).await)
-    }
-
-    /// One event by its id.
-    pub async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
-        on_backend!(self, s => s.get_event(event_id).await)
-    }
-
-    /// The deliveries of one event, by endpoint creation order.
-    pub async fn deliveries_for_event(&self, event_id: &str) -> Result<Vec<DeliveryRecord>> {
-        on_backend!(self, s => s.deliveries_for_event(event_id).await)
-    }
-
-    /// The attempts of one delivery, in the order they were recorded (a replay restarts the
-    /// attempt numbers, so they are not unique).
-    pub async fn attempts_for_delivery(&self, delivery_id: i64) -> Result<Vec<AttemptRecord>> {
-        on_backend!(self, s => s.attempts_for_delivery(delivery_id).await)
-    }
-
-    /// Number of deliveries per status.
-    pub async fn count_deliveries_by_status(&self) -> Result<Vec<(String, i64)>> {
-        on_backend!(self, s => s.count_deliveries_by_status().await)
     }
 }

@@ -26,40 +26,27 @@ mod admin;
 mod endpoints;
 mod leases;
 mod relay;
-mod sources;
 
 use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::mysql::{
-    MySqlArguments, MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions, MySqlRow,
+    MySqlArguments, MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions,
 };
 use sqlx::query::Query;
-use sqlx::{Connection, Executor, MySql, Row};
+use sqlx::{Connection, Executor, MySql};
 
-use super::{EndpointRow, Result, StoreError, StoredEvent};
-use crate::delivery::{AttemptRecord, DeliveryRecord, Trigger};
+use super::{Result, StoreError};
 use crate::endpoint::{Endpoint, EndpointId};
 
 /// An endpoint row, its text columns cast so they decode (see the module docs).
-const ENDPOINT_COLUMNS: &str = "CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
+pub(super) const ENDPOINT_COLUMNS: &str = "CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
     CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
     CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
     enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
     request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
     max_in_flight, created_at, updated_at";
-
-const DELIVERY_COLUMNS: &str = "id, CAST(event_id AS CHAR) AS event_id, \
-    CAST(endpoint_id AS CHAR) AS endpoint_id, CAST(status AS CHAR) AS status, attempt_count, \
-    available_at, last_status_code, CAST(last_error AS CHAR) AS last_error, sent_at, created_at";
-
-/// An outbox row, whole.
-pub(super) const EVENT_COLUMNS: &str = "id, CAST(event_id AS CHAR) AS event_id, \
-    CAST(event_type AS CHAR) AS event_type, version, \
-    CAST(aggregate_type AS CHAR) AS aggregate_type, CAST(aggregate_id AS CHAR) AS aggregate_id, \
-    occurred_at, CAST(payload AS CHAR) AS payload, created_at, dispatched_at, \
-    CAST(refused_reason AS CHAR) AS refused_reason";
 
 /// kurir's tables in a MySQL or MariaDB database.
 #[derive(Clone, Debug)]
@@ -155,29 +142,6 @@ impl MySqlStore {
         Ok(created_at)
     }
 
-    pub(super) async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {
-        let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE id = ?");
-        let row = sqlx::query(&sql)
-            .bind(id.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| endpoint_row(&r)?.into_endpoint()).transpose()
-    }
-
-    pub(super) async fn list_endpoints(&self, enabled_only: bool) -> Result<Vec<Endpoint>> {
-        let sql = format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE enabled OR NOT ? \
-             ORDER BY created_at, id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(enabled_only)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| endpoint_row(r)?.into_endpoint())
-            .collect()
-    }
-
     /// One transaction: the endpoint, its deliveries and their attempts (the hot tables carry no
     /// foreign keys, so this is the cascade). Deleting the endpoint row first locks it
     /// exclusively, so it waits for relay batches that read it (they hold it shared) and the
@@ -201,69 +165,6 @@ impl MySqlStore {
             .await?;
         tx.commit().await?;
         Ok(done.rows_affected() > 0)
-    }
-
-    pub(super) async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
-        let row = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM kurir_outbox WHERE event_id = ?"
-        ))
-        .bind(event_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(stored_event).transpose()
-    }
-
-    pub(super) async fn deliveries_for_event(&self, event_id: &str) -> Result<Vec<DeliveryRecord>> {
-        let sql = format!(
-            "SELECT {DELIVERY_COLUMNS} FROM kurir_deliveries \
-             WHERE outbox_id = (SELECT id FROM kurir_outbox WHERE event_id = ?) ORDER BY id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(event_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(delivery_record).collect()
-    }
-
-    pub(super) async fn attempts_for_delivery(
-        &self,
-        delivery_id: i64,
-    ) -> Result<Vec<AttemptRecord>> {
-        let rows = sqlx::query(
-            "SELECT delivery_id, attempt, CAST(`trigger` AS CHAR) AS `trigger`, started_at, \
-                 duration_ms, status_code, CAST(error AS CHAR) AS error, \
-                 CAST(response_body AS CHAR) AS response_body \
-             FROM kurir_attempts WHERE delivery_id = ? ORDER BY id",
-        )
-        .bind(delivery_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(AttemptRecord {
-                    delivery_id: r.try_get("delivery_id")?,
-                    attempt: u32::try_from(r.try_get::<i32, _>("attempt")?).unwrap_or(0),
-                    trigger: Trigger::from_db(r.try_get("trigger")?),
-                    started_at: r.try_get("started_at")?,
-                    duration_ms: r.try_get("duration_ms")?,
-                    status_code: r
-                        .try_get::<Option<i32>, _>("status_code")?
-                        .map(|c| c as u16),
-                    error: r.try_get("error")?,
-                    response_body: r.try_get("response_body")?,
-                })
-            })
-            .collect()
-    }
-
-    pub(super) async fn count_deliveries_by_status(&self) -> Result<Vec<(String, i64)>> {
-        let rows = sqlx::query_as(
-            "SELECT CAST(status AS CHAR), COUNT(*) FROM kurir_deliveries \
-             GROUP BY status ORDER BY status",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows)
     }
 }
 
@@ -333,68 +234,6 @@ fn bind_endpoint<'q>(
         .bind(o.retry_max_delay_ms.map(|v| v as i64))
         .bind(o.retry_max_attempts.map(i64::from))
         .bind(i64::from(e.max_in_flight))
-}
-
-pub(super) fn endpoint_row(r: &MySqlRow) -> Result<EndpointRow> {
-    let int =
-        |c: &str| -> Result<Option<i64>> { Ok(r.try_get::<Option<i32>, _>(c)?.map(i64::from)) };
-    Ok(EndpointRow {
-        id: r.try_get("id")?,
-        url: r.try_get("url")?,
-        description: r.try_get("description")?,
-        event_types: r.try_get("event_types")?,
-        secret: r.try_get("secret")?,
-        previous_secrets: r.try_get("previous_secrets")?,
-        enabled: r.try_get("enabled")?,
-        disabled_reason: r.try_get("disabled_reason")?,
-        connect_timeout_ms: int("connect_timeout_ms")?,
-        request_timeout_ms: int("request_timeout_ms")?,
-        retry_initial_delay_ms: r.try_get("retry_initial_delay_ms")?,
-        retry_max_delay_ms: r.try_get("retry_max_delay_ms")?,
-        retry_max_attempts: int("retry_max_attempts")?,
-        max_in_flight: i64::from(r.try_get::<i32, _>("max_in_flight")?),
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
-}
-
-fn delivery_record(r: &MySqlRow) -> Result<DeliveryRecord> {
-    let status: String = r.try_get("status")?;
-    Ok(DeliveryRecord {
-        id: r.try_get("id")?,
-        event_id: r.try_get("event_id")?,
-        endpoint_id: r.try_get("endpoint_id")?,
-        status: status
-            .parse()
-            .map_err(|e: crate::delivery::UnknownStatus| StoreError::Corrupt {
-                table: "kurir_deliveries",
-                message: e.to_string(),
-            })?,
-        attempt_count: u32::try_from(r.try_get::<i32, _>("attempt_count")?).unwrap_or(0),
-        available_at: r.try_get("available_at")?,
-        last_status_code: r
-            .try_get::<Option<i32>, _>("last_status_code")?
-            .map(|c| c as u16),
-        last_error: r.try_get("last_error")?,
-        sent_at: r.try_get("sent_at")?,
-        created_at: r.try_get("created_at")?,
-    })
-}
-
-pub(super) fn stored_event(r: &MySqlRow) -> Result<StoredEvent> {
-    Ok(StoredEvent {
-        id: r.try_get("id")?,
-        event_id: r.try_get("event_id")?,
-        event_type: r.try_get("event_type")?,
-        version: r.try_get("version")?,
-        aggregate_type: r.try_get("aggregate_type")?,
-        aggregate_id: r.try_get("aggregate_id")?,
-        occurred_at: r.try_get("occurred_at")?,
-        payload: r.try_get("payload")?,
-        created_at: r.try_get("created_at")?,
-        dispatched_at: r.try_get("dispatched_at")?,
-        refused_reason: r.try_get("refused_reason")?,
-    })
 }
 
 #[cfg(test)]

@@ -5,17 +5,18 @@ mod admin;
 mod endpoints;
 mod leases;
 mod notify;
-mod sources;
 
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::query::Query;
 use sqlx::{Connection, Postgres, Row};
 
-use super::{EndpointRow, RelayOutcome, Result, StoreError, StoredEvent};
-use crate::delivery::{AttemptRecord, Completion, DeliveryRecord, NextState, Trigger};
+use super::rows::{FanOutRow, OutboxHead};
+use super::rules::{fan_out, gone_endpoints, next_at, next_status};
+use super::{RelayOutcome, Result, StoreError};
+use crate::delivery::Completion;
 use crate::endpoint::{Endpoint, EndpointId};
 
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event_types, secret, \
@@ -23,9 +24,6 @@ const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event
     connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
     retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
     max_in_flight::int8 AS max_in_flight, created_at, updated_at";
-
-const DELIVERY_COLUMNS: &str = "id, event_id, endpoint_id, status, attempt_count, available_at, \
-    last_status_code, last_error, sent_at, created_at";
 
 /// The fenced update of a completion batch (see [`PgStore::complete_deliveries`]).
 const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, \
@@ -145,28 +143,6 @@ impl PgStore {
         Ok(row.try_get("created_at")?)
     }
 
-    pub(super) async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {
-        let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE id = $1");
-        let row = sqlx::query(&sql)
-            .bind(id.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| endpoint_row(&r)?.into_endpoint()).transpose()
-    }
-
-    pub(super) async fn list_endpoints(&self, enabled_only: bool) -> Result<Vec<Endpoint>> {
-        let sql = format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE enabled OR NOT $1 ORDER BY created_at, id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(enabled_only)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| endpoint_row(r)?.into_endpoint())
-            .collect()
-    }
-
     /// One transaction: the endpoint, its deliveries and their attempts (the hot tables carry no
     /// foreign keys, see migration 0004, so this is the cascade). It first takes
     /// [`FAN_OUT_LOCK`] exclusively, so it waits for relay batches in progress and the next
@@ -218,7 +194,7 @@ impl PgStore {
             .bind(FAN_OUT_LOCK)
             .execute(&mut *tx)
             .await?;
-        let events = sqlx::query(
+        let events: Vec<OutboxHead> = sqlx::query_as(
             "SELECT id, event_id, event_type, created_at FROM kurir_outbox \
              WHERE dispatched_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
         )
@@ -228,62 +204,29 @@ impl PgStore {
         if events.is_empty() {
             return Ok(RelayOutcome::default());
         }
-        let endpoints = sqlx::query(
+        let targets: Vec<FanOutRow> = sqlx::query_as(
             "SELECT id, event_types::text AS event_types, created_at FROM kurir_endpoints WHERE enabled",
         )
         .fetch_all(&mut *tx)
         .await?;
-        let endpoints = endpoints
-            .iter()
-            .map(|r| {
-                fan_out_target(
-                    r.try_get("id")?,
-                    r.try_get("event_types")?,
-                    r.try_get("created_at")?,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-
-        let (mut outbox_ids, mut event_ids, mut endpoint_ids) = (vec![], vec![], vec![]);
-        let mut dispatched = Vec::with_capacity(events.len());
-        let mut events_by_type = std::collections::BTreeMap::new();
-        for row in &events {
-            let id: i64 = row.try_get("id")?;
-            let event_id: String = row.try_get("event_id")?;
-            let event_type: String = row.try_get("event_type")?;
-            let created_at: DateTime<Utc> = row.try_get("created_at")?;
-            for target in endpoints
-                .iter()
-                .filter(|t| t.wants(&event_type, created_at))
-            {
-                outbox_ids.push(id);
-                event_ids.push(event_id.clone());
-                endpoint_ids.push(target.id.clone());
-            }
-            dispatched.push(id);
-            *events_by_type.entry(event_type).or_default() += 1;
-        }
+        let fan_out = fan_out(events, targets)?;
         let inserted = sqlx::query(
             "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
              SELECT * FROM unnest($1::int8[], $2::text[], $3::text[]) \
              ON CONFLICT (outbox_id, endpoint_id) DO NOTHING",
         )
-        .bind(&outbox_ids)
-        .bind(&event_ids)
-        .bind(&endpoint_ids)
+        .bind(&fan_out.outbox_ids)
+        .bind(&fan_out.event_ids)
+        .bind(&fan_out.endpoint_ids)
         .execute(&mut *tx)
         .await?
         .rows_affected();
         sqlx::query("UPDATE kurir_outbox SET dispatched_at = now() WHERE id = ANY($1)")
-            .bind(&dispatched)
+            .bind(&fan_out.dispatched)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(RelayOutcome {
-            events: dispatched.len(),
-            deliveries: inserted as usize,
-            events_by_type,
-        })
+        Ok(fan_out.outcome(inserted))
     }
 
     /// One transaction: inserts every attempt, moves each delivery on only where its last lease
@@ -294,11 +237,19 @@ impl PgStore {
     /// The fence is one `CASE` over both sides of the join, so the planner can apply it neither
     /// to an index on `status` nor to `kurir_deliveries` alone: each row is looked up by primary
     /// key. Between vacuums the `processing` entries of the status indexes are mostly dead
-    /// (every delivery passes through), and the planner would walk them all for every batch
-    /// (`EXPLAIN ANALYZE` with 25,000 dead entries: 7.1 ms to find 200 rows that way, 0.5 ms by
-    /// key); and with the fence's columns as filters on the table it estimated one matching
-    /// row, scanned the whole table first and then joined every row with the batch (1.4 s for
-    /// a batch of 512 at 50,000 rows, `auto_explain`).
+    /// (every delivery passes through), and the planner would walk them all for every batch,
+    /// far slower than looking each row up by key (`EXPLAIN ANALYZE` shows it); and with the
+    /// fence's columns as filters on the table it estimated one matching row, scanned the whole
+    /// table first and then joined every row with the batch. The unit test
+    /// `a_completion_batch_is_looked_up_by_key_whatever_the_statistics_say` holds the plan.
+    ///
+    /// Both statements join the batch with `kurir_deliveries`, and neither is a prepared
+    /// statement (`persistent(false)`): they are planned for each batch. A cached generic plan
+    /// is made once per connection, often while the table is still empty, and then kept: on a
+    /// fresh database the join was planned as a sequential scan and went on scanning every
+    /// delivery for every batch, however small. The claim and the relay keep theirs: their
+    /// generic plans use the partial indexes even on empty tables, and planning the claim per
+    /// call cost as much as running it.
     pub(super) async fn complete_deliveries(
         &self,
         owner: &str,
@@ -313,26 +264,7 @@ impl PgStore {
         let errors: Vec<Option<&str>> = done.iter().map(|c| c.error.as_deref()).collect();
         let bodies: Vec<Option<&str>> = done.iter().map(|c| c.response_body.as_deref()).collect();
         let statuses: Vec<&str> = done.iter().map(|c| next_status(&c.next)).collect();
-        let next_at: Vec<Option<DateTime<Utc>>> = done
-            .iter()
-            .map(|c| match c.next {
-                NextState::Retry(at) => Some(at),
-                _ => None,
-            })
-            .collect();
-        let gone: Vec<&str> = done
-            .iter()
-            .filter(|c| c.next == NextState::Gone)
-            .map(|c| c.endpoint_id.as_str())
-            .collect();
-
-        // Both statements join the batch with `kurir_deliveries`, and neither is a prepared
-        // statement (`persistent(false)`): they are planned for each batch. A cached generic plan
-        // is made once per connection, often while the table is still empty, and then kept: on
-        // a fresh database the join was planned as a sequential scan and went on scanning every
-        // delivery for every batch (64 ms for a batch of 3 at 50,000 rows, `EXPLAIN ANALYZE`).
-        // The claim and the relay keep theirs: their generic plans use the partial indexes even
-        // on empty tables, and planning the claim per call cost as much as running it.
+        let next_at: Vec<Option<DateTime<Utc>>> = done.iter().map(|c| next_at(&c.next)).collect();
         let mut tx = self.bookkeeping.begin().await?;
         sqlx::query(
             "INSERT INTO kurir_attempts (delivery_id, attempt, trigger, started_at, duration_ms, \
@@ -366,82 +298,28 @@ impl PgStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        if !gone.is_empty() {
-            sqlx::query(
-                "UPDATE kurir_endpoints SET enabled = FALSE, updated_at = now(), \
-                 disabled_reason = 'the endpoint answered 410 Gone at ' || \
-                     to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') \
-                 WHERE id = ANY($1) AND enabled",
-            )
-            .bind(&gone)
-            .execute(&mut *tx)
-            .await?;
-        }
+        disable_gone(&mut tx, &gone_endpoints(done)).await?;
         tx.commit().await?;
         Ok(done.len() as u64 - moved)
     }
+}
 
-    pub(super) async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
-        let row = sqlx::query(
-            "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, \
-                 payload::text AS payload, created_at, dispatched_at, refused_reason \
-             FROM kurir_outbox WHERE event_id = $1",
-        )
-        .bind(event_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(admin::stored_event).transpose()
+/// Disables the endpoints that answered 410, inside the completion's transaction; locks their
+/// rows.
+async fn disable_gone(conn: &mut PgConnection, gone: &[&str]) -> Result<()> {
+    if gone.is_empty() {
+        return Ok(());
     }
-
-    pub(super) async fn deliveries_for_event(&self, event_id: &str) -> Result<Vec<DeliveryRecord>> {
-        let sql = format!(
-            "SELECT {DELIVERY_COLUMNS} FROM kurir_deliveries \
-             WHERE outbox_id = (SELECT id FROM kurir_outbox WHERE event_id = $1) ORDER BY id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(event_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(delivery_record).collect()
-    }
-
-    pub(super) async fn attempts_for_delivery(
-        &self,
-        delivery_id: i64,
-    ) -> Result<Vec<AttemptRecord>> {
-        let rows = sqlx::query(
-            "SELECT delivery_id, attempt, trigger, started_at, duration_ms, status_code, error, \
-                 response_body FROM kurir_attempts WHERE delivery_id = $1 ORDER BY id",
-        )
-        .bind(delivery_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(AttemptRecord {
-                    delivery_id: r.try_get("delivery_id")?,
-                    attempt: u32::try_from(r.try_get::<i32, _>("attempt")?).unwrap_or(0),
-                    trigger: Trigger::from_db(r.try_get("trigger")?),
-                    started_at: r.try_get("started_at")?,
-                    duration_ms: r.try_get("duration_ms")?,
-                    status_code: r
-                        .try_get::<Option<i32>, _>("status_code")?
-                        .map(|c| c as u16),
-                    error: r.try_get("error")?,
-                    response_body: r.try_get("response_body")?,
-                })
-            })
-            .collect()
-    }
-
-    pub(super) async fn count_deliveries_by_status(&self) -> Result<Vec<(String, i64)>> {
-        let rows = sqlx::query_as(
-            "SELECT status, count(*) FROM kurir_deliveries GROUP BY status ORDER BY status",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows)
-    }
+    sqlx::query(
+        "UPDATE kurir_endpoints SET enabled = FALSE, updated_at = now(), \
+         disabled_reason = 'the endpoint answered 410 Gone at ' || \
+             to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') \
+         WHERE id = ANY($1) AND enabled",
+    )
+    .bind(gone)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 fn bind_endpoint<'q>(
@@ -463,89 +341,6 @@ fn bind_endpoint<'q>(
         .bind(o.retry_max_delay_ms.map(|v| v as i64))
         .bind(o.retry_max_attempts.map(|v| v as i32))
         .bind(e.max_in_flight as i32)
-}
-
-fn endpoint_row(r: &PgRow) -> Result<EndpointRow> {
-    Ok(EndpointRow {
-        id: r.try_get("id")?,
-        url: r.try_get("url")?,
-        description: r.try_get("description")?,
-        event_types: r.try_get("event_types")?,
-        secret: r.try_get("secret")?,
-        previous_secrets: r.try_get("previous_secrets")?,
-        enabled: r.try_get("enabled")?,
-        disabled_reason: r.try_get("disabled_reason")?,
-        connect_timeout_ms: r.try_get("connect_timeout_ms")?,
-        request_timeout_ms: r.try_get("request_timeout_ms")?,
-        retry_initial_delay_ms: r.try_get("retry_initial_delay_ms")?,
-        retry_max_delay_ms: r.try_get("retry_max_delay_ms")?,
-        retry_max_attempts: r.try_get("retry_max_attempts")?,
-        max_in_flight: r.try_get("max_in_flight")?,
-        created_at: r.try_get("created_at")?,
-        updated_at: r.try_get("updated_at")?,
-    })
-}
-
-fn delivery_record(r: &PgRow) -> Result<DeliveryRecord> {
-    let status: String = r.try_get("status")?;
-    Ok(DeliveryRecord {
-        id: r.try_get("id")?,
-        event_id: r.try_get("event_id")?,
-        endpoint_id: r.try_get("endpoint_id")?,
-        status: status
-            .parse()
-            .map_err(|e: crate::delivery::UnknownStatus| StoreError::Corrupt {
-                table: "kurir_deliveries",
-                message: e.to_string(),
-            })?,
-        attempt_count: u32::try_from(r.try_get::<i32, _>("attempt_count")?).unwrap_or(0),
-        available_at: r.try_get("available_at")?,
-        last_status_code: r
-            .try_get::<Option<i32>, _>("last_status_code")?
-            .map(|c| c as u16),
-        last_error: r.try_get("last_error")?,
-        sent_at: r.try_get("sent_at")?,
-        created_at: r.try_get("created_at")?,
-    })
-}
-
-/// The delivery status a completion leads to.
-pub(super) fn next_status(next: &NextState) -> &'static str {
-    match next {
-        NextState::Sent => "sent",
-        NextState::Retry(_) => "failed",
-        NextState::DeadLetter | NextState::Gone => "dead_letter",
-    }
-}
-
-/// An enabled endpoint as the relay sees it.
-pub(super) struct FanOutTarget {
-    pub id: String,
-    pub filter: crate::endpoint::EventFilter,
-    pub created_at: DateTime<Utc>,
-}
-
-impl FanOutTarget {
-    /// Whether an event of `event_type` written at `event_created_at` goes to this endpoint.
-    pub fn wants(&self, event_type: &str, event_created_at: DateTime<Utc>) -> bool {
-        self.created_at <= event_created_at && self.filter.matches(event_type)
-    }
-}
-
-pub(super) fn fan_out_target(
-    id: String,
-    event_types: String,
-    created_at: DateTime<Utc>,
-) -> Result<FanOutTarget> {
-    let filter = serde_json::from_str(&event_types).map_err(|e| StoreError::Corrupt {
-        table: "kurir_endpoints",
-        message: format!("event_types of {id}: {e}"),
-    })?;
-    Ok(FanOutTarget {
-        id,
-        filter,
-        created_at,
-    })
 }
 
 #[cfg(test)]

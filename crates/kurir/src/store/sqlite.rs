@@ -5,7 +5,6 @@
 mod admin;
 mod endpoints;
 mod leases;
-mod sources;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -14,24 +13,19 @@ use chrono::{DateTime, Utc};
 use sqlx::query::Query;
 use sqlx::sqlite::{
     SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteRow, SqliteSynchronous,
+    SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite};
+use sqlx::Sqlite;
 
-use super::postgres::{fan_out_target, next_status};
-use super::{
-    ensure_sqlite_dir, now_millis, parse_sqlite_ts, sqlite_ts, EndpointRow, RelayOutcome, Result,
-    StoreError, StoredEvent,
-};
-use crate::delivery::{AttemptRecord, Completion, DeliveryRecord, NextState, Trigger};
+use super::rows::{FanOutRow, OutboxHead};
+use super::rules::{fan_out, gone_endpoints, next_at, next_status};
+use super::{ensure_sqlite_dir, now_millis, sqlite_ts, RelayOutcome, Result, StoreError};
+use crate::delivery::Completion;
 use crate::endpoint::{Endpoint, EndpointId};
 
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
     enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
     retry_max_delay_ms, retry_max_attempts, max_in_flight, created_at, updated_at";
-
-const DELIVERY_COLUMNS: &str = "id, event_id, endpoint_id, status, attempt_count, available_at, \
-    last_status_code, last_error, sent_at, created_at";
 
 /// The completions of [`SqliteStore::complete_deliveries`] as rows `x`, from one flat JSON array
 /// of ten values per completion (`?1`): each value is read once, never re-parsed.
@@ -59,8 +53,8 @@ const BUSY_PATIENCE: Duration = Duration::from_secs(10);
 /// The wait before the next try at a busy write lock: SQLite's own busy handler's steps
 /// (1, 2, 5, 10, 15, 20, 25 ms) without its later 50 and 100 ms ones, which left kurir asleep
 /// long after the lock came free. Retrying more eagerly than that starved the application:
-/// its writers sleep in that handler, and with every 1–8 ms kurir took the lock back first
-/// (the application's enqueue fell from 6,937 to 1,395 events/s beside a ten-endpoint burst).
+/// its writers sleep in that handler, and with every 1–8 ms kurir took the lock back first,
+/// so the application's enqueue slowed to a fraction of its rate beside a burst of deliveries.
 fn busy_backoff(tries: u32) -> Duration {
     const STEPS_MS: [u64; 7] = [1, 2, 5, 10, 15, 20, 25];
     Duration::from_millis(STEPS_MS[(tries as usize).min(STEPS_MS.len() - 1)])
@@ -173,8 +167,8 @@ impl SqliteStore {
     /// retrying after [`busy_backoff`] while someone else (the application, another process)
     /// holds it, for up to [`BUSY_PATIENCE`]. SQLite's own busy handler sleeps 1, 2, 5, 10, …
     /// then 100 ms at a time, so under a steady stream of application commits kurir woke too
-    /// late: p99 commit→receipt was 238 ms at 2,000 events/s (`kurir-bench latency --db
-    /// sqlite`), 120 ms with these steps.
+    /// late, and commit→receipt latency's tail grew with it (`kurir-bench latency --db sqlite`
+    /// shows the difference).
     async fn begin_immediate(&self) -> Result<sqlx::Transaction<'static, Sqlite>> {
         let _turn = self.lock_turn.lock().await;
         let deadline = tokio::time::Instant::now() + BUSY_PATIENCE;
@@ -204,28 +198,6 @@ impl SqliteStore {
         Ok(e.created_at)
     }
 
-    pub(super) async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {
-        let sql = format!("SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE id = ?1");
-        let row = sqlx::query(&sql)
-            .bind(id.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| endpoint_row(&r)?.into_endpoint()).transpose()
-    }
-
-    pub(super) async fn list_endpoints(&self, enabled_only: bool) -> Result<Vec<Endpoint>> {
-        let sql = format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE enabled OR NOT ?1 ORDER BY created_at, id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(enabled_only)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| endpoint_row(r)?.into_endpoint())
-            .collect()
-    }
-
     pub(super) async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
         let done = sqlx::query("DELETE FROM kurir_endpoints WHERE id = ?1")
             .bind(id.as_str())
@@ -252,7 +224,7 @@ impl SqliteStore {
             return Ok(RelayOutcome::default());
         }
         let mut tx = self.begin_immediate().await?;
-        let events = sqlx::query(
+        let events: Vec<OutboxHead> = sqlx::query_as(
             "SELECT id, event_id, event_type, created_at FROM kurir_outbox \
              WHERE dispatched_at IS NULL ORDER BY id LIMIT ?1",
         )
@@ -262,38 +234,18 @@ impl SqliteStore {
         if events.is_empty() {
             return Ok(RelayOutcome::default());
         }
-        let endpoints =
-            sqlx::query("SELECT id, event_types, created_at FROM kurir_endpoints WHERE enabled")
+        let targets: Vec<FanOutRow> =
+            sqlx::query_as("SELECT id, event_types, created_at FROM kurir_endpoints WHERE enabled")
                 .fetch_all(&mut *tx)
                 .await?;
-        let endpoints = endpoints
-            .iter()
-            .map(|r| {
-                fan_out_target(
-                    r.try_get("id")?,
-                    r.try_get("event_types")?,
-                    ts(r, "created_at")?,
-                )
+        let fan_out = fan_out(events, targets)?;
+        let pairs: Vec<_> = (fan_out.outbox_ids.iter())
+            .zip(&fan_out.event_ids)
+            .zip(&fan_out.endpoint_ids)
+            .map(|((outbox_id, event_id), endpoint_id)| {
+                serde_json::json!([outbox_id, event_id, endpoint_id])
             })
-            .collect::<Result<Vec<_>>>()?;
-
-        let mut pairs = Vec::new();
-        let mut dispatched = Vec::with_capacity(events.len());
-        let mut events_by_type = std::collections::BTreeMap::new();
-        for row in &events {
-            let id: i64 = row.try_get("id")?;
-            let event_id: String = row.try_get("event_id")?;
-            let event_type: String = row.try_get("event_type")?;
-            let created_at = ts(row, "created_at")?;
-            for target in endpoints
-                .iter()
-                .filter(|t| t.wants(&event_type, created_at))
-            {
-                pairs.push(serde_json::json!([id, event_id, target.id]));
-            }
-            dispatched.push(id);
-            *events_by_type.entry(event_type).or_default() += 1;
-        }
+            .collect();
         let now = sqlite_ts(now_millis());
         let inserted = sqlx::query(
             "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, available_at, created_at, updated_at) \
@@ -307,16 +259,12 @@ impl SqliteStore {
         .await?
         .rows_affected();
         sqlx::query("UPDATE kurir_outbox SET dispatched_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))")
-            .bind(serde_json::to_string(&dispatched).unwrap_or_default())
+            .bind(serde_json::to_string(&fan_out.dispatched).unwrap_or_default())
             .bind(&now)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(RelayOutcome {
-            events: dispatched.len(),
-            deliveries: inserted as usize,
-            events_by_type,
-        })
+        Ok(fan_out.outcome(inserted))
     }
 
     /// One `BEGIN IMMEDIATE` transaction of three statements over the completions as one flat
@@ -343,19 +291,11 @@ impl SqliteStore {
                     serde_json::json!(c.error.as_deref()),
                     serde_json::json!(c.response_body.as_deref()),
                     serde_json::json!(next_status(&c.next)),
-                    serde_json::json!(match c.next {
-                        NextState::Retry(at) => Some(sqlite_ts(at)),
-                        _ => None,
-                    }),
+                    serde_json::json!(next_at(&c.next).map(sqlite_ts)),
                 ]
             })
             .collect();
         let rows = serde_json::Value::Array(rows).to_string();
-        let gone: Vec<&str> = done
-            .iter()
-            .filter(|c| c.next == NextState::Gone)
-            .map(|c| c.endpoint_id.as_str())
-            .collect();
         let mut tx = self.begin_immediate().await?;
         sqlx::query(concat!(
             completions_cte!(),
@@ -387,81 +327,27 @@ impl SqliteStore {
         .execute(&mut *tx)
         .await?
         .rows_affected();
-        if !gone.is_empty() {
-            sqlx::query(
-                "UPDATE kurir_endpoints SET enabled = 0, updated_at = ?2, \
-                     disabled_reason = 'the endpoint answered 410 Gone at ' || ?2 \
-                 WHERE id IN (SELECT value FROM json_each(?1)) AND enabled",
-            )
-            .bind(serde_json::to_string(&gone).unwrap_or_default())
-            .bind(&now)
-            .execute(&mut *tx)
-            .await?;
-        }
+        disable_gone(&mut tx, &gone_endpoints(done), &now).await?;
         tx.commit().await?;
         Ok(done.len() as u64 - moved)
     }
+}
 
-    pub(super) async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
-        let row = sqlx::query(
-            "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, \
-                 payload, created_at, dispatched_at, refused_reason \
-             FROM kurir_outbox WHERE event_id = ?1",
-        )
-        .bind(event_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(admin::stored_event).transpose()
+/// Disables the endpoints that answered 410, inside the completion's write transaction.
+async fn disable_gone(conn: &mut sqlx::SqliteConnection, gone: &[&str], now: &str) -> Result<()> {
+    if gone.is_empty() {
+        return Ok(());
     }
-
-    pub(super) async fn deliveries_for_event(&self, event_id: &str) -> Result<Vec<DeliveryRecord>> {
-        let sql = format!(
-            "SELECT {DELIVERY_COLUMNS} FROM kurir_deliveries WHERE event_id = ?1 ORDER BY id"
-        );
-        let rows = sqlx::query(&sql)
-            .bind(event_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(delivery_record).collect()
-    }
-
-    pub(super) async fn attempts_for_delivery(
-        &self,
-        delivery_id: i64,
-    ) -> Result<Vec<AttemptRecord>> {
-        let rows = sqlx::query(
-            "SELECT delivery_id, attempt, trigger, started_at, duration_ms, status_code, error, \
-                 response_body FROM kurir_attempts WHERE delivery_id = ?1 ORDER BY id",
-        )
-        .bind(delivery_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(AttemptRecord {
-                    delivery_id: r.try_get("delivery_id")?,
-                    attempt: u32::try_from(r.try_get::<i64, _>("attempt")?).unwrap_or(0),
-                    trigger: Trigger::from_db(r.try_get("trigger")?),
-                    started_at: ts(r, "started_at")?,
-                    duration_ms: r.try_get("duration_ms")?,
-                    status_code: r
-                        .try_get::<Option<i64>, _>("status_code")?
-                        .map(|c| c as u16),
-                    error: r.try_get("error")?,
-                    response_body: r.try_get("response_body")?,
-                })
-            })
-            .collect()
-    }
-
-    pub(super) async fn count_deliveries_by_status(&self) -> Result<Vec<(String, i64)>> {
-        let rows = sqlx::query_as(
-            "SELECT status, count(*) FROM kurir_deliveries GROUP BY status ORDER BY status",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows)
-    }
+    sqlx::query(
+        "UPDATE kurir_endpoints SET enabled = 0, updated_at = ?2, \
+             disabled_reason = 'the endpoint answered 410 Gone at ' || ?2 \
+         WHERE id IN (SELECT value FROM json_each(?1)) AND enabled",
+    )
+    .bind(serde_json::to_string(gone).unwrap_or_default())
+    .bind(now)
+    .execute(conn)
+    .await?;
+    Ok(())
 }
 
 fn bind_endpoint<'q>(
@@ -483,69 +369,6 @@ fn bind_endpoint<'q>(
         .bind(o.retry_max_delay_ms.map(|v| v as i64))
         .bind(o.retry_max_attempts.map(i64::from))
         .bind(i64::from(e.max_in_flight))
-}
-
-fn ts(r: &SqliteRow, column: &str) -> Result<DateTime<Utc>> {
-    let raw: String = r.try_get(column)?;
-    parse_sqlite_ts(&raw).ok_or_else(|| StoreError::Corrupt {
-        table: "kurir",
-        message: format!("column {column} holds '{raw}', which is not a timestamp"),
-    })
-}
-
-fn opt_ts(r: &SqliteRow, column: &str) -> Result<Option<DateTime<Utc>>> {
-    let raw: Option<String> = r.try_get(column)?;
-    raw.map(|raw| {
-        parse_sqlite_ts(&raw).ok_or_else(|| StoreError::Corrupt {
-            table: "kurir",
-            message: format!("column {column} holds '{raw}', which is not a timestamp"),
-        })
-    })
-    .transpose()
-}
-
-fn endpoint_row(r: &SqliteRow) -> Result<EndpointRow> {
-    Ok(EndpointRow {
-        id: r.try_get("id")?,
-        url: r.try_get("url")?,
-        description: r.try_get("description")?,
-        event_types: r.try_get("event_types")?,
-        secret: r.try_get("secret")?,
-        previous_secrets: r.try_get("previous_secrets")?,
-        enabled: r.try_get("enabled")?,
-        disabled_reason: r.try_get("disabled_reason")?,
-        connect_timeout_ms: r.try_get("connect_timeout_ms")?,
-        request_timeout_ms: r.try_get("request_timeout_ms")?,
-        retry_initial_delay_ms: r.try_get("retry_initial_delay_ms")?,
-        retry_max_delay_ms: r.try_get("retry_max_delay_ms")?,
-        retry_max_attempts: r.try_get("retry_max_attempts")?,
-        max_in_flight: r.try_get("max_in_flight")?,
-        created_at: ts(r, "created_at")?,
-        updated_at: ts(r, "updated_at")?,
-    })
-}
-
-fn delivery_record(r: &SqliteRow) -> Result<DeliveryRecord> {
-    let status: String = r.try_get("status")?;
-    Ok(DeliveryRecord {
-        id: r.try_get("id")?,
-        event_id: r.try_get("event_id")?,
-        endpoint_id: r.try_get("endpoint_id")?,
-        status: status
-            .parse()
-            .map_err(|e: crate::delivery::UnknownStatus| StoreError::Corrupt {
-                table: "kurir_deliveries",
-                message: e.to_string(),
-            })?,
-        attempt_count: u32::try_from(r.try_get::<i64, _>("attempt_count")?).unwrap_or(0),
-        available_at: ts(r, "available_at")?,
-        last_status_code: r
-            .try_get::<Option<i64>, _>("last_status_code")?
-            .map(|c| c as u16),
-        last_error: r.try_get("last_error")?,
-        sent_at: opt_ts(r, "sent_at")?,
-        created_at: ts(r, "created_at")?,
-    })
 }
 
 #[cfg(test)]

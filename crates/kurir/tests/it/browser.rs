@@ -14,7 +14,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use tokio::process::{Child, Command};
 
-use crate::api::support::{eventually, Backend, Receiver, TestApp, TestDatabase, TOKEN};
+use crate::api::support::{eventually, Backend, Receiver, TestApp, TestDb, TOKEN};
 
 /// A ChromeDriver on a free loopback port, killed with the test.
 struct Driver {
@@ -180,7 +180,7 @@ async fn an_operator_signs_in_sets_up_an_endpoint_replays_a_dead_letter_and_sign
     let Some(program) = chromedriver() else {
         return;
     };
-    let database = TestDatabase::create(Backend::Sqlite).await.unwrap();
+    let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "2")]).await;
     let driver = start_driver(&program).await;
     let profile = tempfile::tempdir().unwrap();

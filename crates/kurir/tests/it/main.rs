@@ -1,5 +1,5 @@
 //! kurir's integration tests: one binary, one module per area. Store and delivery tests run on
-//! SQLite, PostgreSQL and MySQL/MariaDB (see `support::on_both_backends!`).
+//! SQLite, PostgreSQL and MySQL/MariaDB (see `support::on_both_backends!`, the one macro for every fixture).
 
 mod support;
 
@@ -26,6 +26,7 @@ mod php;
 mod recording;
 mod sql_contract;
 mod store;
+mod store_admin;
 mod store_dashboard;
 mod timeouts;
 mod ui;

@@ -481,8 +481,8 @@ async fn two_processes_on_postgres_agree_on_the_backlog() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_can_require_the_admin_token() {
-    use crate::api::support::{Backend, TestApp, TestDatabase, TOKEN};
-    let database = TestDatabase::create(Backend::Sqlite).await.unwrap();
+    use crate::api::support::{Backend, TestApp, TestDb, TOKEN};
+    let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let open = TestApp::spawn(&database).await;
     let anonymous = reqwest::get(format!("{}/metrics", open.url)).await.unwrap();
     assert_eq!(anonymous.status(), 200, "open by default");

@@ -6,33 +6,11 @@ use kurir_core::{Scheme, Secret, Verifier};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::api::support::{eventually, Backend, Receiver, TestApp, TestDatabase};
+use crate::api::support::{eventually, on_both_backends, Backend, Receiver, TestApp, TestDb};
 use crate::gateway::{post_inbox, standard_webhook, PARTNER_SECRET};
 
-/// Runs each `async fn name(app: TestApp)` on every backend with forwards and deliveries given up
-/// after two attempts.
-macro_rules! on_both_backends_quick_give_up {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                super::run(crate::api::support::Backend::Sqlite, super::$name).await
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                super::run(crate::api::support::Backend::Postgres, super::$name).await
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn mysql() {
-                super::run(crate::api::support::Backend::Mysql, super::$name).await
-            }
-        }
-    )*};
-}
-
-on_both_backends_quick_give_up!(
+// Each runs on both backends with forwards and deliveries given up after two attempts.
+on_both_backends!(with super::run;
     a_test_event_is_sent_signed_at_once_and_its_answer_returned,
     a_url_the_ssrf_guard_refuses_is_warned_about_at_create_time,
     inbox_events_are_listed_filtered_paged_and_a_failed_one_retried,
@@ -44,14 +22,14 @@ where
     F: FnOnce(TestApp) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let Some(database) = TestDatabase::create(backend).await else {
+    let Some(database) = TestDb::unmigrated(backend).await else {
         return;
     };
     let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "2")]).await;
     let stop = app.stopper();
     test(app).await;
     stop.stop().await;
-    database.drop().await;
+    drop(database);
 }
 
 async fn a_test_event_is_sent_signed_at_once_and_its_answer_returned(app: TestApp) {

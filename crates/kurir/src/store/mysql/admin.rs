@@ -1,17 +1,14 @@
-//! The admin API's operations on MySQL and MariaDB (see [`crate::store::admin`] for what each
-//! means). A bind can be used once per `?`, so an optional filter binds its value twice.
+//! The admin API's writes on MySQL and MariaDB (see [`crate::store::admin`] for what each
+//! means): publishing and replaying. Each `?` takes its own bind, so an optional filter binds its
+//! value twice.
 
-use chrono::{DateTime, Utc};
-use sqlx::mysql::{MySqlConnection, MySqlRow};
-use sqlx::Row;
+use sqlx::mysql::MySqlConnection;
 
-use super::{delivery_record, stored_event, MySqlStore, EVENT_COLUMNS};
+use super::MySqlStore;
 use crate::outbox::{self, EnqueueError, NewEvent};
-use crate::store::admin::{
-    DeliveryListItem, DeliveryQuery, EventQuery, IdempotencyKey, Published, ReplayFilter,
-    ReplayRecord, ReplayRequest,
-};
-use crate::store::{Result, StoreError, StoredEvent};
+use crate::store::admin::{IdempotencyKey, Published, ReplayFilter, ReplayRecord, ReplayRequest};
+use crate::store::rows::ReplayRow;
+use crate::store::Result;
 
 impl MySqlStore {
     /// One transaction: looks the key up, inserts the event (its unique `event_id` decides
@@ -53,74 +50,6 @@ impl MySqlStore {
         Ok(Published::Created(event_id))
     }
 
-    /// A read; no locks.
-    pub(in crate::store) async fn list_events(&self, q: &EventQuery) -> Result<Vec<StoredEvent>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {EVENT_COLUMNS} FROM kurir_outbox \
-             WHERE (? IS NULL OR event_type = ?) AND (? IS NULL OR aggregate_id = ?) \
-               AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) \
-               AND (? IS NULL OR id < ?) \
-             ORDER BY id DESC LIMIT ?"
-        ))
-        .bind(q.event_type.as_deref())
-        .bind(q.event_type.as_deref())
-        .bind(q.aggregate_id.as_deref())
-        .bind(q.aggregate_id.as_deref())
-        .bind(q.since.map(|t| t.naive_utc()))
-        .bind(q.since.map(|t| t.naive_utc()))
-        .bind(q.until.map(|t| t.naive_utc()))
-        .bind(q.until.map(|t| t.naive_utc()))
-        .bind(q.before_id)
-        .bind(q.before_id)
-        .bind(i64::from(q.limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(stored_event).collect()
-    }
-
-    /// A read; no locks.
-    pub(in crate::store) async fn list_deliveries(
-        &self,
-        q: &DeliveryQuery,
-    ) -> Result<Vec<DeliveryListItem>> {
-        let rows = sqlx::query(
-            "SELECT d.id, CAST(d.event_id AS CHAR) AS event_id, \
-                 CAST(d.endpoint_id AS CHAR) AS endpoint_id, CAST(d.status AS CHAR) AS status, \
-                 d.attempt_count, d.available_at, d.last_status_code, \
-                 CAST(d.last_error AS CHAR) AS last_error, d.sent_at, d.created_at, \
-                 CAST(o.event_type AS CHAR) AS event_type \
-             FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
-             WHERE (? IS NULL OR d.status = ?) AND (? IS NULL OR d.endpoint_id = ?) \
-               AND (? IS NULL OR o.event_type = ?) \
-               AND (? IS NULL OR d.created_at >= ?) AND (? IS NULL OR d.created_at < ?) \
-               AND (? IS NULL OR d.id < ?) \
-             ORDER BY d.id DESC LIMIT ?",
-        )
-        .bind(q.status.map(|s| s.as_str()))
-        .bind(q.status.map(|s| s.as_str()))
-        .bind(q.endpoint_id.as_deref())
-        .bind(q.endpoint_id.as_deref())
-        .bind(q.event_type.as_deref())
-        .bind(q.event_type.as_deref())
-        .bind(q.since.map(|t| t.naive_utc()))
-        .bind(q.since.map(|t| t.naive_utc()))
-        .bind(q.until.map(|t| t.naive_utc()))
-        .bind(q.until.map(|t| t.naive_utc()))
-        .bind(q.before_id)
-        .bind(q.before_id)
-        .bind(i64::from(q.limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(DeliveryListItem {
-                    delivery: delivery_record(r)?,
-                    event_type: r.try_get("event_type")?,
-                })
-            })
-            .collect()
-    }
-
     /// One transaction: the update (which locks the rows it moves), then the audit row with its
     /// count.
     pub(in crate::store) async fn replay(&self, request: &ReplayRequest) -> Result<ReplayRecord> {
@@ -137,53 +66,12 @@ impl MySqlStore {
         .execute(&mut *tx)
         .await?
         .last_insert_id();
-        let row = sqlx::query(&format!("{REPLAY_SELECT} WHERE id = ?"))
+        let row: ReplayRow = sqlx::query_as(&format!("{REPLAY_SELECT} WHERE id = ?"))
             .bind(id)
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
-        replay_record(&row)
-    }
-
-    /// A read; no locks.
-    pub(in crate::store) async fn list_replays(
-        &self,
-        before_id: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<ReplayRecord>> {
-        let rows = sqlx::query(&format!(
-            "{REPLAY_SELECT} WHERE (? IS NULL OR id < ?) ORDER BY id DESC LIMIT ?"
-        ))
-        .bind(before_id)
-        .bind(before_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(replay_record).collect()
-    }
-
-    /// A read; no locks. Total and not-yet-fanned-out events, and the oldest of the latter.
-    pub(in crate::store) async fn outbox_counts(
-        &self,
-    ) -> Result<(i64, i64, Option<DateTime<Utc>>)> {
-        Ok(sqlx::query_as(
-            "SELECT (SELECT COUNT(*) FROM kurir_outbox), COUNT(*), MIN(created_at) \
-             FROM kurir_outbox WHERE dispatched_at IS NULL",
-        )
-        .fetch_one(&self.pool)
-        .await?)
-    }
-
-    /// A read; no locks. Per status: how many deliveries, and the oldest one's creation.
-    pub(in crate::store) async fn delivery_counts(
-        &self,
-    ) -> Result<Vec<(String, i64, Option<DateTime<Utc>>)>> {
-        Ok(sqlx::query_as(
-            "SELECT CAST(status AS CHAR), COUNT(*), MIN(created_at) FROM kurir_deliveries \
-             GROUP BY status",
-        )
-        .fetch_all(&self.pool)
-        .await?)
+        row.try_into()
     }
 }
 
@@ -263,19 +151,4 @@ async fn replay_deliveries(
     .execute(conn)
     .await?;
     Ok(done.rows_affected() as i64)
-}
-
-fn replay_record(r: &MySqlRow) -> Result<ReplayRecord> {
-    let filter: String = r.try_get("filter")?;
-    Ok(ReplayRecord {
-        id: r.try_get("id")?,
-        actor: r.try_get("actor")?,
-        reason: r.try_get("reason")?,
-        filter: serde_json::from_str(&filter).map_err(|e| StoreError::Corrupt {
-            table: "kurir_replays",
-            message: format!("filter: {e}"),
-        })?,
-        count: r.try_get("count")?,
-        created_at: r.try_get("created_at")?,
-    })
 }

@@ -5,8 +5,9 @@ use std::time::Duration;
 use kurir_core::secret::Secret;
 use sqlx::{MySql, QueryBuilder, Row};
 
-use super::{endpoint_row, MySqlStore, ENDPOINT_COLUMNS};
+use super::{MySqlStore, ENDPOINT_COLUMNS};
 use crate::endpoint::{Endpoint, EndpointId};
+use crate::store::rows::EndpointRow;
 use crate::store::{now_millis, rotated_secrets, ColumnValue, Result};
 
 impl MySqlStore {
@@ -31,14 +32,14 @@ impl MySqlStore {
         q.push(" WHERE id = ").push_bind(id.as_str());
         let mut tx = self.pool.begin().await?;
         q.build().execute(&mut *tx).await?;
-        let row = sqlx::query(&format!(
+        let row: Option<EndpointRow> = sqlx::query_as(&format!(
             "SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE id = ?"
         ))
         .bind(id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
-        row.map(|r| endpoint_row(&r)?.into_endpoint()).transpose()
+        row.map(EndpointRow::into_endpoint).transpose()
     }
 
     /// One transaction: reads the secrets `FOR UPDATE` (concurrent rotations take turns), then
@@ -77,13 +78,13 @@ impl MySqlStore {
         .bind(id.as_str())
         .execute(&mut *tx)
         .await?;
-        let row = sqlx::query(&format!(
+        let row: EndpointRow = sqlx::query_as(&format!(
             "SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE id = ?"
         ))
         .bind(id.as_str())
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(Some(endpoint_row(&row)?.into_endpoint()?))
+        Ok(Some(row.into_endpoint()?))
     }
 }

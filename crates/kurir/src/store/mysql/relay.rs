@@ -2,15 +2,10 @@
 //! completion writer's, each one transaction over a JSON array of rows (see the parent module
 //! for why `JSON_TABLE`).
 
-use std::collections::BTreeMap;
-
-use chrono::{DateTime, Utc};
-use sqlx::mysql::MySqlRow;
-use sqlx::Row;
-
 use super::{bind_all, datetime, in_list, MySqlStore};
-use crate::delivery::{Completion, NextState};
-use crate::store::postgres::{fan_out_target, next_status, FanOutTarget};
+use crate::delivery::Completion;
+use crate::store::rows::{FanOutRow, OutboxHead};
+use crate::store::rules::{fan_out, gone_endpoints, next_at, next_status};
 use crate::store::{RelayOutcome, Result};
 
 /// The completions of [`MySqlStore::complete_deliveries`] as rows `x`, from one JSON array of
@@ -41,7 +36,7 @@ impl MySqlStore {
             return Ok(RelayOutcome::default());
         }
         let mut tx = self.pool.begin().await?;
-        let events = sqlx::query(
+        let events: Vec<OutboxHead> = sqlx::query_as(
             "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, \
                  created_at FROM kurir_outbox \
              WHERE dispatched_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
@@ -55,24 +50,20 @@ impl MySqlStore {
             tx.commit().await?;
             return Ok(RelayOutcome::default());
         }
-        let endpoints = sqlx::query(
+        let endpoints: Vec<FanOutRow> = sqlx::query_as(
             "SELECT CAST(id AS CHAR) AS id, CAST(event_types AS CHAR) AS event_types, created_at \
              FROM kurir_endpoints WHERE enabled LOCK IN SHARE MODE",
         )
         .fetch_all(&mut *tx)
         .await?;
-        let endpoints = endpoints
-            .iter()
-            .map(|r| {
-                fan_out_target(
-                    r.try_get("id")?,
-                    r.try_get("event_types")?,
-                    r.try_get("created_at")?,
-                )
+        let out = fan_out(events, endpoints)?;
+        let pairs: Vec<serde_json::Value> = (out.outbox_ids.iter())
+            .zip(&out.event_ids)
+            .zip(&out.endpoint_ids)
+            .map(|((outbox_id, event_id), endpoint_id)| {
+                serde_json::json!([outbox_id, event_id, endpoint_id])
             })
-            .collect::<Result<Vec<_>>>()?;
-
-        let (pairs, dispatched, events_by_type) = fan_out(&events, &endpoints)?;
+            .collect();
         // IGNORE skips a pair that already has its delivery (the unique key); the values are
         // kurir's own, so no other error can be downgraded by it.
         let inserted = sqlx::query(
@@ -87,17 +78,13 @@ impl MySqlStore {
         .rows_affected();
         let sql = format!(
             "UPDATE kurir_outbox SET dispatched_at = UTC_TIMESTAMP(3) WHERE {}",
-            in_list("id", dispatched.len())
+            in_list("id", out.dispatched.len())
         );
-        bind_all(sqlx::query(&sql), &dispatched)
+        bind_all(sqlx::query(&sql), &out.dispatched)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(RelayOutcome {
-            events: dispatched.len(),
-            deliveries: inserted as usize,
-            events_by_type,
-        })
+        Ok(out.outcome(inserted))
     }
 
     /// One transaction of three statements over the completions as one JSON array: the attempt
@@ -110,11 +97,7 @@ impl MySqlStore {
         done: &[Completion],
     ) -> Result<u64> {
         let rows = completion_rows(done);
-        let gone: Vec<&str> = done
-            .iter()
-            .filter(|c| c.next == NextState::Gone)
-            .map(|c| c.endpoint_id.as_str())
-            .collect();
+        let gone = gone_endpoints(done);
         let mut tx = self.pool.begin().await?;
         sqlx::query(&format!(
             "INSERT INTO kurir_attempts (delivery_id, attempt, `trigger`, started_at, duration_ms, \
@@ -158,33 +141,6 @@ impl MySqlStore {
     }
 }
 
-/// The `(outbox id, event id, endpoint id)` triples to insert for `events` (rows of the relay's
-/// batch), the outbox ids to mark dispatched, and the count per event type.
-#[allow(clippy::type_complexity)]
-fn fan_out(
-    events: &[MySqlRow],
-    endpoints: &[FanOutTarget],
-) -> Result<(Vec<serde_json::Value>, Vec<i64>, BTreeMap<String, u64>)> {
-    let mut pairs = Vec::new();
-    let mut dispatched = Vec::with_capacity(events.len());
-    let mut events_by_type = BTreeMap::new();
-    for row in events {
-        let id: i64 = row.try_get("id")?;
-        let event_id: String = row.try_get("event_id")?;
-        let event_type: String = row.try_get("event_type")?;
-        let created_at: DateTime<Utc> = row.try_get("created_at")?;
-        for target in endpoints
-            .iter()
-            .filter(|t| t.wants(&event_type, created_at))
-        {
-            pairs.push(serde_json::json!([id, event_id, target.id]));
-        }
-        dispatched.push(id);
-        *events_by_type.entry(event_type).or_default() += 1;
-    }
-    Ok((pairs, dispatched, events_by_type))
-}
-
 /// The completions as one JSON array of arrays, in [`COMPLETIONS`]' column order.
 fn completion_rows(done: &[Completion]) -> String {
     let rows: Vec<serde_json::Value> = done
@@ -200,10 +156,7 @@ fn completion_rows(done: &[Completion]) -> String {
                 c.error.as_deref(),
                 c.response_body.as_deref(),
                 next_status(&c.next),
-                match c.next {
-                    NextState::Retry(at) => Some(datetime(at)),
-                    _ => None,
-                },
+                next_at(&c.next).map(datetime),
             ])
         })
         .collect();

@@ -1,16 +1,12 @@
 //! The admin API's operations on PostgreSQL (see [`crate::store::admin`] for what each means).
 
-use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgConnection, PgRow};
-use sqlx::Row;
+use sqlx::postgres::PgConnection;
 
-use super::{delivery_record, PgStore};
+use super::PgStore;
 use crate::outbox::{self, EnqueueError, NewEvent};
-use crate::store::admin::{
-    DeliveryListItem, DeliveryQuery, EventQuery, IdempotencyKey, Published, ReplayRecord,
-    ReplayRequest,
-};
-use crate::store::{Result, StoreError, StoredEvent};
+use crate::store::admin::{IdempotencyKey, Published, ReplayRecord, ReplayRequest};
+use crate::store::rows::ReplayRow;
+use crate::store::Result;
 
 impl PgStore {
     /// One transaction: looks the key up, inserts the event (its unique `event_id` decides
@@ -49,71 +45,13 @@ impl PgStore {
         Ok(Published::Created(event_id))
     }
 
-    /// A read; no locks.
-    pub(in crate::store) async fn list_events(&self, q: &EventQuery) -> Result<Vec<StoredEvent>> {
-        let rows = sqlx::query(
-            "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, \
-                 payload::text AS payload, created_at, dispatched_at, refused_reason \
-             FROM kurir_outbox \
-             WHERE ($1::text IS NULL OR event_type = $1) AND ($2::text IS NULL OR aggregate_id = $2) \
-               AND ($3::timestamptz IS NULL OR created_at >= $3) \
-               AND ($4::timestamptz IS NULL OR created_at < $4) \
-               AND ($5::int8 IS NULL OR id < $5) \
-             ORDER BY id DESC LIMIT $6",
-        )
-        .bind(q.event_type.as_deref())
-        .bind(q.aggregate_id.as_deref())
-        .bind(q.since)
-        .bind(q.until)
-        .bind(q.before_id)
-        .bind(i64::from(q.limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(stored_event).collect()
-    }
-
-    /// A read; no locks.
-    pub(in crate::store) async fn list_deliveries(
-        &self,
-        q: &DeliveryQuery,
-    ) -> Result<Vec<DeliveryListItem>> {
-        let rows = sqlx::query(
-            "SELECT d.id, d.event_id, d.endpoint_id, d.status, d.attempt_count, d.available_at, \
-                 d.last_status_code, d.last_error, d.sent_at, d.created_at, o.event_type \
-             FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
-             WHERE ($1::text IS NULL OR d.status = $1) AND ($2::text IS NULL OR d.endpoint_id = $2) \
-               AND ($3::text IS NULL OR o.event_type = $3) \
-               AND ($4::timestamptz IS NULL OR d.created_at >= $4) \
-               AND ($5::timestamptz IS NULL OR d.created_at < $5) \
-               AND ($6::int8 IS NULL OR d.id < $6) \
-             ORDER BY d.id DESC LIMIT $7",
-        )
-        .bind(q.status.map(|s| s.as_str()))
-        .bind(q.endpoint_id.as_deref())
-        .bind(q.event_type.as_deref())
-        .bind(q.since)
-        .bind(q.until)
-        .bind(q.before_id)
-        .bind(i64::from(q.limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(DeliveryListItem {
-                    delivery: delivery_record(r)?,
-                    event_type: r.try_get("event_type")?,
-                })
-            })
-            .collect()
-    }
-
     /// One statement: the update and the audit insert commit together. Row locks on the matched
     /// deliveries; a row another process is completing is waited for and re-checked, so a
     /// delivery that just left `sent`/`dead_letter` is not replayed. Rows being attempted
     /// (`processing`) never match.
     pub(in crate::store) async fn replay(&self, request: &ReplayRequest) -> Result<ReplayRecord> {
         let f = &request.filter;
-        let row = sqlx::query(
+        let row: ReplayRow = sqlx::query_as(
             "WITH replayed AS ( \
                 UPDATE kurir_deliveries AS d SET status = 'pending', attempt_count = 0, \
                     available_at = now(), trigger = 'replay', lease_owner = NULL, \
@@ -142,47 +80,7 @@ impl PgStore {
         .bind(serde_json::to_string(f).unwrap_or_else(|_| "{}".into()))
         .fetch_one(&self.pool)
         .await?;
-        replay_record(&row)
-    }
-
-    /// A read; no locks.
-    pub(in crate::store) async fn list_replays(
-        &self,
-        before_id: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<ReplayRecord>> {
-        let rows = sqlx::query(
-            "SELECT id, actor, reason, filter::text AS filter, count, created_at FROM kurir_replays \
-             WHERE ($1::int8 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
-        )
-        .bind(before_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(replay_record).collect()
-    }
-
-    /// A read; no locks. Total and not-yet-fanned-out events, and the oldest of the latter.
-    pub(in crate::store) async fn outbox_counts(
-        &self,
-    ) -> Result<(i64, i64, Option<DateTime<Utc>>)> {
-        Ok(sqlx::query_as(
-            "SELECT (SELECT count(*) FROM kurir_outbox), count(*), min(created_at) \
-             FROM kurir_outbox WHERE dispatched_at IS NULL",
-        )
-        .fetch_one(&self.pool)
-        .await?)
-    }
-
-    /// A read; no locks. Per status: how many deliveries, and the oldest one's creation.
-    pub(in crate::store) async fn delivery_counts(
-        &self,
-    ) -> Result<Vec<(String, i64, Option<DateTime<Utc>>)>> {
-        Ok(sqlx::query_as(
-            "SELECT status, count(*), min(created_at) FROM kurir_deliveries GROUP BY status",
-        )
-        .fetch_all(&self.pool)
-        .await?)
+        row.try_into()
     }
 }
 
@@ -218,35 +116,4 @@ async fn insert_idempotency_key(
     .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)
-}
-
-pub(super) fn stored_event(r: &PgRow) -> Result<StoredEvent> {
-    Ok(StoredEvent {
-        id: r.try_get("id")?,
-        event_id: r.try_get("event_id")?,
-        event_type: r.try_get("event_type")?,
-        version: r.try_get("version")?,
-        aggregate_type: r.try_get("aggregate_type")?,
-        aggregate_id: r.try_get("aggregate_id")?,
-        occurred_at: r.try_get("occurred_at")?,
-        payload: r.try_get("payload")?,
-        created_at: r.try_get("created_at")?,
-        dispatched_at: r.try_get("dispatched_at")?,
-        refused_reason: r.try_get("refused_reason")?,
-    })
-}
-
-fn replay_record(r: &PgRow) -> Result<ReplayRecord> {
-    let filter: String = r.try_get("filter")?;
-    Ok(ReplayRecord {
-        id: r.try_get("id")?,
-        actor: r.try_get("actor")?,
-        reason: r.try_get("reason")?,
-        filter: serde_json::from_str(&filter).map_err(|e| StoreError::Corrupt {
-            table: "kurir_replays",
-            message: format!("filter: {e}"),
-        })?,
-        count: r.try_get("count")?,
-        created_at: r.try_get("created_at")?,
-    })
 }

@@ -5,8 +5,9 @@ use std::time::Duration;
 use kurir_core::secret::Secret;
 use sqlx::{Postgres, QueryBuilder, Row};
 
-use super::{endpoint_row, PgStore, ENDPOINT_COLUMNS};
+use super::{PgStore, ENDPOINT_COLUMNS};
 use crate::endpoint::{Endpoint, EndpointId};
+use crate::store::rows::EndpointRow;
 use crate::store::{now_millis, rotated_secrets, ColumnValue, Result};
 
 impl PgStore {
@@ -32,8 +33,8 @@ impl PgStore {
             .push_bind(id.as_str())
             .push(" RETURNING ")
             .push(ENDPOINT_COLUMNS);
-        let row = q.build().fetch_optional(&self.pool).await?;
-        row.map(|r| endpoint_row(&r)?.into_endpoint()).transpose()
+        let row: Option<EndpointRow> = q.build_query_as().fetch_optional(&self.pool).await?;
+        row.map(EndpointRow::into_endpoint).transpose()
     }
 
     /// One transaction: reads the secrets `FOR UPDATE` (a concurrent rotation or update of the
@@ -66,13 +67,13 @@ impl PgStore {
             "UPDATE kurir_endpoints SET secret = $2, previous_secrets = $3::json, \
              updated_at = now() WHERE id = $1 RETURNING {ENDPOINT_COLUMNS}"
         );
-        let row = sqlx::query(&sql)
+        let row: EndpointRow = sqlx::query_as(&sql)
             .bind(id.as_str())
             .bind(new.expose())
             .bind(previous)
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(Some(endpoint_row(&row)?.into_endpoint()?))
+        Ok(Some(row.into_endpoint()?))
     }
 }

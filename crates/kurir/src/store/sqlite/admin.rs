@@ -1,17 +1,13 @@
 //! The admin API's operations on SQLite (see [`crate::store::admin`] for what each means).
 //! Timestamps are bound and compared as kurir's fixed-width text.
 
-use chrono::{DateTime, Utc};
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::Row;
+use sqlx::sqlite::SqliteConnection;
 
-use super::{delivery_record, opt_ts, ts, SqliteStore};
+use super::SqliteStore;
 use crate::outbox::{self, EnqueueError, NewEvent};
-use crate::store::admin::{
-    DeliveryListItem, DeliveryQuery, EventQuery, IdempotencyKey, Published, ReplayFilter,
-    ReplayRecord, ReplayRequest,
-};
-use crate::store::{now_millis, parse_sqlite_ts, sqlite_ts, Result, StoreError, StoredEvent};
+use crate::store::admin::{IdempotencyKey, Published, ReplayFilter, ReplayRecord, ReplayRequest};
+use crate::store::rows::ReplayRow;
+use crate::store::{now_millis, sqlite_ts, Result};
 
 impl SqliteStore {
     /// One `BEGIN IMMEDIATE` transaction (the write lock up front, so the key lookup and the
@@ -42,62 +38,6 @@ impl SqliteStore {
         Ok(Published::Created(event_id))
     }
 
-    /// A read; no locks.
-    pub(in crate::store) async fn list_events(&self, q: &EventQuery) -> Result<Vec<StoredEvent>> {
-        let rows = sqlx::query(
-            "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, \
-                 payload, created_at, dispatched_at, refused_reason \
-             FROM kurir_outbox \
-             WHERE (?1 IS NULL OR event_type = ?1) AND (?2 IS NULL OR aggregate_id = ?2) \
-               AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at < ?4) \
-               AND (?5 IS NULL OR id < ?5) \
-             ORDER BY id DESC LIMIT ?6",
-        )
-        .bind(q.event_type.as_deref())
-        .bind(q.aggregate_id.as_deref())
-        .bind(q.since.map(sqlite_ts))
-        .bind(q.until.map(sqlite_ts))
-        .bind(q.before_id)
-        .bind(i64::from(q.limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(stored_event).collect()
-    }
-
-    /// A read; no locks.
-    pub(in crate::store) async fn list_deliveries(
-        &self,
-        q: &DeliveryQuery,
-    ) -> Result<Vec<DeliveryListItem>> {
-        let rows = sqlx::query(
-            "SELECT d.id, d.event_id, d.endpoint_id, d.status, d.attempt_count, d.available_at, \
-                 d.last_status_code, d.last_error, d.sent_at, d.created_at, o.event_type \
-             FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
-             WHERE (?1 IS NULL OR d.status = ?1) AND (?2 IS NULL OR d.endpoint_id = ?2) \
-               AND (?3 IS NULL OR o.event_type = ?3) \
-               AND (?4 IS NULL OR d.created_at >= ?4) AND (?5 IS NULL OR d.created_at < ?5) \
-               AND (?6 IS NULL OR d.id < ?6) \
-             ORDER BY d.id DESC LIMIT ?7",
-        )
-        .bind(q.status.map(|s| s.as_str()))
-        .bind(q.endpoint_id.as_deref())
-        .bind(q.event_type.as_deref())
-        .bind(q.since.map(sqlite_ts))
-        .bind(q.until.map(sqlite_ts))
-        .bind(q.before_id)
-        .bind(i64::from(q.limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(DeliveryListItem {
-                    delivery: delivery_record(r)?,
-                    event_type: r.try_get("event_type")?,
-                })
-            })
-            .collect()
-    }
-
     /// One `BEGIN IMMEDIATE` transaction: the update, then the audit row with its count.
     pub(in crate::store) async fn replay(&self, request: &ReplayRequest) -> Result<ReplayRecord> {
         let now = sqlite_ts(now_millis());
@@ -105,59 +45,9 @@ impl SqliteStore {
         let count = replay_deliveries(&mut tx, &request.filter, &now).await?;
         let row = insert_replay(&mut tx, request, count, &now).await?;
         tx.commit().await?;
-        replay_record(&row)
-    }
-
-    /// A read; no locks.
-    pub(in crate::store) async fn list_replays(
-        &self,
-        before_id: Option<i64>,
-        limit: u32,
-    ) -> Result<Vec<ReplayRecord>> {
-        let rows = sqlx::query(
-            "SELECT id, actor, reason, filter, count, created_at FROM kurir_replays \
-             WHERE (?1 IS NULL OR id < ?1) ORDER BY id DESC LIMIT ?2",
-        )
-        .bind(before_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(replay_record).collect()
-    }
-
-    /// A read; no locks. Total and not-yet-fanned-out events, and the oldest of the latter.
-    pub(in crate::store) async fn outbox_counts(
-        &self,
-    ) -> Result<(i64, i64, Option<DateTime<Utc>>)> {
-        let (total, undispatched, oldest): (i64, i64, Option<String>) = sqlx::query_as(
-            "SELECT (SELECT count(*) FROM kurir_outbox), count(*), min(created_at) \
-             FROM kurir_outbox WHERE dispatched_at IS NULL",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        Ok((
-            total,
-            undispatched,
-            oldest.as_deref().and_then(parse_sqlite_ts),
-        ))
-    }
-
-    /// A read; no locks. Per status: how many deliveries, and the oldest one's creation.
-    pub(in crate::store) async fn delivery_counts(
-        &self,
-    ) -> Result<Vec<(String, i64, Option<DateTime<Utc>>)>> {
-        let rows: Vec<(String, i64, Option<String>)> = sqlx::query_as(
-            "SELECT status, count(*), min(created_at) FROM kurir_deliveries GROUP BY status",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(s, n, oldest)| (s, n, oldest.as_deref().and_then(parse_sqlite_ts)))
-            .collect())
+        row.try_into()
     }
 }
-
 /// Reads the key's row, inside the caller's write transaction.
 async fn find_idempotency_key(
     conn: &mut SqliteConnection,
@@ -228,8 +118,8 @@ async fn insert_replay(
     request: &ReplayRequest,
     count: i64,
     now: &str,
-) -> Result<SqliteRow, sqlx::Error> {
-    sqlx::query(
+) -> Result<ReplayRow, sqlx::Error> {
+    sqlx::query_as(
         "INSERT INTO kurir_replays (actor, reason, filter, count, created_at) \
          VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id, actor, reason, filter, count, created_at",
     )
@@ -240,35 +130,4 @@ async fn insert_replay(
     .bind(now)
     .fetch_one(conn)
     .await
-}
-
-pub(super) fn stored_event(r: &SqliteRow) -> Result<StoredEvent> {
-    Ok(StoredEvent {
-        id: r.try_get("id")?,
-        event_id: r.try_get("event_id")?,
-        event_type: r.try_get("event_type")?,
-        version: r.try_get("version")?,
-        aggregate_type: r.try_get("aggregate_type")?,
-        aggregate_id: r.try_get("aggregate_id")?,
-        occurred_at: ts(r, "occurred_at")?,
-        payload: r.try_get("payload")?,
-        created_at: ts(r, "created_at")?,
-        dispatched_at: opt_ts(r, "dispatched_at")?,
-        refused_reason: r.try_get("refused_reason")?,
-    })
-}
-
-fn replay_record(r: &SqliteRow) -> Result<ReplayRecord> {
-    let filter: String = r.try_get("filter")?;
-    Ok(ReplayRecord {
-        id: r.try_get("id")?,
-        actor: r.try_get("actor")?,
-        reason: r.try_get("reason")?,
-        filter: serde_json::from_str(&filter).map_err(|e| StoreError::Corrupt {
-            table: "kurir_replays",
-            message: format!("filter: {e}"),
-        })?,
-        count: r.try_get("count")?,
-        created_at: ts(r, "created_at")?,
-    })
 }

@@ -5,8 +5,9 @@ use std::time::Duration;
 use kurir_core::secret::Secret;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
-use super::{endpoint_row, SqliteStore, ENDPOINT_COLUMNS};
+use super::{SqliteStore, ENDPOINT_COLUMNS};
 use crate::endpoint::{Endpoint, EndpointId};
+use crate::store::rows::EndpointRow;
 use crate::store::{now_millis, rotated_secrets, sqlite_ts, ColumnValue, Result};
 
 impl SqliteStore {
@@ -32,8 +33,8 @@ impl SqliteStore {
             .push_bind(id.as_str())
             .push(" RETURNING ")
             .push(ENDPOINT_COLUMNS);
-        let row = q.build().fetch_optional(&self.pool).await?;
-        row.map(|r| endpoint_row(&r)?.into_endpoint()).transpose()
+        let row: Option<EndpointRow> = q.build_query_as().fetch_optional(&self.pool).await?;
+        row.map(EndpointRow::into_endpoint).transpose()
     }
 
     /// One `BEGIN IMMEDIATE` transaction (the write lock first, so no other writer comes in
@@ -65,7 +66,7 @@ impl SqliteStore {
             "UPDATE kurir_endpoints SET secret = ?2, previous_secrets = ?3, updated_at = ?4 \
              WHERE id = ?1 RETURNING {ENDPOINT_COLUMNS}"
         );
-        let row = sqlx::query(&sql)
+        let row: EndpointRow = sqlx::query_as(&sql)
             .bind(id.as_str())
             .bind(new.expose())
             .bind(previous)
@@ -73,6 +74,6 @@ impl SqliteStore {
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(Some(endpoint_row(&row)?.into_endpoint()?))
+        Ok(Some(row.into_endpoint()?))
     }
 }

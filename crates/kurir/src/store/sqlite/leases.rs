@@ -8,8 +8,9 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite, Transaction};
 
-use super::{ts, SqliteStore};
+use super::SqliteStore;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
+use crate::store::rows::Ts;
 use kurir_core::retry::RetryPolicy;
 use tokio::time::Instant;
 
@@ -284,7 +285,7 @@ async fn lease_slot<'a>(
     let mut last = None;
     let mut leased = Vec::with_capacity(rows.len());
     for r in rows {
-        last = last.max(Some(ts(&r, "available_at")?));
+        last = last.max(Some(r.try_get::<Ts, _>("available_at")?.0));
         leased.push(Leased {
             delivery_id: r.try_get("id")?,
             outbox_id: r.try_get("outbox_id")?,
@@ -320,7 +321,7 @@ async fn events_of(
                     event_id: r.try_get("event_id")?,
                     event_type: r.try_get("event_type")?,
                     version: r.try_get("version")?,
-                    occurred_at: ts(r, "occurred_at")?,
+                    occurred_at: r.try_get::<Ts, _>("occurred_at")?.0,
                     aggregate_id: r.try_get("aggregate_id")?,
                     payload: r.try_get("payload")?,
                 },

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::json;
 
-use super::support::{Backend, TestApp, TestDatabase};
+use super::support::{Backend, TestApp, TestDb};
 use crate::support::proxy::Proxy;
 
 /// `url` with its host and port replaced by `addr`.
@@ -20,7 +20,7 @@ fn through(url: &str, addr: std::net::SocketAddr) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_database_away_readiness_fails_fast_and_publishing_answers_503() {
-    let Some(database) = TestDatabase::create(Backend::Postgres).await else {
+    let Some(database) = TestDb::unmigrated(Backend::Postgres).await else {
         return;
     };
     let server = url::Url::parse(&database.url).unwrap();
@@ -74,5 +74,5 @@ async fn with_the_database_away_readiness_fails_fast_and_publishing_answers_503(
     .await;
     app.publish("order.paid", json!({"n": 3})).await;
     stop.stop().await;
-    database.drop().await;
+    drop(database);
 }

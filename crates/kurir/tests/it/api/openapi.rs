@@ -37,8 +37,7 @@ async fn the_openapi_document_is_public_valid_and_has_unique_operation_ids() {
     let Some(validator) = validator() else {
         return;
     };
-    let Some(database) =
-        super::support::TestDatabase::create(super::support::Backend::Sqlite).await
+    let Some(database) = super::support::TestDb::unmigrated(super::support::Backend::Sqlite).await
     else {
         return;
     };

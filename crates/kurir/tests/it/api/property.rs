@@ -15,7 +15,7 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
-use super::support::{eventually, Backend, Receiver, TestApp, TestDatabase};
+use super::support::{eventually, Backend, Receiver, TestApp, TestDb};
 
 #[test]
 fn no_request_gets_a_5xx_or_changes_anything_when_refused_on_sqlite() {
@@ -61,7 +61,7 @@ fn no_request_gets_a_5xx_or_changes_anything_when_refused(backend: Backend) {
         .enable_all()
         .build()
         .unwrap();
-    let Some(database) = rt.block_on(TestDatabase::create(backend)) else {
+    let Some(database) = rt.block_on(TestDb::unmigrated(backend)) else {
         return;
     };
     let app = rt.block_on(TestApp::spawn_with(
@@ -84,7 +84,7 @@ fn no_request_gets_a_5xx_or_changes_anything_when_refused(backend: Backend) {
             .map_err(TestCaseError::fail)
     });
     rt.block_on(app.stopper().stop());
-    rt.block_on(database.drop());
+    drop(database);
     if let Err(e) = result {
         panic!("{e}");
     }

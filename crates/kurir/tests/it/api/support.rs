@@ -1,11 +1,10 @@
 //! What the admin API tests share: a real `kurir serve` ([`TestApp`]) on port 0 over SQLite in a
-//! temp dir or a fresh PostgreSQL or MySQL database, a real receiver on loopback ([`Receiver`]), polling
-//! with a deadline ([`eventually`]), and [`on_both_backends!`], which runs a test body once per
-//! backend.
+//! temp dir or a fresh PostgreSQL database, a real receiver on loopback ([`Receiver`]), and
+//! polling with a deadline ([`eventually`]). A body taking a [`TestApp`] runs on both backends
+//! with the one `on_both_backends!` (its fixture is [`crate::support::Fixture`]).
 //!
-//! PostgreSQL comes from `KURIR_TEST_POSTGRES_URL` and MySQL/MariaDB from `KURIR_TEST_MYSQL_URL`
-//! (servers where `CREATE DATABASE` is allowed). Unset, their tests print a notice and pass,
-//! unless `CI` is set: then they fail.
+//! PostgreSQL comes from `KURIR_TEST_POSTGRES_URL` (a server where `CREATE DATABASE` is allowed).
+//! Unset, PostgreSQL tests print a notice and pass, unless `CI` is set: then they fail.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -18,146 +17,29 @@ use kurir::config::{Config, RawConfig};
 use kurir::store::Store;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use sqlx::Connection;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// The admin token every [`TestApp`] uses.
 pub const TOKEN: &str = "test-admin-token";
 
-/// Which database a test runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    Sqlite,
-    Postgres,
-    Mysql,
-}
+pub use crate::on_both_backends;
+pub use crate::support::{Backend, TestDb};
 
-/// Runs each named `async fn name(app: TestApp)` as three tests, `name::sqlite`,
-/// `name::postgres` and `name::mysql`.
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                $crate::api::support::run($crate::api::support::Backend::Sqlite, super::$name).await
-            }
+/// An app on a fresh, unmigrated database (`kurir serve` migrates it, as in production).
+impl crate::support::Fixture for TestApp {
+    type Guard = (Stopper, TestDb);
 
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                $crate::api::support::run($crate::api::support::Backend::Postgres, super::$name).await
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn mysql() {
-                $crate::api::support::run($crate::api::support::Backend::Mysql, super::$name).await
-            }
-        }
-    )*};
-}
-pub(crate) use on_both_backends;
-
-/// Starts an app on `backend`, runs `test` with it, then stops it and drops its database.
-pub async fn run<F, Fut>(backend: Backend, test: F)
-where
-    F: FnOnce(TestApp) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let Some(database) = TestDatabase::create(backend).await else {
-        return;
-    };
-    let app = TestApp::spawn(&database).await;
-    let stop = app.stopper();
-    test(app).await;
-    stop.stop().await;
-    database.drop().await;
-}
-
-/// A fresh database: a SQLite file in a temp dir, or a new PostgreSQL or MySQL database.
-pub struct TestDatabase {
-    pub url: String,
-    pub dir: tempfile::TempDir,
-    /// The server's URL and the database's name, to drop it with.
-    pg: Option<(String, String)>,
-    mysql: Option<(String, String)>,
-}
-
-impl TestDatabase {
-    /// `None` when PostgreSQL is not configured and this is not CI.
-    pub async fn create(backend: Backend) -> Option<Self> {
-        let dir = tempfile::tempdir().expect("temp dir");
-        if backend == Backend::Sqlite {
-            let url = format!("sqlite://{}", dir.path().join("kurir.db").display());
-            return Some(Self {
-                url,
-                dir,
-                pg: None,
-                mysql: None,
-            });
-        }
-        if backend == Backend::Mysql {
-            let admin_url = crate::support::mysql_admin_url()?;
-            let name = format!("kurir_api_{}", uuid::Uuid::now_v7().simple());
-            let mut conn = sqlx::MySqlConnection::connect(&admin_url)
-                .await
-                .unwrap_or_else(|e| panic!("cannot reach MySQL at KURIR_TEST_MYSQL_URL: {e}"));
-            sqlx::query(&format!("CREATE DATABASE {name}"))
-                .execute(&mut conn)
-                .await
-                .expect("CREATE DATABASE");
-            let mut url = url::Url::parse(&admin_url).expect("KURIR_TEST_MYSQL_URL is a URL");
-            url.set_path(&name);
-            return Some(Self {
-                url: url.to_string(),
-                dir,
-                pg: None,
-                mysql: Some((admin_url, name)),
-            });
-        }
-        let admin_url = match std::env::var("KURIR_TEST_POSTGRES_URL") {
-            Ok(url) => url,
-            Err(_) if std::env::var_os("CI").is_some() => {
-                panic!("CI is set but KURIR_TEST_POSTGRES_URL is not: PostgreSQL tests cannot run")
-            }
-            Err(_) => {
-                eprintln!("notice: KURIR_TEST_POSTGRES_URL is unset; skipping the PostgreSQL run");
-                return None;
-            }
-        };
-        let name = format!("kurir_api_{}", uuid::Uuid::now_v7().simple());
-        let mut conn = sqlx::PgConnection::connect(&admin_url)
-            .await
-            .unwrap_or_else(|e| panic!("cannot reach PostgreSQL at KURIR_TEST_POSTGRES_URL: {e}"));
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut conn)
-            .await
-            .expect("CREATE DATABASE");
-        let mut url = url::Url::parse(&admin_url).expect("KURIR_TEST_POSTGRES_URL is a URL");
-        url.set_path(&name);
-        Some(Self {
-            url: url.to_string(),
-            dir,
-            pg: Some((admin_url, name)),
-            mysql: None,
-        })
+    async fn open(backend: Backend) -> Option<(Self, Self::Guard)> {
+        let database = TestDb::unmigrated(backend).await?;
+        let app = TestApp::spawn(&database).await;
+        let stop = app.stopper();
+        Some((app, (stop, database)))
     }
 
-    /// Drops the server's database (the temp dir goes with `self`).
-    pub async fn drop(self) {
-        if let Some((admin_url, name)) = &self.mysql {
-            if let Ok(mut conn) = sqlx::MySqlConnection::connect(admin_url).await {
-                let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
-                    .execute(&mut conn)
-                    .await;
-            }
-        }
-        if let Some((admin_url, name)) = &self.pg {
-            if let Ok(mut conn) = sqlx::PgConnection::connect(admin_url).await {
-                let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .execute(&mut conn)
-                    .await;
-            }
-        }
+    async fn close((stop, database): Self::Guard) {
+        stop.stop().await;
+        drop(database);
     }
 }
 
@@ -191,7 +73,7 @@ impl Stopper {
 
 impl TestApp {
     /// Settings for tests: loopback receivers allowed, fast polling and retries.
-    pub fn config(database: &TestDatabase, overrides: &[(&'static str, &str)]) -> Config {
+    pub fn config(database: &TestDb, overrides: &[(&'static str, &str)]) -> Config {
         let mut flags: Vec<(&'static str, String)> = vec![
             ("database_url", database.url.clone()),
             ("data_dir", database.dir.path().display().to_string()),
@@ -207,12 +89,12 @@ impl TestApp {
         Config::from_raw(&RawConfig::load(None, |_| None, &flags).unwrap()).unwrap()
     }
 
-    pub async fn spawn(database: &TestDatabase) -> Self {
+    pub async fn spawn(database: &TestDb) -> Self {
         Self::spawn_with(database, &[]).await
     }
 
     /// [`TestApp::spawn`] with some settings changed.
-    pub async fn spawn_with(database: &TestDatabase, overrides: &[(&'static str, &str)]) -> Self {
+    pub async fn spawn_with(database: &TestDb, overrides: &[(&'static str, &str)]) -> Self {
         let config = Self::config(database, overrides);
         if std::env::var_os("KURIR_LOG").is_some() {
             kurir::telemetry::init();

@@ -8,12 +8,12 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::support::{eventually, Backend, Receiver, TestApp, TestDatabase};
+use super::support::{eventually, Backend, Receiver, TestApp, TestDb};
 
 const NO_POLLING: &[(&str, &str)] = &[("poll_interval", "1h"), ("relay_poll_interval", "1h")];
 
 async fn an_api_publish_wakes_the_relay(backend: Backend) {
-    let Some(database) = TestDatabase::create(backend).await else {
+    let Some(database) = TestDb::unmigrated(backend).await else {
         return;
     };
     let app = TestApp::spawn_with(&database, NO_POLLING).await;
@@ -22,7 +22,7 @@ async fn an_api_publish_wakes_the_relay(backend: Backend) {
     let event_id = app.publish("order.paid", json!({})).await;
     app.wait_for_deliveries(&event_id, "sent").await;
     app.stopper().stop().await;
-    database.drop().await;
+    drop(database);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,7 +72,7 @@ async fn other_process(url: &str) -> (kurir::store::Store, Wakes, TaskTracker, C
 /// its publish committed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_announced_by_another_process_wakes_the_relay_on_postgres() {
-    let Some(database) = TestDatabase::create(Backend::Postgres).await else {
+    let Some(database) = TestDb::unmigrated(Backend::Postgres).await else {
         return;
     };
     let app = TestApp::spawn_with(&database, NO_POLLING).await;
@@ -94,14 +94,14 @@ async fn a_publish_announced_by_another_process_wakes_the_relay_on_postgres() {
     other.close().await;
     pool.close().await;
     app.stopper().stop().await;
-    database.drop().await;
+    drop(database);
 }
 
 /// Deliveries another process's relay created reach this server's dispatcher only through its
 /// `LISTEN` (neither of its loops polls here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_relayed_by_another_process_wake_the_dispatcher_on_postgres() {
-    let Some(database) = TestDatabase::create(Backend::Postgres).await else {
+    let Some(database) = TestDb::unmigrated(Backend::Postgres).await else {
         return;
     };
     let app = TestApp::spawn_with(&database, NO_POLLING).await;
@@ -134,5 +134,5 @@ async fn deliveries_relayed_by_another_process_wake_the_dispatcher_on_postgres()
     other.close().await;
     pool.close().await;
     app.stopper().stop().await;
-    database.drop().await;
+    drop(database);
 }

@@ -15,32 +15,70 @@ use kurir::store::Store;
 use kurir_core::retry::RetryPolicy;
 use tokio_util::sync::CancellationToken;
 
-/// Runs each named `async fn name(db: TestDb)` once on SQLite, PostgreSQL and MySQL/MariaDB,
-/// as `name::sqlite`, `name::postgres` and `name::mysql`.
+/// Runs each named `async fn name(fixture)` once per backend, as `name::sqlite`,
+/// `name::postgres` and `name::mysql`. The fixture is whatever the function takes, a [`TestDb`] or a
+/// [`crate::api::support::TestApp`] (see [`Fixture`]); `with runner;` first hands each backend
+/// to `runner(backend, body)` instead of [`run`]. A new backend is one more test here and one
+/// more [`Backend`].
 #[macro_export]
 macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {$(
+    (with $run:path; $($name:ident),* $(,)?) => {$(
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
-                super::$name($crate::support::TestDb::sqlite().await).await
+                $run($crate::support::Backend::Sqlite, super::$name).await
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
-                if let Some(db) = $crate::support::TestDb::postgres().await {
-                    super::$name(db).await
-                }
+                $run($crate::support::Backend::Postgres, super::$name).await
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn mysql() {
-                if let Some(db) = $crate::support::TestDb::mysql().await {
-                    super::$name(db).await
-                }
+                $run($crate::support::Backend::Mysql, super::$name).await
             }
         }
     )*};
+    ($($name:ident),* $(,)?) => {
+        $crate::on_both_backends!(with $crate::support::run; $($name),*);
+    };
+}
+
+/// What a test body runs against, set up on one backend and taken down after it.
+pub trait Fixture: Sized {
+    /// What must outlive the body (and is taken down after it).
+    type Guard;
+    /// Sets up on `backend`; `None` when that backend is not configured (a server outside CI).
+    fn open(backend: Backend) -> impl Future<Output = Option<(Self, Self::Guard)>>;
+    /// Takes down what `open` set up.
+    fn close(guard: Self::Guard) -> impl Future<Output = ()>;
+}
+
+impl Fixture for TestDb {
+    type Guard = ();
+
+    async fn open(backend: Backend) -> Option<(Self, ())> {
+        let db = Self::unmigrated(backend).await?;
+        db.store.migrate().await.expect("migrate");
+        Some((db, ()))
+    }
+
+    async fn close((): ()) {}
+}
+
+/// Runs `test` on a fresh fixture on `backend`, then takes the fixture down.
+pub async fn run<T, F, Fut>(backend: Backend, test: F)
+where
+    T: Fixture,
+    F: FnOnce(T) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let Some((fixture, guard)) = T::open(backend).await else {
+        return;
+    };
+    test(fixture).await;
+    T::close(guard).await;
 }
 
 /// Which database a test runs on.
@@ -51,12 +89,13 @@ pub enum Backend {
     Mysql,
 }
 
-/// A fresh, migrated database that is removed when the test ends.
+/// A fresh, migrated database that is removed when the test ends, and a temp dir (the SQLite
+/// file's, and a data dir for an app on either backend).
 pub struct TestDb {
     pub backend: Backend,
     pub url: String,
     pub store: Store,
-    _dir: Option<tempfile::TempDir>,
+    pub dir: tempfile::TempDir,
     /// The server's URL and the test database's name, to drop it with.
     pg_name: Option<(String, String)>,
 }
@@ -111,7 +150,7 @@ impl TestDb {
         Some(db)
     }
 
-    /// A fresh database on `backend` without kurir's tables (`None`: PostgreSQL not configured).
+    /// A fresh database on `backend` without kurir's tables (`None`: its server not configured).
     pub async fn unmigrated(backend: Backend) -> Option<Self> {
         match backend {
             Backend::Sqlite => Some(Self::sqlite_unmigrated().await),
@@ -141,7 +180,7 @@ impl TestDb {
             backend: Backend::Mysql,
             url,
             store,
-            _dir: None,
+            dir: tempfile::tempdir().expect("temp dir"),
             pg_name: Some((admin, name)),
         })
     }
@@ -154,7 +193,7 @@ impl TestDb {
             backend: Backend::Sqlite,
             url,
             store,
-            _dir: Some(dir),
+            dir,
             pg_name: None,
         }
     }
@@ -179,7 +218,7 @@ impl TestDb {
             backend: Backend::Postgres,
             url,
             store,
-            _dir: None,
+            dir: tempfile::tempdir().expect("temp dir"),
             pg_name: Some((admin, name)),
         })
     }

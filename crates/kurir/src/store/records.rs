@@ -1,0 +1,308 @@
+//! Reads of stored records for the API, the CLI and tests: endpoints, events, their deliveries
+//! and attempts, and the event and delivery listings (newest first, paged by a keyset on row
+//! ids). One statement per read and per dialect, side by side, decoded into the shared rows.
+//! Reads only; no locks.
+
+use super::rows::{AttemptRow, DeliveryListRow, DeliveryRow, EndpointRow, EventRow, ReplayRow, Ts};
+use super::sql::{query_as_on, Sql};
+use super::{
+    DeliveryListItem, DeliveryQuery, EventQuery, ReplayRecord, Result, Stats, StatusCount, Store,
+    StoredEvent,
+};
+use crate::delivery::{AttemptRecord, DeliveryRecord};
+use crate::endpoint::{Endpoint, EndpointId};
+
+const GET_ENDPOINT: Sql = Sql {
+    postgres: "SELECT id, url, description, event_types::text AS event_types, secret, \
+        previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
+        connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
+        retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
+        max_in_flight::int8 AS max_in_flight, created_at, updated_at \
+        FROM kurir_endpoints WHERE id = $1",
+    sqlite: "SELECT id, url, description, event_types, secret, previous_secrets, enabled, \
+        disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
+        retry_max_delay_ms, retry_max_attempts, max_in_flight, created_at, updated_at \
+        FROM kurir_endpoints WHERE id = ?1",
+    mysql: "SELECT CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
+        CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
+        CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
+        enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
+        request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
+        max_in_flight, created_at, updated_at \
+        FROM kurir_endpoints WHERE id = $1",
+};
+
+const LIST_ENDPOINTS: Sql = Sql {
+    postgres: "SELECT id, url, description, event_types::text AS event_types, secret, \
+        previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
+        connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
+        retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
+        max_in_flight::int8 AS max_in_flight, created_at, updated_at \
+        FROM kurir_endpoints WHERE enabled OR NOT $1 ORDER BY created_at, id",
+    sqlite: "SELECT id, url, description, event_types, secret, previous_secrets, enabled, \
+        disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
+        retry_max_delay_ms, retry_max_attempts, max_in_flight, created_at, updated_at \
+        FROM kurir_endpoints WHERE enabled OR NOT ?1 ORDER BY created_at, id",
+    mysql: "SELECT CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
+        CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
+        CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
+        enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
+        request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
+        max_in_flight, created_at, updated_at \
+        FROM kurir_endpoints WHERE enabled OR NOT $1 ORDER BY created_at, id",
+};
+
+const GET_EVENT: Sql = Sql {
+    postgres: "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
+        occurred_at, payload::text AS payload, created_at, dispatched_at, refused_reason \
+        FROM kurir_outbox WHERE event_id = $1",
+    sqlite: "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
+        occurred_at, payload, created_at, dispatched_at, refused_reason \
+        FROM kurir_outbox WHERE event_id = ?1",
+    mysql: "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, version, \
+        CAST(aggregate_type AS CHAR) AS aggregate_type, CAST(aggregate_id AS CHAR) AS aggregate_id, \
+        occurred_at, CAST(payload AS CHAR) AS payload, created_at, dispatched_at, \
+        CAST(refused_reason AS CHAR) AS refused_reason \
+        FROM kurir_outbox WHERE event_id = $1",
+};
+
+const LIST_EVENTS: Sql = Sql {
+    postgres: "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
+        occurred_at, payload::text AS payload, created_at, dispatched_at, refused_reason \
+        FROM kurir_outbox \
+        WHERE ($1::text IS NULL OR event_type = $1) AND ($2::text IS NULL OR aggregate_id = $2) \
+          AND ($3::timestamptz IS NULL OR created_at >= $3) \
+          AND ($4::timestamptz IS NULL OR created_at < $4) \
+          AND ($5::int8 IS NULL OR id < $5) \
+        ORDER BY id DESC LIMIT $6",
+    sqlite: "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
+        occurred_at, payload, created_at, dispatched_at, refused_reason \
+        FROM kurir_outbox \
+        WHERE (?1 IS NULL OR event_type = ?1) AND (?2 IS NULL OR aggregate_id = ?2) \
+          AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at < ?4) \
+          AND (?5 IS NULL OR id < ?5) \
+        ORDER BY id DESC LIMIT ?6",
+    mysql: "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, version, \
+        CAST(aggregate_type AS CHAR) AS aggregate_type, CAST(aggregate_id AS CHAR) AS aggregate_id, \
+        occurred_at, CAST(payload AS CHAR) AS payload, created_at, dispatched_at, \
+        CAST(refused_reason AS CHAR) AS refused_reason \
+        FROM kurir_outbox \
+        WHERE ($1 IS NULL OR event_type = $1) AND ($2 IS NULL OR aggregate_id = $2) \
+          AND ($3 IS NULL OR created_at >= $3) AND ($4 IS NULL OR created_at < $4) \
+          AND ($5 IS NULL OR id < $5) \
+        ORDER BY id DESC LIMIT $6",
+};
+
+const DELIVERIES_FOR_EVENT: Sql = Sql {
+    postgres: "SELECT id, event_id, endpoint_id, status, attempt_count, available_at, \
+        last_status_code, last_error, sent_at, created_at FROM kurir_deliveries \
+        WHERE outbox_id = (SELECT id FROM kurir_outbox WHERE event_id = $1) ORDER BY id",
+    sqlite: "SELECT id, event_id, endpoint_id, status, attempt_count, available_at, \
+        last_status_code, last_error, sent_at, created_at FROM kurir_deliveries \
+        WHERE event_id = ?1 ORDER BY id",
+    mysql:
+        "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(endpoint_id AS CHAR) AS endpoint_id, \
+        CAST(status AS CHAR) AS status, attempt_count, available_at, last_status_code, \
+        CAST(last_error AS CHAR) AS last_error, sent_at, created_at \
+        FROM kurir_deliveries \
+        WHERE outbox_id = (SELECT id FROM kurir_outbox WHERE event_id = $1) ORDER BY id",
+};
+
+const LIST_DELIVERIES: Sql = Sql {
+    postgres: "SELECT d.id, d.event_id, d.endpoint_id, d.status, d.attempt_count, \
+        d.available_at, d.last_status_code, d.last_error, d.sent_at, d.created_at, o.event_type \
+        FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
+        WHERE ($1::text IS NULL OR d.status = $1) AND ($2::text IS NULL OR d.endpoint_id = $2) \
+          AND ($3::text IS NULL OR o.event_type = $3) \
+          AND ($4::timestamptz IS NULL OR d.created_at >= $4) \
+          AND ($5::timestamptz IS NULL OR d.created_at < $5) \
+          AND ($6::int8 IS NULL OR d.id < $6) \
+        ORDER BY d.id DESC LIMIT $7",
+    sqlite: "SELECT d.id, d.event_id, d.endpoint_id, d.status, d.attempt_count, \
+        d.available_at, d.last_status_code, d.last_error, d.sent_at, d.created_at, o.event_type \
+        FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
+        WHERE (?1 IS NULL OR d.status = ?1) AND (?2 IS NULL OR d.endpoint_id = ?2) \
+          AND (?3 IS NULL OR o.event_type = ?3) \
+          AND (?4 IS NULL OR d.created_at >= ?4) AND (?5 IS NULL OR d.created_at < ?5) \
+          AND (?6 IS NULL OR d.id < ?6) \
+        ORDER BY d.id DESC LIMIT ?7",
+    mysql: "SELECT d.id, CAST(d.event_id AS CHAR) AS event_id, \
+        CAST(d.endpoint_id AS CHAR) AS endpoint_id, CAST(d.status AS CHAR) AS status, \
+        d.attempt_count, d.available_at, d.last_status_code, CAST(d.last_error AS CHAR) AS last_error, \
+        d.sent_at, d.created_at, CAST(o.event_type AS CHAR) AS event_type \
+        FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
+        WHERE ($1 IS NULL OR d.status = $1) AND ($2 IS NULL OR d.endpoint_id = $2) \
+          AND ($3 IS NULL OR o.event_type = $3) \
+          AND ($4 IS NULL OR d.created_at >= $4) AND ($5 IS NULL OR d.created_at < $5) \
+          AND ($6 IS NULL OR d.id < $6) \
+        ORDER BY d.id DESC LIMIT $7",
+};
+
+const ATTEMPTS_FOR_DELIVERY: Sql = Sql {
+    postgres: "SELECT delivery_id, attempt, trigger, started_at, duration_ms, status_code, \
+        error, response_body FROM kurir_attempts WHERE delivery_id = $1 ORDER BY id",
+    sqlite: "SELECT delivery_id, attempt, trigger, started_at, duration_ms, status_code, \
+        error, response_body FROM kurir_attempts WHERE delivery_id = ?1 ORDER BY id",
+    mysql: "SELECT delivery_id, attempt, CAST(`trigger` AS CHAR) AS `trigger`, \
+        started_at, duration_ms, status_code, CAST(error AS CHAR) AS error, \
+        CAST(response_body AS CHAR) AS response_body \
+        FROM kurir_attempts WHERE delivery_id = $1 ORDER BY id",
+};
+
+const LIST_REPLAYS: Sql = Sql {
+    postgres: "SELECT id, actor, reason, filter::text AS filter, count, created_at \
+        FROM kurir_replays WHERE ($1::int8 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
+    sqlite: "SELECT id, actor, reason, filter, count, created_at \
+        FROM kurir_replays WHERE (?1 IS NULL OR id < ?1) ORDER BY id DESC LIMIT ?2",
+    mysql: "SELECT id, CAST(actor AS CHAR) AS actor, CAST(reason AS CHAR) AS reason, \
+        CAST(filter AS CHAR) AS filter, count, created_at \
+        FROM kurir_replays WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
+};
+
+/// Total and not-yet-fanned-out events, and the oldest of the latter.
+const OUTBOX_COUNTS_SQL: &str = "SELECT (SELECT count(*) FROM kurir_outbox), count(*), \
+    min(created_at) FROM kurir_outbox WHERE dispatched_at IS NULL";
+const OUTBOX_COUNTS: Sql = Sql {
+    postgres: OUTBOX_COUNTS_SQL,
+    sqlite: OUTBOX_COUNTS_SQL,
+    mysql: OUTBOX_COUNTS_SQL,
+};
+
+/// Per status: how many deliveries, and the oldest one's creation.
+const DELIVERY_COUNTS_SQL: &str =
+    "SELECT status, count(*), min(created_at) FROM kurir_deliveries GROUP BY status";
+const DELIVERY_COUNTS: Sql = Sql {
+    postgres: DELIVERY_COUNTS_SQL,
+    sqlite: DELIVERY_COUNTS_SQL,
+    mysql: "SELECT CAST(status AS CHAR), count(*), min(created_at) FROM kurir_deliveries \
+        GROUP BY status",
+};
+
+const COUNT_BY_STATUS: &str =
+    "SELECT status, count(*) FROM kurir_deliveries GROUP BY status ORDER BY status";
+const COUNT_DELIVERIES_BY_STATUS: Sql = Sql {
+    postgres: COUNT_BY_STATUS,
+    sqlite: COUNT_BY_STATUS,
+    mysql: "SELECT CAST(status AS CHAR), count(*) FROM kurir_deliveries \
+        GROUP BY status ORDER BY status",
+};
+
+impl Store {
+    /// One endpoint, if it exists.
+    pub async fn get_endpoint(&self, id: &EndpointId) -> Result<Option<Endpoint>> {
+        let row: Option<EndpointRow> =
+            query_as_on!(self, GET_ENDPOINT, fetch_optional, id.as_str())?;
+        row.map(EndpointRow::into_endpoint).transpose()
+    }
+
+    /// Every endpoint, oldest first.
+    pub async fn list_endpoints(&self) -> Result<Vec<Endpoint>> {
+        self.endpoints(false).await
+    }
+
+    /// Every enabled endpoint, oldest first.
+    pub async fn enabled_endpoints(&self) -> Result<Vec<Endpoint>> {
+        self.endpoints(true).await
+    }
+
+    async fn endpoints(&self, enabled_only: bool) -> Result<Vec<Endpoint>> {
+        let rows: Vec<EndpointRow> = query_as_on!(self, LIST_ENDPOINTS, fetch_all, enabled_only)?;
+        rows.into_iter().map(EndpointRow::into_endpoint).collect()
+    }
+
+    /// One event by its id.
+    pub async fn get_event(&self, event_id: &str) -> Result<Option<StoredEvent>> {
+        let row: Option<EventRow> = query_as_on!(self, GET_EVENT, fetch_optional, event_id)?;
+        Ok(row.map(Into::into))
+    }
+
+    /// Events matching `query`, newest first.
+    pub async fn list_events(&self, q: &EventQuery) -> Result<Vec<StoredEvent>> {
+        let rows: Vec<EventRow> = query_as_on!(
+            self,
+            LIST_EVENTS,
+            fetch_all,
+            q.event_type.as_deref(),
+            q.aggregate_id.as_deref(),
+            q.since.map(Ts),
+            q.until.map(Ts),
+            q.before_id,
+            i64::from(q.limit),
+        )?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    /// The deliveries of one event, by endpoint creation order.
+    pub async fn deliveries_for_event(&self, event_id: &str) -> Result<Vec<DeliveryRecord>> {
+        let rows: Vec<DeliveryRow> = query_as_on!(self, DELIVERIES_FOR_EVENT, fetch_all, event_id)?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// Deliveries matching `query`, newest first.
+    pub async fn list_deliveries(&self, q: &DeliveryQuery) -> Result<Vec<DeliveryListItem>> {
+        let rows: Vec<DeliveryListRow> = query_as_on!(
+            self,
+            LIST_DELIVERIES,
+            fetch_all,
+            q.status.map(|s| s.as_str()),
+            q.endpoint_id.as_deref(),
+            q.event_type.as_deref(),
+            q.since.map(Ts),
+            q.until.map(Ts),
+            q.before_id,
+            i64::from(q.limit),
+        )?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// The attempts of one delivery, in the order they were recorded (a replay restarts the
+    /// attempt numbers, so they are not unique).
+    pub async fn attempts_for_delivery(&self, delivery_id: i64) -> Result<Vec<AttemptRecord>> {
+        let rows: Vec<AttemptRow> =
+            query_as_on!(self, ATTEMPTS_FOR_DELIVERY, fetch_all, delivery_id)?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
+    /// Number of deliveries per status.
+    pub async fn count_deliveries_by_status(&self) -> Result<Vec<(String, i64)>> {
+        Ok(query_as_on!(self, COUNT_DELIVERIES_BY_STATUS, fetch_all)?)
+    }
+
+    /// The replay audit, newest first.
+    pub async fn list_replays(
+        &self,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<ReplayRecord>> {
+        let rows: Vec<ReplayRow> =
+            query_as_on!(self, LIST_REPLAYS, fetch_all, before_id, i64::from(limit))?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// Outbox and delivery counts: two reads, not one snapshot.
+    pub async fn stats(&self) -> Result<Stats> {
+        let (events_total, events_undispatched, oldest): (i64, i64, Option<Ts>) =
+            query_as_on!(self, OUTBOX_COUNTS, fetch_one)?;
+        let deliveries: Vec<(String, i64, Option<Ts>)> =
+            query_as_on!(self, DELIVERY_COUNTS, fetch_all)?;
+        Ok(Stats {
+            events_total,
+            events_undispatched,
+            oldest_undispatched_at: oldest.map(Into::into),
+            deliveries: status_counts(deliveries),
+        })
+    }
+}
+
+/// Turns `(status, count, oldest)` rows into [`StatusCount`]s, skipping unknown statuses.
+fn status_counts(rows: Vec<(String, i64, Option<Ts>)>) -> Vec<StatusCount> {
+    rows.into_iter()
+        .filter_map(|(status, count, oldest)| {
+            Some(StatusCount {
+                status: status.parse().ok()?,
+                count,
+                oldest_created_at: oldest.map(Into::into),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,333 @@
+//! The row types every dialect decodes into, one struct per kind of row (`sqlx::FromRow`).
+//!
+//! What differs between dialects is absorbed here, so the structs serve them all: [`Ts`] reads a
+//! timestamp however the dialect keeps it, and integer columns are read as `i32` where the
+//! PostgreSQL column is `int4` (SQLite's and MySQL's integers decode into any width), `i64`
+//! where the SQL selects them as `int8`. MySQL's text columns are binary-collated, which sqlx
+//! will not decode into a `String`: its statements select them through `CAST(… AS CHAR)`. A new dialect implements `sqlx::Type` and `sqlx::Decode` for [`Ts`]
+//! and reuses every row below.
+
+use chrono::{DateTime, Utc};
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::{Decode, Encode, MySql, Postgres, Sqlite, Type};
+
+use super::{parse_sqlite_ts, sqlite_ts, Result, StoreError, StoredEvent};
+use crate::delivery::{AttemptRecord, DeliveryRecord, Trigger};
+
+/// A stored timestamp: PostgreSQL's `timestamptz`; SQLite's text in kurir's fixed-width form
+/// (or, read, any form [`parse_sqlite_ts`] takes, for rows written by hand); MySQL's
+/// `DATETIME(3)` in UTC. Bound as a
+/// parameter it is written the same way, so one bind serves every dialect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Ts(pub DateTime<Utc>);
+
+impl From<Ts> for DateTime<Utc> {
+    fn from(ts: Ts) -> Self {
+        ts.0
+    }
+}
+
+impl Type<Postgres> for Ts {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        <DateTime<Utc> as Type<Postgres>>::type_info()
+    }
+    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+        <DateTime<Utc> as Type<Postgres>>::compatible(ty)
+    }
+}
+
+impl<'r> Decode<'r, Postgres> for Ts {
+    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        <DateTime<Utc> as Decode<Postgres>>::decode(value).map(Ts)
+    }
+}
+
+impl Type<Sqlite> for Ts {
+    fn type_info() -> sqlx::sqlite::SqliteTypeInfo {
+        <String as Type<Sqlite>>::type_info()
+    }
+    fn compatible(ty: &sqlx::sqlite::SqliteTypeInfo) -> bool {
+        <String as Type<Sqlite>>::compatible(ty)
+    }
+}
+
+impl<'r> Decode<'r, Sqlite> for Ts {
+    fn decode(value: sqlx::sqlite::SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
+        let raw = <&str as Decode<Sqlite>>::decode(value)?;
+        parse_sqlite_ts(raw)
+            .map(Ts)
+            .ok_or_else(|| format!("'{raw}' is not a timestamp").into())
+    }
+}
+
+impl<'q> Encode<'q, Postgres> for Ts {
+    fn encode_by_ref(
+        &self,
+        buf: &mut sqlx::postgres::PgArgumentBuffer,
+    ) -> Result<IsNull, BoxDynError> {
+        <DateTime<Utc> as Encode<Postgres>>::encode_by_ref(&self.0, buf)
+    }
+}
+
+impl<'q> Encode<'q, Sqlite> for Ts {
+    fn encode_by_ref(
+        &self,
+        buf: &mut Vec<sqlx::sqlite::SqliteArgumentValue<'q>>,
+    ) -> Result<IsNull, BoxDynError> {
+        <String as Encode<Sqlite>>::encode(sqlite_ts(self.0), buf)
+    }
+}
+
+/// MySQL's `DATETIME`, UTC in kurir's sessions (time zone `+00:00`).
+impl Type<MySql> for Ts {
+    fn type_info() -> sqlx::mysql::MySqlTypeInfo {
+        <chrono::NaiveDateTime as Type<MySql>>::type_info()
+    }
+    fn compatible(ty: &sqlx::mysql::MySqlTypeInfo) -> bool {
+        <DateTime<Utc> as Type<MySql>>::compatible(ty)
+    }
+}
+
+impl<'r> Decode<'r, MySql> for Ts {
+    fn decode(value: sqlx::mysql::MySqlValueRef<'r>) -> Result<Self, BoxDynError> {
+        <DateTime<Utc> as Decode<MySql>>::decode(value).map(Ts)
+    }
+}
+
+/// Bound as a `DATETIME`: sqlx sends a `DateTime<Utc>` as a `TIMESTAMP`, whose range ends in
+/// 2038.
+impl<'q> Encode<'q, MySql> for Ts {
+    fn encode_by_ref(&self, buf: &mut Vec<u8>) -> Result<IsNull, BoxDynError> {
+        <chrono::NaiveDateTime as Encode<MySql>>::encode_by_ref(&self.0.naive_utc(), buf)
+    }
+}
+
+fn u32_of(v: i32) -> u32 {
+    u32::try_from(v).unwrap_or(0)
+}
+
+fn corrupt(table: &'static str, message: String) -> StoreError {
+    StoreError::Corrupt { table, message }
+}
+
+/// An endpoint row before its JSON columns are decoded (see `EndpointRow::into_endpoint`).
+#[derive(sqlx::FromRow)]
+pub(crate) struct EndpointRow {
+    pub id: String,
+    pub url: String,
+    pub description: String,
+    pub event_types: String,
+    pub secret: String,
+    pub previous_secrets: String,
+    pub enabled: bool,
+    pub disabled_reason: Option<String>,
+    pub connect_timeout_ms: Option<i64>,
+    pub request_timeout_ms: Option<i64>,
+    pub retry_initial_delay_ms: Option<i64>,
+    pub retry_max_delay_ms: Option<i64>,
+    pub retry_max_attempts: Option<i64>,
+    pub max_in_flight: i64,
+    pub created_at: Ts,
+    pub updated_at: Ts,
+}
+
+impl EndpointRow {
+    pub(crate) fn into_endpoint(self) -> Result<crate::endpoint::Endpoint> {
+        let corrupt = |m: String| StoreError::Corrupt {
+            table: "kurir_endpoints",
+            message: m,
+        };
+        let event_types = serde_json::from_str(&self.event_types)
+            .map_err(|e| corrupt(format!("event_types of {}: {e}", self.id)))?;
+        let previous_secrets = serde_json::from_str(&self.previous_secrets)
+            .map_err(|e| corrupt(format!("previous_secrets of {}: {e}", self.id)))?;
+        let secret = kurir_core::secret::Secret::parse(&self.secret)
+            .map_err(|e| corrupt(format!("secret of {}: {e}", self.id)))?;
+        let u32_of = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
+        Ok(crate::endpoint::Endpoint {
+            id: crate::endpoint::EndpointId::from_stored(self.id),
+            url: self.url,
+            description: self.description,
+            event_types,
+            secret,
+            previous_secrets,
+            enabled: self.enabled,
+            disabled_reason: self.disabled_reason,
+            overrides: crate::endpoint::Overrides {
+                connect_timeout_ms: u32_of(self.connect_timeout_ms),
+                request_timeout_ms: u32_of(self.request_timeout_ms),
+                retry_initial_delay_ms: self.retry_initial_delay_ms.and_then(|v| v.try_into().ok()),
+                retry_max_delay_ms: self.retry_max_delay_ms.and_then(|v| v.try_into().ok()),
+                retry_max_attempts: u32_of(self.retry_max_attempts),
+            },
+            max_in_flight: u32_of(Some(self.max_in_flight)).unwrap_or(1).max(1),
+            created_at: self.created_at.0,
+            updated_at: self.updated_at.0,
+        })
+    }
+}
+
+/// A delivery row, as [`DeliveryRecord`] shows it.
+#[derive(sqlx::FromRow)]
+pub(crate) struct DeliveryRow {
+    id: i64,
+    event_id: String,
+    endpoint_id: String,
+    status: String,
+    attempt_count: i32,
+    available_at: Ts,
+    last_status_code: Option<i32>,
+    last_error: Option<String>,
+    sent_at: Option<Ts>,
+    created_at: Ts,
+}
+
+impl TryFrom<DeliveryRow> for DeliveryRecord {
+    type Error = StoreError;
+
+    fn try_from(r: DeliveryRow) -> Result<Self> {
+        Ok(DeliveryRecord {
+            id: r.id,
+            event_id: r.event_id,
+            endpoint_id: r.endpoint_id,
+            status: r
+                .status
+                .parse()
+                .map_err(|e: crate::delivery::UnknownStatus| {
+                    corrupt("kurir_deliveries", e.to_string())
+                })?,
+            attempt_count: u32_of(r.attempt_count),
+            available_at: r.available_at.0,
+            last_status_code: r.last_status_code.map(|c| c as u16),
+            last_error: r.last_error,
+            sent_at: r.sent_at.map(Into::into),
+            created_at: r.created_at.0,
+        })
+    }
+}
+
+/// An attempt row.
+#[derive(sqlx::FromRow)]
+pub(crate) struct AttemptRow {
+    delivery_id: i64,
+    attempt: i32,
+    trigger: String,
+    started_at: Ts,
+    duration_ms: i64,
+    status_code: Option<i32>,
+    error: Option<String>,
+    response_body: Option<String>,
+}
+
+impl From<AttemptRow> for AttemptRecord {
+    fn from(r: AttemptRow) -> Self {
+        AttemptRecord {
+            delivery_id: r.delivery_id,
+            attempt: u32_of(r.attempt),
+            trigger: Trigger::from_db(&r.trigger),
+            started_at: r.started_at.0,
+            duration_ms: r.duration_ms,
+            status_code: r.status_code.map(|c| c as u16),
+            error: r.error,
+            response_body: r.response_body,
+        }
+    }
+}
+
+/// An outbox row, whole (the payload as text).
+#[derive(sqlx::FromRow)]
+pub(crate) struct EventRow {
+    id: i64,
+    event_id: String,
+    event_type: String,
+    version: i32,
+    aggregate_type: Option<String>,
+    aggregate_id: Option<String>,
+    occurred_at: Ts,
+    payload: String,
+    created_at: Ts,
+    dispatched_at: Option<Ts>,
+    refused_reason: Option<String>,
+}
+
+impl From<EventRow> for StoredEvent {
+    fn from(r: EventRow) -> Self {
+        StoredEvent {
+            id: r.id,
+            event_id: r.event_id,
+            event_type: r.event_type,
+            version: r.version,
+            aggregate_type: r.aggregate_type,
+            aggregate_id: r.aggregate_id,
+            occurred_at: r.occurred_at.0,
+            payload: r.payload,
+            created_at: r.created_at.0,
+            dispatched_at: r.dispatched_at.map(Into::into),
+            refused_reason: r.refused_reason,
+        }
+    }
+}
+
+/// A delivery in a listing, with its event's type.
+#[derive(sqlx::FromRow)]
+pub(crate) struct DeliveryListRow {
+    #[sqlx(flatten)]
+    delivery: DeliveryRow,
+    event_type: String,
+}
+
+impl TryFrom<DeliveryListRow> for super::DeliveryListItem {
+    type Error = StoreError;
+
+    fn try_from(r: DeliveryListRow) -> Result<Self> {
+        Ok(Self {
+            delivery: r.delivery.try_into()?,
+            event_type: r.event_type,
+        })
+    }
+}
+
+/// What the relay reads of an undispatched outbox row.
+#[derive(sqlx::FromRow)]
+pub(crate) struct OutboxHead {
+    pub id: i64,
+    pub event_id: String,
+    pub event_type: String,
+    pub created_at: Ts,
+}
+
+/// What the relay reads of an enabled endpoint.
+#[derive(sqlx::FromRow)]
+pub(crate) struct FanOutRow {
+    pub id: String,
+    pub event_types: String,
+    pub created_at: Ts,
+}
+
+/// A replay's audit row.
+#[derive(sqlx::FromRow)]
+pub(crate) struct ReplayRow {
+    id: i64,
+    actor: String,
+    reason: String,
+    filter: String,
+    count: i64,
+    created_at: Ts,
+}
+
+impl TryFrom<ReplayRow> for super::ReplayRecord {
+    type Error = StoreError;
+
+    fn try_from(r: ReplayRow) -> Result<Self> {
+        Ok(Self {
+            id: r.id,
+            actor: r.actor,
+            reason: r.reason,
+            filter: serde_json::from_str(&r.filter)
+                .map_err(|e| corrupt("kurir_replays", format!("filter: {e}")))?,
+            count: r.count,
+            created_at: r.created_at.0,
+        })
+    }
+}
