@@ -59,7 +59,7 @@ pub use admin::{
 };
 pub use backlog::Backlog;
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
-pub(crate) use claims::{OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
+pub(crate) use claims::{Leased, OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
 pub(crate) use endpoint_changes::{endpoint_changes, rotated_secrets, ColumnValue};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use mysql::MySqlStore;

@@ -43,10 +43,14 @@ pub(crate) fn positional(sql: &str) -> (String, Vec<usize>) {
     (text, order)
 }
 
+/// Adds one bind's value to a MySQL statement's arguments.
+pub(crate) type MysqlBind<'a> =
+    &'a dyn Fn(&mut sqlx::mysql::MySqlArguments) -> Result<(), sqlx::error::BoxDynError>;
+
 /// The arguments of a MySQL statement from [`positional`]'s order: `binds[i]` adds bind `i`.
 pub(crate) fn mysql_arguments(
     order: &[usize],
-    binds: &[&dyn Fn(&mut sqlx::mysql::MySqlArguments) -> Result<(), sqlx::error::BoxDynError>],
+    binds: &[MysqlBind<'_>],
 ) -> Result<sqlx::mysql::MySqlArguments, sqlx::Error> {
     let mut args = sqlx::mysql::MySqlArguments::default();
     for &i in order {

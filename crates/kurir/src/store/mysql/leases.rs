@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::{bind_all, in_list, MySqlStore};
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::{
-    Claim, EndpointSlot, Orphan, OrphanReason, Requeued, Result, StoreError, LEASE_EXPIRED,
+    Claim, EndpointSlot, Leased, Orphan, OrphanReason, Requeued, Result, LEASE_EXPIRED,
     LEASE_RELEASED,
 };
 
@@ -61,15 +61,6 @@ const REQUEUE_SQL: &str = "UPDATE kurir_deliveries AS d \
          d.last_error = CASE WHEN d.attempt_count >= COALESCE(e.retry_max_attempts, p.max_attempts) \
              THEN CONCAT(p.error, '; no attempts left') ELSE p.error END, \
          d.lease_expires_at = NULL, d.updated_at = UTC_TIMESTAMP(3) WHERE ";
-
-/// A row leased by a claim, before its event is read.
-struct Leased<'a> {
-    delivery_id: i64,
-    outbox_id: i64,
-    attempt: u32,
-    trigger: Trigger,
-    slot: &'a EndpointSlot,
-}
 
 impl MySqlStore {
     /// One transaction: per endpoint slot, locks its oldest due rows whose event exists and
@@ -116,7 +107,7 @@ impl MySqlStore {
         Ok(Claim {
             deliveries: leased
                 .into_iter()
-                .map(|l| claimed(l, &events, sent_at))
+                .map(|l| l.claimed(&events, sent_at))
                 .collect::<Result<_>>()?,
             orphans,
         })
@@ -382,33 +373,6 @@ async fn events_of(
             ))
         })
         .collect()
-}
-
-fn claimed(
-    l: Leased<'_>,
-    events: &HashMap<i64, EventSnapshot>,
-    sent_at: Instant,
-) -> Result<ClaimedDelivery> {
-    // Several deliveries of one event can be claimed together: each gets a copy. The claim
-    // took only rows whose event exists, in this same transaction.
-    let event = events
-        .get(&l.outbox_id)
-        .cloned()
-        .ok_or_else(|| StoreError::Corrupt {
-            table: "kurir_deliveries",
-            message: format!(
-                "delivery {} points at missing outbox row {}",
-                l.delivery_id, l.outbox_id
-            ),
-        })?;
-    Ok(ClaimedDelivery {
-        delivery_id: l.delivery_id,
-        attempt: l.attempt,
-        trigger: l.trigger,
-        event,
-        endpoint: l.slot.endpoint.clone(),
-        lease_deadline: sent_at + l.slot.lease,
-    })
 }
 
 fn orphan(r: &MySqlRow, reason: OrphanReason) -> Result<Orphan> {
