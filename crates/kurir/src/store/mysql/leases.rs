@@ -20,10 +20,12 @@ use crate::store::{
     LEASE_RELEASED,
 };
 
-/// One endpoint's oldest due rows whose event exists, locked. `due_at` is the generated column
-/// that holds `available_at` only while a row is due (migration 0001), so the index range
-/// reads due rows alone.
-const DUE_SQL: &str = "SELECT d.id, d.available_at FROM kurir_deliveries AS d \
+/// One endpoint's oldest due rows whose event exists, locked, with what the lease leaves as it
+/// was and the attempt count it increments (so nothing is read again). `due_at` is the
+/// generated column that holds `available_at` only while a row is due (migration 0001), so the
+/// index range reads due rows alone.
+const DUE_SQL: &str = "SELECT d.id, d.outbox_id, d.attempt_count, \
+         CAST(d.`trigger` AS CHAR) AS `trigger`, d.available_at FROM kurir_deliveries AS d \
      WHERE d.endpoint_id = ? AND d.due_at <= UTC_TIMESTAMP(3) \
        AND EXISTS (SELECT 1 FROM kurir_outbox AS o WHERE o.id = d.outbox_id) \
      ORDER BY d.due_at LIMIT ? FOR UPDATE SKIP LOCKED";
@@ -261,10 +263,20 @@ async fn lease_slot<'a>(
         return Ok((Vec::new(), None));
     }
     let mut ids = Vec::with_capacity(due.len());
+    let mut leased = Vec::with_capacity(due.len());
     let mut last = None;
     for r in &due {
-        ids.push(r.try_get::<i64, _>("id")?);
+        let delivery_id: i64 = r.try_get("id")?;
+        ids.push(delivery_id);
         last = last.max(Some(r.try_get::<DateTime<Utc>, _>("available_at")?));
+        leased.push(Leased {
+            delivery_id,
+            outbox_id: r.try_get("outbox_id")?,
+            // The lease below adds one to the count this row, locked since, was read with.
+            attempt: u32::try_from(r.try_get::<i32, _>("attempt_count")? + 1).unwrap_or(0),
+            trigger: Trigger::from_db(r.try_get("trigger")?),
+            slot,
+        });
     }
     let lease_us = i64::try_from(slot.lease.as_micros()).unwrap_or(i64::MAX);
     let sql = format!(
@@ -276,26 +288,6 @@ async fn lease_slot<'a>(
     bind_all(sqlx::query(&sql).bind(owner).bind(lease_us), &ids)
         .execute(&mut **tx)
         .await?;
-    let sql = format!(
-        "SELECT id, outbox_id, attempt_count, CAST(`trigger` AS CHAR) AS `trigger` \
-         FROM kurir_deliveries WHERE {} ORDER BY available_at, id",
-        in_list("id", ids.len())
-    );
-    let rows = bind_all(sqlx::query(&sql), &ids)
-        .fetch_all(&mut **tx)
-        .await?;
-    let leased = rows
-        .iter()
-        .map(|r| {
-            Ok(Leased {
-                delivery_id: r.try_get("id")?,
-                outbox_id: r.try_get("outbox_id")?,
-                attempt: u32::try_from(r.try_get::<i32, _>("attempt_count")?).unwrap_or(0),
-                trigger: Trigger::from_db(r.try_get("trigger")?),
-                slot,
-            })
-        })
-        .collect::<Result<_>>()?;
     Ok((leased, last))
 }
 
