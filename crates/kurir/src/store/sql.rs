@@ -47,7 +47,9 @@ pub(crate) fn positional(sql: &str) -> (String, Vec<usize>) {
 pub(crate) type MysqlBind<'a> =
     &'a dyn Fn(&mut sqlx::mysql::MySqlArguments) -> Result<(), sqlx::error::BoxDynError>;
 
-/// The arguments of a MySQL statement from [`positional`]'s order: `binds[i]` adds bind `i`.
+/// The arguments of a MySQL statement from [`positional`]'s order: `binds[i]` adds bind `i`
+/// (as many times as the statement uses it; each bind borrows its value, so a value used twice
+/// is never moved).
 pub(crate) fn mysql_arguments(
     order: &[usize],
     binds: &[MysqlBind<'_>],
@@ -77,7 +79,7 @@ macro_rules! query_as_on {
                 async {
                     let (text, order) = $crate::store::sql::positional($sql.mysql);
                     let args = $crate::store::sql::mysql_arguments(&order, &[
-                        $(&|a: &mut sqlx::mysql::MySqlArguments| sqlx::Arguments::add(a, $bind)),*
+                        $(&|a: &mut sqlx::mysql::MySqlArguments| sqlx::Arguments::add(a, &$bind)),*
                     ])?;
                     sqlx::query_as_with(&text, args).$fetch(s.pool()).await
                 }
@@ -105,7 +107,7 @@ macro_rules! execute_on {
                 async {
                     let (text, order) = $crate::store::sql::positional($sql.mysql);
                     let args = $crate::store::sql::mysql_arguments(&order, &[
-                        $(&|a: &mut sqlx::mysql::MySqlArguments| sqlx::Arguments::add(a, $bind)),*
+                        $(&|a: &mut sqlx::mysql::MySqlArguments| sqlx::Arguments::add(a, &$bind)),*
                     ])?;
                     sqlx::query_with(&text, args).execute(s.pool()).await
                         .map(|done| done.rows_affected())
