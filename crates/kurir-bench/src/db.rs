@@ -400,26 +400,7 @@ impl AppPool {
                     });
                 }
             }
-            Self::Mysql(pool) => {
-                for t in tables {
-                    // InnoDB's own estimates, refreshed by ANALYZE TABLE.
-                    let (heap, indexes, rows): (i64, i64, i64) = sqlx::query_as(
-                        "SELECT CAST(data_length AS SIGNED), CAST(index_length AS SIGNED), \
-                             CAST(table_rows AS SIGNED) FROM information_schema.tables \
-                         WHERE table_schema = DATABASE() AND table_name = ?",
-                    )
-                    .bind(t)
-                    .fetch_one(pool)
-                    .await?;
-                    sizes.push(TableSize {
-                        table: t,
-                        table_bytes: heap,
-                        index_bytes: indexes,
-                        live_rows: Some(rows),
-                        dead_rows: None,
-                    });
-                }
-            }
+            Self::Mysql(pool) => sizes = mysql_table_sizes(pool, &tables).await?,
         }
         Ok(sizes)
     }
@@ -555,4 +536,30 @@ async fn preload_mysql(
         .execute(pool)
         .await?;
     Ok(())
+}
+
+/// [`AppPool::table_sizes`] on MySQL: InnoDB's own estimates, refreshed by ANALYZE TABLE.
+async fn mysql_table_sizes(
+    pool: &MySqlPool,
+    tables: &[&'static str],
+) -> anyhow::Result<Vec<TableSize>> {
+    let mut sizes = Vec::new();
+    for &t in tables {
+        let (heap, indexes, rows): (i64, i64, i64) = sqlx::query_as(
+            "SELECT CAST(data_length AS SIGNED), CAST(index_length AS SIGNED), \
+                 CAST(table_rows AS SIGNED) FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name = ?",
+        )
+        .bind(t)
+        .fetch_one(pool)
+        .await?;
+        sizes.push(TableSize {
+            table: t,
+            table_bytes: heap,
+            index_bytes: indexes,
+            live_rows: Some(rows),
+            dead_rows: None,
+        });
+    }
+    Ok(sizes)
 }
