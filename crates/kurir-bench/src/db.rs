@@ -1,21 +1,20 @@
-//! The database under test: a fresh PostgreSQL database (created on the server given, dropped
-//! afterwards) or a fresh SQLite file per scenario, plus what the benchmark does to it as the
+//! The database under test: a fresh PostgreSQL or MySQL/MariaDB database (created on the server
+//! given, dropped afterwards) or a fresh SQLite file per scenario, plus what the benchmark does to it as the
 //! "application": enqueue events, preload a backlog, measure table sizes.
-
-use std::path::{Path, PathBuf};
-use std::str::FromStr;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use anyhow::Context;
 use kurir::outbox::{self, NewEvent};
 use kurir_core::event::EventId;
 use serde::Serialize;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Connection, PgPool, SqlitePool};
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::SqlitePoolOptions;
+use sqlx::{MySqlPool, PgPool, SqlitePool};
 
 use crate::sink::event_id;
+
+mod database;
+pub use database::Database;
 
 /// The payload of every benchmark event: a small order, about the size of a real one.
 pub const PAYLOAD: &str = r#"{"order_id":"98765","customer_id":"c-1203","total":250000,"currency":"IDR","status":"paid","items":[{"sku":"KOPI-250","qty":2,"price":85000},{"sku":"TEH-100","qty":1,"price":80000}]}"#;
@@ -31,136 +30,18 @@ pub enum Backend {
     Postgres,
     /// SQLite.
     Sqlite,
+    /// MySQL or MariaDB.
+    Mysql,
 }
 
 impl Backend {
-    /// `postgres` or `sqlite`.
+    /// `postgres`, `sqlite` or `mysql`.
     pub fn name(self) -> &'static str {
         match self {
             Self::Postgres => "postgres",
             Self::Sqlite => "sqlite",
+            Self::Mysql => "mysql",
         }
-    }
-}
-
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// A fresh database for one scenario.
-pub struct Database {
-    /// Its backend.
-    pub backend: Backend,
-    /// Its URL, for kurir.
-    pub url: String,
-    server_url: String,
-    name: String,
-}
-
-impl Database {
-    /// Creates an empty database: on PostgreSQL a new database on the server at `server_url`,
-    /// on SQLite a new file in `dir`.
-    pub async fn create(backend: Backend, server_url: &str, dir: &Path) -> anyhow::Result<Self> {
-        let name = format!(
-            "kurir_bench_{}_{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
-        let url = match backend {
-            Backend::Postgres => {
-                let mut admin = sqlx::PgConnection::connect(server_url)
-                    .await
-                    .with_context(|| "cannot connect to PostgreSQL (see --database-url)")?;
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&mut admin)
-                    .await?;
-                admin.close().await?;
-                let mut url = url::Url::parse(server_url)?;
-                url.set_path(&format!("/{name}"));
-                url.to_string()
-            }
-            Backend::Sqlite => {
-                let path: PathBuf = dir.join(format!("{name}.db"));
-                format!("sqlite://{}", path.display())
-            }
-        };
-        Ok(Self {
-            backend,
-            url,
-            server_url: server_url.to_owned(),
-            name,
-        })
-    }
-
-    /// Removes the database (PostgreSQL: `DROP DATABASE … WITH (FORCE)`; SQLite: the files).
-    pub async fn remove(self) -> anyhow::Result<()> {
-        match self.backend {
-            Backend::Postgres => {
-                let mut admin = sqlx::PgConnection::connect(&self.server_url).await?;
-                sqlx::query(&format!(
-                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                    self.name
-                ))
-                .execute(&mut admin)
-                .await?;
-                admin.close().await?;
-            }
-            Backend::Sqlite => {
-                let path = self.url.trim_start_matches("sqlite://");
-                for suffix in ["", "-wal", "-shm"] {
-                    let _ = std::fs::remove_file(format!("{path}{suffix}"));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Transactions committed or rolled back in this database so far, as the server counts
-    /// them (`pg_stat_database`, read from another database so the reading is not counted;
-    /// each backend reports at most about a second late). `None` on SQLite.
-    pub async fn transactions(&self) -> anyhow::Result<Option<i64>> {
-        if self.backend == Backend::Sqlite {
-            return Ok(None);
-        }
-        let mut admin = sqlx::PgConnection::connect(&self.server_url).await?;
-        let n: i64 = sqlx::query_scalar(
-            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1",
-        )
-        .bind(&self.name)
-        .fetch_one(&mut admin)
-        .await?;
-        admin.close().await?;
-        Ok(Some(n))
-    }
-
-    /// kurir's store on this database, migrated (kurir's and the receiver's tables).
-    pub async fn store(&self) -> anyhow::Result<kurir::store::Store> {
-        let store = kurir::store::Store::connect(&self.url).await?;
-        store.migrate().await?;
-        Ok(store)
-    }
-
-    /// A connection pool of `size` for the benchmark acting as the application.
-    pub async fn app_pool(&self, size: u32) -> anyhow::Result<AppPool> {
-        Ok(match self.backend {
-            Backend::Postgres => AppPool::Postgres(
-                PgPoolOptions::new()
-                    .max_connections(size)
-                    .min_connections(size)
-                    .connect_with(PgConnectOptions::from_str(&self.url)?)
-                    .await?,
-            ),
-            Backend::Sqlite => AppPool::Sqlite(
-                SqlitePoolOptions::new()
-                    .max_connections(size)
-                    .connect_with(
-                        SqliteConnectOptions::from_str(&self.url)?
-                            .create_if_missing(true)
-                            .journal_mode(SqliteJournalMode::Wal)
-                            .synchronous(SqliteSynchronous::Full)
-                            .busy_timeout(Duration::from_secs(30)),
-                    )
-                    .await?,
-            ),
-        })
     }
 }
 
@@ -171,6 +52,8 @@ pub enum AppPool {
     Postgres(PgPool),
     /// SQLite.
     Sqlite(SqlitePool),
+    /// MySQL or MariaDB.
+    Mysql(MySqlPool),
 }
 
 fn new_event(n: u64) -> anyhow::Result<NewEvent> {
@@ -192,6 +75,13 @@ impl AppPool {
                 tx.commit().await?;
             }
             Self::Sqlite(pool) => {
+                let mut tx = pool.begin().await?;
+                for n in ids {
+                    outbox::enqueue(&mut tx, new_event(n)?).await?;
+                }
+                tx.commit().await?;
+            }
+            Self::Mysql(pool) => {
                 let mut tx = pool.begin().await?;
                 for n in ids {
                     outbox::enqueue(&mut tx, new_event(n)?).await?;
@@ -224,6 +114,18 @@ impl AppPool {
                 sqlx::query(
                     "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
                      VALUES (?1, ?2, 'order', ?3, ?4)",
+                )
+                .bind(&id)
+                .bind(EVENT_TYPE)
+                .bind(&aggregate)
+                .bind(PAYLOAD)
+                .execute(pool)
+                .await?;
+            }
+            Self::Mysql(pool) => {
+                sqlx::query(
+                    "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
+                     VALUES (?, ?, 'order', ?, ?)",
                 )
                 .bind(&id)
                 .bind(EVENT_TYPE)
@@ -295,6 +197,7 @@ impl AppPool {
                 .await?;
                 sqlx::query("ANALYZE").execute(pool).await?;
             }
+            Self::Mysql(pool) => preload_mysql(pool, base, count, endpoint_id).await?,
         }
         Ok(())
     }
@@ -346,6 +249,7 @@ impl AppPool {
                     });
                 }
             }
+            Self::Mysql(pool) => sizes = mysql_table_sizes(pool, &tables).await?,
         }
         Ok(sizes)
     }
@@ -356,6 +260,7 @@ impl AppPool {
         Ok(match self {
             Self::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
             Self::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
+            Self::Mysql(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
         })
     }
 
@@ -374,6 +279,16 @@ impl AppPool {
                     .await?;
                 format!("SQLite {v}")
             }
+            Self::Mysql(pool) => {
+                let v: String = sqlx::query_scalar("SELECT VERSION()")
+                    .fetch_one(pool)
+                    .await?;
+                if v.contains("MariaDB") {
+                    format!("MariaDB {v}")
+                } else {
+                    format!("MySQL {v}")
+                }
+            }
         })
     }
 
@@ -382,6 +297,7 @@ impl AppPool {
         match self {
             Self::Postgres(pool) => pool.close().await,
             Self::Sqlite(pool) => pool.close().await,
+            Self::Mysql(pool) => pool.close().await,
         }
     }
 }
@@ -417,8 +333,82 @@ pub async fn server_version(backend: Backend, server_url: &str) -> anyhow::Resul
                 .connect("sqlite::memory:")
                 .await?,
         ),
+        Backend::Mysql => AppPool::Mysql(
+            MySqlPoolOptions::new()
+                .max_connections(1)
+                .connect(server_url)
+                .await
+                .context("cannot connect to MySQL (see --mysql-url)")?,
+        ),
     };
     let v = pool.version().await;
     pool.close().await;
     v
+}
+
+/// MySQL's bulk backlog: the numbers `0..count` from a cross join of digits (MySQL stops a
+/// recursive CTE at 1,000 rows unless told otherwise, a setting MariaDB does not have).
+async fn preload_mysql(
+    pool: &MySqlPool,
+    base: u64,
+    count: u64,
+    endpoint_id: &str,
+) -> anyhow::Result<()> {
+    let digits = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
+        UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
+        UNION ALL SELECT 8 UNION ALL SELECT 9)";
+    let numbers = format!(
+        "SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * g.d \
+             + 1000000 * h.d AS n \
+         FROM {digits} a, {digits} b, {digits} c, {digits} e, {digits} f, {digits} g, {digits} h"
+    );
+    sqlx::query(&format!(
+        "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload, dispatched_at) \
+         SELECT CONCAT('ev-', ? + x.n), ?, 'order', CAST(? + x.n AS CHAR), ?, UTC_TIMESTAMP(3) \
+         FROM ({numbers}) AS x WHERE x.n < ?"
+    ))
+    .bind(base as i64)
+    .bind(EVENT_TYPE)
+    .bind(base as i64)
+    .bind(PAYLOAD)
+    .bind(count as i64)
+    .execute(pool)
+    .await?;
+    sqlx::query(
+        "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
+         SELECT id, event_id, ? FROM kurir_outbox ORDER BY id",
+    )
+    .bind(endpoint_id)
+    .execute(pool)
+    .await?;
+    sqlx::query("ANALYZE TABLE kurir_outbox, kurir_deliveries")
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// [`AppPool::table_sizes`] on MySQL: InnoDB's own estimates, refreshed by ANALYZE TABLE.
+async fn mysql_table_sizes(
+    pool: &MySqlPool,
+    tables: &[&'static str],
+) -> anyhow::Result<Vec<TableSize>> {
+    let mut sizes = Vec::new();
+    for &t in tables {
+        let (heap, indexes, rows): (i64, i64, i64) = sqlx::query_as(
+            "SELECT CAST(data_length AS SIGNED), CAST(index_length AS SIGNED), \
+                 CAST(table_rows AS SIGNED) FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name = ?",
+        )
+        .bind(t)
+        .fetch_one(pool)
+        .await?;
+        sizes.push(TableSize {
+            table: t,
+            table_bytes: heap,
+            index_bytes: indexes,
+            live_rows: Some(rows),
+            dead_rows: None,
+        });
+    }
+    Ok(sizes)
 }

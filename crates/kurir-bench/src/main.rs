@@ -52,13 +52,21 @@ struct Args {
         default_value = "postgres://root@127.0.0.1:5432/postgres"
     )]
     database_url: String,
+    /// MySQL or MariaDB server, used the same way.
+    #[arg(
+        long,
+        env = "KURIR_BENCH_MYSQL_URL",
+        default_value = "mysql://root@127.0.0.1:3306/test"
+    )]
+    mysql_url: String,
     /// Events per throughput run [default: 50000].
     #[arg(long)]
     events: Option<usize>,
     /// Endpoints for `throughput` [default: both 1 and 10].
     #[arg(long)]
     endpoints: Option<usize>,
-    /// Pending deliveries for `backlog` [default: 1000000 on PostgreSQL, 200000 on SQLite].
+    /// Pending deliveries for `backlog` [default: 1000000 on PostgreSQL, 200000 on SQLite and
+    /// MySQL].
     #[arg(long)]
     backlog: Option<usize>,
     /// Seconds per steady-rate phase of `latency`, and of the idle window of `idle`
@@ -100,7 +108,11 @@ enum Scenario {
 enum DbChoice {
     Postgres,
     Sqlite,
+    Mysql,
+    /// PostgreSQL and SQLite.
     Both,
+    /// PostgreSQL, SQLite and MySQL.
+    All,
 }
 
 fn main() -> ExitCode {
@@ -143,7 +155,7 @@ fn sizes(args: &Args, backend: Backend) -> Sizes {
         backlog: args.backlog.unwrap_or(match (smoke, backend) {
             (true, _) => 2_000,
             (false, Backend::Postgres) => 1_000_000,
-            (false, Backend::Sqlite) => 200_000,
+            (false, Backend::Sqlite | Backend::Mysql) => 200_000,
         }),
         ceiling: Duration::from_secs(if smoke { 1 } else { 5 }),
         inbox_requests: if smoke { 300 } else { 20_000 },
@@ -182,7 +194,9 @@ async fn bench(args: Args) -> anyhow::Result<()> {
     let backends = match args.db {
         DbChoice::Postgres => vec![Backend::Postgres],
         DbChoice::Sqlite => vec![Backend::Sqlite],
+        DbChoice::Mysql => vec![Backend::Mysql],
         DbChoice::Both => vec![Backend::Postgres, Backend::Sqlite],
+        DbChoice::All => vec![Backend::Postgres, Backend::Sqlite, Backend::Mysql],
     };
     for backend in backends {
         report
@@ -208,14 +222,18 @@ async fn bench_database(
     backend: Backend,
     work_dir: &std::path::Path,
 ) -> anyhow::Result<DatabaseRun> {
+    let server_url = match backend {
+        Backend::Mysql => &args.mysql_url,
+        Backend::Postgres | Backend::Sqlite => &args.database_url,
+    };
     let ctx = Ctx::new(
         backend,
-        args.database_url.clone(),
+        server_url.clone(),
         work_dir.join(backend.name()),
         sizes(args, backend),
     );
     std::fs::create_dir_all(&ctx.dir)?;
-    let version = db::server_version(backend, &args.database_url).await?;
+    let version = db::server_version(backend, server_url).await?;
     eprintln!("kurir-bench: {} ({version})", backend.name());
     let mut results: Vec<ScenarioResult> = Vec::new();
     for s in scenarios(args.scenario) {

@@ -10,7 +10,7 @@
 //! - [`extract`]: the axum extractor that turns a request into a [`VerifiedEvent`] or a
 //!   [`Rejection`] (`401`, `400`, `413`).
 //! - [`store`]: the [`Inbox`]: insert-or-get, leased claims, fenced completions, status, retry; its
-//!   migrations ([`migrate_postgres`], [`migrate_sqlite`]).
+//!   migrations ([`migrate_postgres`], [`migrate_sqlite`], [`migrate_mysql`]).
 //! - [`process`]: the [`Processor`]: one attempt of your handler, judged by the retry policy.
 //! - [`runner`]: the [`Runner`]: a loop around [`Runner::step`], stopped by a [`CancellationToken`];
 //!   [`source_set`]: the [`SourceSet`] a runner may be limited to.
@@ -59,10 +59,13 @@
 //!
 //! # Features
 //!
-//! `postgres` and `sqlite` (both on by default) each enable one backend and its sqlx driver.
+//! `postgres`, `sqlite` and `mysql` (MySQL and MariaDB; all three on by default) each enable one
+//! backend and its sqlx driver.
 
-#[cfg(not(any(feature = "postgres", feature = "sqlite")))]
-compile_error!("kurir-receiver needs at least one backend feature: `postgres` or `sqlite`");
+#[cfg(not(any(feature = "postgres", feature = "sqlite", feature = "mysql")))]
+compile_error!(
+    "kurir-receiver needs at least one backend feature: `postgres`, `sqlite` or `mysql`"
+);
 
 pub mod clock;
 pub mod error;
@@ -86,6 +89,8 @@ pub use receiver::{Accepted, EventStatus, Receiver};
 pub use runner::{Runner, StepCounts, StepOutcome, Waker};
 pub use source::WebhookSource;
 pub use source_set::SourceSet;
+#[cfg(feature = "mysql")]
+pub use store::migrate_mysql;
 #[cfg(feature = "postgres")]
 pub use store::migrate_postgres;
 #[cfg(feature = "sqlite")]

@@ -36,7 +36,7 @@ pub struct Setting {
 
 /// Every setting kurir reads.
 pub const SETTINGS: &[Setting] = &[
-    Setting { key: "database_url", env: "KURIR_DATABASE_URL", default: None, help: "PostgreSQL or SQLite URL [default: sqlite://<data_dir>/kurir.db]" },
+    Setting { key: "database_url", env: "KURIR_DATABASE_URL", default: None, help: "PostgreSQL, MySQL/MariaDB or SQLite URL [default: sqlite://<data_dir>/kurir.db]" },
     Setting { key: "data_dir", env: "KURIR_DATA_DIR", default: Some("./kurir-data"), help: "directory for the SQLite database and the generated admin token" },
     Setting { key: "listen", env: "KURIR_LISTEN", default: Some("127.0.0.1:8080"), help: "address of the HTTP server (admin API, health, metrics)" },
     Setting { key: "admin_token", env: "KURIR_ADMIN_TOKEN", default: None, help: "bearer token of the admin API; at least 32 characters unless listening on loopback (openssl rand -hex 32) [default: generated into <data_dir>/admin-token]" },
@@ -195,10 +195,12 @@ impl Config {
         let database_url = raw
             .parse(
                 "database_url",
-                "a postgres://… or sqlite://… URL",
+                "a postgres://…, mysql://…, mariadb://… or sqlite://… URL",
                 |s| {
                     (s.starts_with("postgres://")
                         || s.starts_with("postgresql://")
+                        || s.starts_with("mysql://")
+                        || s.starts_with("mariadb://")
                         || s.starts_with("sqlite:"))
                     .then(|| s.to_owned())
                 },

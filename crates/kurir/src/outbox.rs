@@ -174,7 +174,7 @@ pub fn valid_aggregate(value: &str) -> bool {
 /// Records `event` in `kurir_outbox` inside the caller's transaction and returns its id.
 ///
 /// Nothing is visible to kurir until the caller commits; if the caller rolls back, the event
-/// never existed. Works on a PostgreSQL or SQLite transaction.
+/// never existed. Works on a PostgreSQL, SQLite or MySQL/MariaDB transaction.
 pub async fn enqueue<DB: OutboxDatabase>(
     tx: &mut sqlx::Transaction<'_, DB>,
     event: NewEvent,
@@ -190,8 +190,8 @@ pub async fn enqueue<DB: OutboxDatabase>(
     }
 }
 
-/// A database kurir's outbox can be written to: PostgreSQL and SQLite (each dialect's statement is
-/// in the store, beside its other SQL).
+/// A database kurir's outbox can be written to: PostgreSQL, SQLite and MySQL/MariaDB (each
+/// dialect's statement is in the store, beside its other SQL).
 pub trait OutboxDatabase: sqlx::Database {
     /// Inserts one outbox row; one statement, no locks beyond the row itself.
     fn insert_event<'c>(

@@ -9,6 +9,9 @@
 //!   PostgreSQL serialises the commits of notifying transactions, so a `NOTIFY` inside a write
 //!   transaction would make each such commit wait for the one before. Requests are coalesced to
 //!   at most one `NOTIFY` statement every [`ANNOUNCE_GAP`], the first at once.
+//! - **Across processes sharing MySQL or MariaDB**, which have no notifications, by polling
+//!   alone: a wake-up reaches only its own process, and the others find the work at their next
+//!   look (the same idle polling as below).
 //! - **Everything else is found by polling**: an application's plain `INSERT` (it sends no
 //!   notification: a trigger would serialise the application's commits), retries coming due,
 //!   expired leases, a notification lost while a connection was down. Each loop's wait grows

@@ -28,10 +28,10 @@ const MOST_STATEMENTS_PER_S: f64 = 5.0;
 /// The bound on the first event after a long idle.
 const FIRST_EVENT_MS: f64 = 1000.0;
 
-/// Idle figures with 1 process, and on PostgreSQL with 3.
+/// Idle figures with 1 process, and on the servers (PostgreSQL, MySQL) with 3.
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     let counts: &[usize] = match ctx.backend {
-        Backend::Postgres => &[1, 3],
+        Backend::Postgres | Backend::Mysql => &[1, 3],
         Backend::Sqlite => &[1],
     };
     let mut out = Vec::new();

@@ -69,7 +69,7 @@ pub struct Shared {
 pub struct Ctx {
     /// The backend.
     pub backend: Backend,
-    /// The PostgreSQL server to create databases on.
+    /// The server to create databases on (PostgreSQL's or MySQL's).
     pub server_url: String,
     /// Where logs and SQLite files go.
     pub dir: PathBuf,

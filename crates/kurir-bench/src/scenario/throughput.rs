@@ -65,7 +65,8 @@ pub async fn one(ctx: &Ctx, events: usize, endpoints: usize) -> anyhow::Result<S
     r.metric("raw_posts_per_s", raw, "/s");
     r.metric("ratio_to_raw_posts", rate / raw, "");
     let goal = match ctx.backend {
-        Backend::Postgres => 10_000.0,
+        // The issue set no goal of its own for MySQL: PostgreSQL's, the other shared server's.
+        Backend::Postgres | Backend::Mysql => 10_000.0,
         Backend::Sqlite => 15_000.0,
     };
     r.at_least("deliveries/s", rate, goal, "/s");

@@ -12,6 +12,8 @@
 //! worker died) makes the row claimable again. A `failed` row whose attempts are exhausted keeps
 //! `available_at` at year 9999 ("never") until [`Inbox::retry_now`].
 
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub(crate) mod row;
@@ -69,9 +71,10 @@ pub fn database_unavailable(e: &sqlx::Error) -> bool {
     match e {
         E::Io(_) | E::Tls(_) | E::Protocol(_) | E::PoolTimedOut | E::PoolClosed => true,
         E::WorkerCrashed => true,
+        E::Database(db) if mysql_unavailable(db.as_ref()) => true,
         E::Database(db) => db.code().is_some_and(|code| match code.len() {
-            // A PostgreSQL SQLSTATE (five characters), by class: connection exception,
-            // insufficient resources, operator intervention, system error, transaction rollback
+            // A SQLSTATE (five characters: PostgreSQL's, or the one MySQL gives beside its error
+            // number), by class: connection exception, insufficient resources, operator intervention, system error, transaction rollback
             // (serialisation, deadlock), object not in prerequisite state (lock not available),
             // invalid authorisation, unknown database, internal error.
             5 => ["08", "53", "57", "58", "40", "55", "28", "3D", "XX"]
@@ -85,6 +88,20 @@ pub fn database_unavailable(e: &sqlx::Error) -> bool {
         }),
         _ => false,
     }
+}
+
+/// MySQL's and MariaDB's own error numbers for "not now" that share the catch-all SQLSTATE
+/// `HY000` with errors of the statement: a lock wait timed out (1205), the server is read-only
+/// (1290, 1836), out of memory (1037, 1038) or of disk (1021).
+#[cfg(feature = "mysql")]
+fn mysql_unavailable(db: &dyn sqlx::error::DatabaseError) -> bool {
+    db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+        .is_some_and(|e| matches!(e.number(), 1205 | 1290 | 1836 | 1037 | 1038 | 1021))
+}
+
+#[cfg(not(feature = "mysql"))]
+fn mysql_unavailable(_: &dyn sqlx::error::DatabaseError) -> bool {
+    false
 }
 
 /// The result type of store operations.
@@ -102,6 +119,10 @@ pub enum Inbox {
     /// SQLite, one process per database file.
     #[cfg(feature = "sqlite")]
     Sqlite(sqlx::SqlitePool),
+    /// MySQL (8.0.16 or later) or MariaDB (10.6 or later), which any number of processes may
+    /// share. Its sessions must use the time zone `+00:00` (sqlx's default).
+    #[cfg(feature = "mysql")]
+    Mysql(sqlx::MySqlPool),
 }
 
 #[cfg(feature = "postgres")]
@@ -118,6 +139,13 @@ impl From<sqlx::SqlitePool> for Inbox {
     }
 }
 
+#[cfg(feature = "mysql")]
+impl From<sqlx::MySqlPool> for Inbox {
+    fn from(pool: sqlx::MySqlPool) -> Inbox {
+        Inbox::Mysql(pool)
+    }
+}
+
 /// Runs one backend function with the pool as first argument.
 macro_rules! on_backend {
     ($inbox:expr, $function:ident ( $($arg:expr),* $(,)? )) => {
@@ -126,6 +154,8 @@ macro_rules! on_backend {
             Inbox::Postgres(pool) => postgres::$function(pool, $($arg),*).await,
             #[cfg(feature = "sqlite")]
             Inbox::Sqlite(pool) => sqlite::$function(pool, $($arg),*).await,
+            #[cfg(feature = "mysql")]
+            Inbox::Mysql(pool) => mysql::$function(pool, $($arg),*).await,
         }
     };
 }
@@ -210,6 +240,8 @@ impl Inbox {
             Inbox::Postgres(pool) => pool.close().await,
             #[cfg(feature = "sqlite")]
             Inbox::Sqlite(pool) => pool.close().await,
+            #[cfg(feature = "mysql")]
+            Inbox::Mysql(pool) => pool.close().await,
         }
     }
 
@@ -383,6 +415,13 @@ pub async fn migrate_postgres(pool: &sqlx::PgPool) -> Result<()> {
 #[cfg(feature = "sqlite")]
 pub async fn migrate_sqlite(pool: &sqlx::SqlitePool) -> Result<()> {
     sqlite::migrate(pool).await
+}
+
+/// Creates `kurir_inbox` in a MySQL or MariaDB database, if missing. See [`migrate_postgres`];
+/// MySQL commits each DDL statement on its own, so a migration cut short stays half applied.
+#[cfg(feature = "mysql")]
+pub async fn migrate_mysql(pool: &sqlx::MySqlPool) -> Result<()> {
+    mysql::migrate(pool).await
 }
 
 #[cfg(test)]

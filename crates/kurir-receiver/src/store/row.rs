@@ -178,6 +178,24 @@ impl<'r> sqlx::Decode<'r, sqlx::Sqlite> for Ts {
     }
 }
 
+/// MySQL's `DATETIME(3)`, read as UTC (sqlx's sessions use the time zone `+00:00`).
+#[cfg(feature = "mysql")]
+impl sqlx::Type<sqlx::MySql> for Ts {
+    fn type_info() -> sqlx::mysql::MySqlTypeInfo {
+        <chrono::NaiveDateTime as sqlx::Type<sqlx::MySql>>::type_info()
+    }
+    fn compatible(ty: &sqlx::mysql::MySqlTypeInfo) -> bool {
+        <DateTime<Utc> as sqlx::Type<sqlx::MySql>>::compatible(ty)
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl<'r> sqlx::Decode<'r, sqlx::MySql> for Ts {
+    fn decode(value: sqlx::mysql::MySqlValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        <DateTime<Utc> as sqlx::Decode<sqlx::MySql>>::decode(value).map(Ts)
+    }
+}
+
 /// The status columns of one row, as every backend reads them (`attempts` is `int4` on
 /// PostgreSQL).
 #[derive(sqlx::FromRow)]

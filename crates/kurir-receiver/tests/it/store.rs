@@ -218,6 +218,7 @@ both_backends! {
         let kurir_migrator = || async {
             let dir = match db.backend() {
                 "postgres" => concat!(env!("CARGO_MANIFEST_DIR"), "/../kurir/migrations/postgres"),
+                "mysql" => concat!(env!("CARGO_MANIFEST_DIR"), "/../kurir/migrations/mysql"),
                 _ => concat!(env!("CARGO_MANIFEST_DIR"), "/../kurir/migrations/sqlite"),
             };
             let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(dir)).await.unwrap();
@@ -229,6 +230,7 @@ both_backends! {
             match &db.inbox {
                 kurir_receiver::Inbox::Postgres(pool) => migrator.run(pool).await.unwrap(),
                 kurir_receiver::Inbox::Sqlite(pool) => migrator.run(pool).await.unwrap(),
+                kurir_receiver::Inbox::Mysql(pool) => migrator.run(pool).await.unwrap(),
             }
         };
         db.inbox.migrate().await.unwrap();

@@ -97,13 +97,14 @@ pub struct EndpointHealth {
     last_failed_id: i64,
 }
 
-/// `(a > e1) + (a > e2) + …`: the bucket number of `value` (an SQL expression).
-fn class_of(value: &str) -> String {
+/// `(a > e1) + (a > e2) + …`: the bucket number of `value` (an SQL expression), cast to the
+/// dialect's 64-bit integer (`int`: `BIGINT`, or MySQL's `SIGNED`).
+fn class_of(value: &str, int: &str) -> String {
     let terms: Vec<String> = LATENCY_EDGES_MS
         .iter()
         .map(|e| format!("CASE WHEN {value} > {e} THEN 1 ELSE 0 END"))
         .collect();
-    format!("CAST({} AS BIGINT)", terms.join(" + "))
+    format!("CAST({} AS {int})", terms.join(" + "))
 }
 
 const OK: &str = "a.status_code BETWEEN 200 AND 299";
@@ -116,15 +117,16 @@ fn counts_sql(bucket: &str, since: &str) -> String {
     )
 }
 
-/// Delivering attempts by bucket and latency class, every `every`-th by id (`every` = 1: all).
-fn latency_sql(bucket: &str, latency_ms: &str, since: &str, every: &str) -> String {
+/// Delivering attempts by bucket and latency class, every `every`-th by id (`every` = 1: all);
+/// `int` as in [`class_of`].
+fn latency_sql(bucket: &str, latency_ms: &str, since: &str, every: &str, int: &str) -> String {
     format!(
         "SELECT {bucket} AS bucket, {class} AS class, count(*) AS n \
          FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id \
              JOIN kurir_outbox o ON o.id = d.outbox_id \
          WHERE a.started_at >= {since} AND {OK} AND a.id % {every} = 0 \
          GROUP BY 1, 2 ORDER BY 1, 2",
-        class = class_of(latency_ms),
+        class = class_of(latency_ms, int),
     )
 }
 
@@ -141,9 +143,51 @@ fn health_sql(since: &str) -> String {
              (SELECT coalesce(a.error, 'HTTP ' || a.status_code) FROM kurir_attempts a \
               WHERE a.id = h.last_failed) AS last_error \
          FROM h",
-        class = class_of("a.duration_ms"),
+        class = class_of("a.duration_ms", "BIGINT"),
     )
 }
+
+/// MySQL's bucket: its `SUM` answers a decimal and its division a decimal too, so both are cast
+/// back to integers; `UNIX_TIMESTAMP` reads a `DATETIME` in the session's time zone, which is
+/// UTC in kurir's sessions. Binds in text order: the step, then the window's start.
+const BUCKET_MYSQL: &str = "CAST(FLOOR(UNIX_TIMESTAMP(a.started_at) / ?) AS SIGNED)";
+
+static COUNTS_MYSQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {BUCKET_MYSQL} AS bucket, \
+             CAST(SUM(CASE WHEN {OK} THEN 1 ELSE 0 END) AS SIGNED) AS delivered, \
+             CAST(SUM(CASE WHEN {OK} THEN 0 ELSE 1 END) AS SIGNED) AS failed \
+         FROM kurir_attempts a WHERE a.started_at >= ? GROUP BY 1 ORDER BY 1"
+    )
+});
+static LATENCY_MYSQL: LazyLock<String> = LazyLock::new(|| {
+    latency_sql(
+        BUCKET_MYSQL,
+        "(TIMESTAMPDIFF(MICROSECOND, o.occurred_at, a.started_at) / 1000 + a.duration_ms)",
+        "?",
+        "?",
+        "SIGNED",
+    )
+});
+static HEALTH_MYSQL: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH h AS ( \
+             SELECT CAST(d.endpoint_id AS CHAR) AS endpoint_id, {class} AS class, COUNT(*) AS n, \
+                 CAST(SUM(CASE WHEN {OK} THEN 1 ELSE 0 END) AS SIGNED) AS ok, \
+                 CAST(SUM(CASE WHEN a.error LIKE 'timeout%' THEN 1 ELSE 0 END) AS SIGNED) AS timeouts, \
+                 MAX(CASE WHEN {OK} THEN NULL ELSE a.id END) AS last_failed \
+             FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id \
+             WHERE a.started_at >= ? GROUP BY 1, 2) \
+         SELECT h.endpoint_id, h.class, h.n, h.ok, h.timeouts, h.last_failed, \
+             (SELECT CAST(COALESCE(a.error, CONCAT('HTTP ', a.status_code)) AS CHAR) \
+              FROM kurir_attempts a WHERE a.id = h.last_failed) AS last_error \
+         FROM h",
+        class = class_of("a.duration_ms", "SIGNED"),
+    )
+});
+const EVENTS_MYSQL: &str = "\
+    SELECT CAST(FLOOR(UNIX_TIMESTAMP(created_at) / ?) AS SIGNED) AS bucket, COUNT(*) \
+    FROM kurir_outbox WHERE created_at >= ? GROUP BY 1 ORDER BY 1";
 
 const BUCKET_PG: &str = "floor(extract(epoch FROM a.started_at) / $2)::int8";
 const BUCKET_SQLITE: &str = "CAST(strftime('%s', a.started_at) AS INTEGER) / ?2";
@@ -156,6 +200,7 @@ static LATENCY_PG: LazyLock<String> = LazyLock::new(|| {
         "(extract(epoch FROM a.started_at - o.occurred_at) * 1000 + a.duration_ms)",
         "$1",
         "$3",
+        "BIGINT",
     )
 });
 static LATENCY_SQLITE: LazyLock<String> = LazyLock::new(|| {
@@ -164,6 +209,7 @@ static LATENCY_SQLITE: LazyLock<String> = LazyLock::new(|| {
         "((julianday(a.started_at) - julianday(o.occurred_at)) * 86400000.0 + a.duration_ms)",
         "?1",
         "?3",
+        "BIGINT",
     )
 });
 static HEALTH_PG: LazyLock<String> = LazyLock::new(|| health_sql("$1"));
@@ -202,6 +248,13 @@ impl Store {
                     .fetch_all(s.pool())
                     .await?
             }
+            Store::Mysql(s) => {
+                sqlx::query_as(EVENTS_MYSQL)
+                    .bind(step_seconds)
+                    .bind(since.naive_utc())
+                    .fetch_all(s.pool())
+                    .await?
+            }
         };
         Ok(rows
             .into_iter()
@@ -229,6 +282,13 @@ impl Store {
                 sqlx::query_as(&COUNTS_SQLITE)
                     .bind(sqlite_ts(since))
                     .bind(step_seconds)
+                    .fetch_all(s.pool())
+                    .await?
+            }
+            Store::Mysql(s) => {
+                sqlx::query_as(&COUNTS_MYSQL)
+                    .bind(step_seconds)
+                    .bind(since.naive_utc())
                     .fetch_all(s.pool())
                     .await?
             }
@@ -274,6 +334,14 @@ impl Store {
                     .fetch_all(s.pool())
                     .await?
             }
+            Store::Mysql(s) => {
+                sqlx::query_as(&LATENCY_MYSQL)
+                    .bind(step_seconds)
+                    .bind(since.naive_utc())
+                    .bind(every)
+                    .fetch_all(s.pool())
+                    .await?
+            }
         };
         let mut buckets: Vec<(DateTime<Utc>, Histogram)> = Vec::new();
         for (b, class, n) in rows {
@@ -300,6 +368,12 @@ impl Store {
             Store::Sqlite(s) => {
                 sqlx::query_as(&HEALTH_SQLITE)
                     .bind(sqlite_ts(since))
+                    .fetch_all(s.pool())
+                    .await?
+            }
+            Store::Mysql(s) => {
+                sqlx::query_as(&HEALTH_MYSQL)
+                    .bind(since.naive_utc())
                     .fetch_all(s.pool())
                     .await?
             }

@@ -14,7 +14,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{on_backend, parse_sqlite_ts, PgStore, Result, SqliteStore, Store};
+use super::{on_backend, parse_sqlite_ts, MySqlStore, PgStore, Result, SqliteStore, Store};
 use crate::delivery::DeliveryStatus;
 
 /// The delivery statuses that make up the backlog.
@@ -88,6 +88,27 @@ const BACKLOG_SQL_SQLITE: &str = "\
     UNION ALL \
     SELECT 'refused', count(*), NULL FROM kurir_outbox WHERE refused_reason IS NOT NULL";
 
+/// As on PostgreSQL, ages by the database's clock; `TIMESTAMPDIFF` answers an integer, the
+/// division a decimal, cast to a double. The status literals are cast so they decode as text.
+const BACKLOG_SQL_MYSQL: &str = "\
+    SELECT CAST('pending' AS CHAR), COUNT(*), \
+        CAST(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(3)) / 1000000 AS DOUBLE) \
+    FROM kurir_deliveries WHERE status = 'pending' \
+    UNION ALL \
+    SELECT 'processing', COUNT(*), \
+        CAST(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(3)) / 1000000 AS DOUBLE) \
+    FROM kurir_deliveries WHERE status = 'processing' \
+    UNION ALL \
+    SELECT 'failed', COUNT(*), \
+        CAST(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(3)) / 1000000 AS DOUBLE) \
+    FROM kurir_deliveries WHERE status = 'failed' \
+    UNION ALL \
+    SELECT 'undispatched', COUNT(*), \
+        CAST(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(3)) / 1000000 AS DOUBLE) \
+    FROM kurir_outbox WHERE dispatched_at IS NULL \
+    UNION ALL \
+    SELECT 'refused', COUNT(*), NULL FROM kurir_outbox WHERE refused_reason IS NOT NULL";
+
 impl Store {
     /// The backlog now. On PostgreSQL ages are measured by the database's clock, the one that
     /// stamped the rows, so processes on different machines agree.
@@ -99,6 +120,15 @@ impl Store {
 impl PgStore {
     async fn backlog(&self) -> Result<Backlog> {
         let rows: Vec<(String, i64, Option<f64>)> = sqlx::query_as(BACKLOG_SQL_PG)
+            .fetch_all(self.pool())
+            .await?;
+        Ok(Backlog::from_rows(rows))
+    }
+}
+
+impl MySqlStore {
+    async fn backlog(&self) -> Result<Backlog> {
+        let rows: Vec<(String, i64, Option<f64>)> = sqlx::query_as(BACKLOG_SQL_MYSQL)
             .fetch_all(self.pool())
             .await?;
         Ok(Backlog::from_rows(rows))

@@ -46,22 +46,40 @@ struct CircuitRow {
     version: i64,
 }
 
-macro_rules! circuits_select {
+macro_rules! circuits_columns {
     () => {
-        "SELECT endpoint_id, state, since_ms, consecutive_failures, reopens, next_probe_at_ms, \
+        "since_ms, consecutive_failures, reopens, next_probe_at_ms, \
          probe_until_ms, failing_since_ms, window_started_at_ms, window_attempts, \
          window_failures, previous_attempts, previous_failures, version \
          FROM kurir_endpoint_circuits"
     };
 }
 
+/// MySQL reads its binary-collated text through a cast (see `store::rows`).
+macro_rules! circuits_select_mysql {
+    () => {
+        concat!(
+            "SELECT CAST(endpoint_id AS CHAR) AS endpoint_id, CAST(state AS CHAR) AS state, ",
+            circuits_columns!()
+        )
+    };
+}
+
+macro_rules! circuits_select {
+    () => {
+        concat!("SELECT endpoint_id, state, ", circuits_columns!())
+    };
+}
+
 const ALL: Sql = Sql {
     postgres: circuits_select!(),
     sqlite: circuits_select!(),
+    mysql: circuits_select_mysql!(),
 };
 const ONE: Sql = Sql {
     postgres: concat!(circuits_select!(), " WHERE endpoint_id = $1"),
     sqlite: concat!(circuits_select!(), " WHERE endpoint_id = ?1"),
+    mysql: concat!(circuits_select_mysql!(), " WHERE endpoint_id = $1"),
 };
 
 /// The circuit's columns in order; `version` is the one expected (the row gets the next).
@@ -72,6 +90,11 @@ const INSERT: Sql = Sql {
         previous_failures, version) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 + 1) \
         ON CONFLICT (endpoint_id) DO NOTHING",
+    mysql: "INSERT IGNORE INTO kurir_endpoint_circuits (endpoint_id, state, since_ms, \
+        consecutive_failures, reopens, next_probe_at_ms, probe_until_ms, failing_since_ms, \
+        window_started_at_ms, window_attempts, window_failures, previous_attempts, \
+        previous_failures, version) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 + 1)",
     sqlite: "INSERT INTO kurir_endpoint_circuits (endpoint_id, state, since_ms, \
         consecutive_failures, reopens, next_probe_at_ms, probe_until_ms, failing_since_ms, \
         window_started_at_ms, window_attempts, window_failures, previous_attempts, \
@@ -90,6 +113,11 @@ const UPDATE: Sql = Sql {
         failing_since_ms = ?8, window_started_at_ms = ?9, window_attempts = ?10, \
         window_failures = ?11, previous_attempts = ?12, previous_failures = ?13, \
         version = ?14 + 1 WHERE endpoint_id = ?1 AND version = ?14",
+    mysql: "UPDATE kurir_endpoint_circuits SET state = $2, since_ms = $3, \
+        consecutive_failures = $4, reopens = $5, next_probe_at_ms = $6, probe_until_ms = $7, \
+        failing_since_ms = $8, window_started_at_ms = $9, window_attempts = $10, \
+        window_failures = $11, previous_attempts = $12, previous_failures = $13, \
+        version = $14 + 1 WHERE endpoint_id = $1 AND version = $14",
 };
 /// Timestamps as each dialect's schema defaults write them.
 const DISABLE: Sql = Sql {
@@ -97,6 +125,8 @@ const DISABLE: Sql = Sql {
         updated_at = now() WHERE id = $1 AND enabled",
     sqlite: "UPDATE kurir_endpoints SET enabled = 0, disabled_reason = ?2, \
         updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE id = ?1 AND enabled",
+    mysql: "UPDATE kurir_endpoints SET enabled = FALSE, disabled_reason = $2, \
+        updated_at = UTC_TIMESTAMP(3) WHERE id = $1 AND enabled",
 };
 
 /// The most times a compare-and-set update re-reads a row other processes keep changing.

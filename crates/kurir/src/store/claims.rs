@@ -103,3 +103,44 @@ pub(crate) const LEASE_EXPIRED: &str =
     "lease expired: the worker stopped before recording the attempt";
 /// `last_error` of a delivery whose lease was left at shutdown.
 pub(crate) const LEASE_RELEASED: &str = "released at shutdown before the attempt was recorded";
+
+/// A row a claim leased, before its event is read (the claims that lease first and read the
+/// events after: SQLite's and MySQL's).
+pub(crate) struct Leased<'a> {
+    pub delivery_id: i64,
+    pub outbox_id: i64,
+    pub attempt: u32,
+    pub trigger: crate::delivery::Trigger,
+    pub slot: &'a super::EndpointSlot,
+}
+
+impl Leased<'_> {
+    /// The claimed delivery, with its event from `events` (by outbox row id). Several
+    /// deliveries of one event can be claimed together: each gets a copy. The lease took only
+    /// rows whose event exists, in the claim's own transaction.
+    pub(crate) fn claimed(
+        self,
+        events: &std::collections::HashMap<i64, crate::delivery::EventSnapshot>,
+        sent_at: Instant,
+    ) -> super::Result<ClaimedDelivery> {
+        let event =
+            events
+                .get(&self.outbox_id)
+                .cloned()
+                .ok_or_else(|| super::StoreError::Corrupt {
+                    table: "kurir_deliveries",
+                    message: format!(
+                        "delivery {} points at missing outbox row {}",
+                        self.delivery_id, self.outbox_id
+                    ),
+                })?;
+        Ok(ClaimedDelivery {
+            delivery_id: self.delivery_id,
+            attempt: self.attempt,
+            trigger: self.trigger,
+            event,
+            endpoint: self.slot.endpoint.clone(),
+            lease_deadline: sent_at + self.slot.lease,
+        })
+    }
+}

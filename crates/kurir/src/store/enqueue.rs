@@ -14,6 +14,9 @@ const INSERT_EVENT: Sql = Sql {
     sqlite: "INSERT INTO kurir_outbox \
         (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
         VALUES (?1, ?2, ?3, ?4, ?5, COALESCE(?6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?7)",
+    mysql: "INSERT INTO kurir_outbox \
+        (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
+        VALUES ($1, $2, $3, $4, $5, COALESCE($6, UTC_TIMESTAMP(3)), $7)",
 };
 
 /// Binds `event`'s columns in `INSERT_EVENT`'s order and runs it on `$conn`.
@@ -50,5 +53,17 @@ impl OutboxDatabase for sqlx::Sqlite {
         event: &NewEvent,
     ) -> Result<(), sqlx::Error> {
         insert_event!(INSERT_EVENT.sqlite, conn, id, event)
+    }
+}
+
+impl OutboxDatabase for sqlx::MySql {
+    async fn insert_event(
+        conn: &mut sqlx::MySqlConnection,
+        id: &EventId,
+        event: &NewEvent,
+    ) -> Result<(), sqlx::Error> {
+        // Each value is bound once, in order, so the `?` text takes the binds as they come.
+        let (text, _) = super::sql::positional(INSERT_EVENT.mysql);
+        insert_event!(&text, conn, id, event)
     }
 }

@@ -86,6 +86,21 @@ const LIST_SQLITE: &str = "\
       AND (?6 IS NULL OR id < ?6) \
     ORDER BY id DESC LIMIT ?7";
 
+/// MySQL binds each `?` once, so each optional filter's value is bound twice; text is cast so
+/// it decodes (see [`super::mysql`]).
+const LIST_MYSQL: &str = "\
+    SELECT id, CAST(event_id AS CHAR), CAST(event_type AS CHAR), CAST(status AS CHAR), \
+        attempts, available_at, last_attempt_at, CAST(last_error AS CHAR), created_at \
+    FROM kurir_inbox \
+    WHERE source = ? AND (? IS NULL OR status = ?) AND (? IS NULL OR event_type = ?) \
+      AND (? IS NULL OR created_at >= ?) AND (? IS NULL OR created_at < ?) \
+      AND (? IS NULL OR id < ?) \
+    ORDER BY id DESC LIMIT ?";
+
+const COUNTS_MYSQL: &str = "\
+    SELECT CAST(source AS CHAR), CAST(status AS CHAR), COUNT(*) AS n, MIN(created_at) AS oldest \
+    FROM kurir_inbox GROUP BY source, status ORDER BY source, status";
+
 const COUNTS_SQL: &str = "\
     SELECT source, status, count(*) AS n, min(created_at) AS oldest FROM kurir_inbox \
     GROUP BY source, status ORDER BY source, status";
@@ -136,6 +151,24 @@ impl Store {
                     .map(|r| list_item(r, |t: String| parse_sqlite_ts(&t)))
                     .collect()
             }
+            Store::Mysql(s) => {
+                let rows: Vec<ListRow<DateTime<Utc>>> = sqlx::query_as(LIST_MYSQL)
+                    .bind(&q.source)
+                    .bind(status)
+                    .bind(status)
+                    .bind(q.event_type.as_deref())
+                    .bind(q.event_type.as_deref())
+                    .bind(q.since.map(|t| t.naive_utc()))
+                    .bind(q.since.map(|t| t.naive_utc()))
+                    .bind(q.until.map(|t| t.naive_utc()))
+                    .bind(q.until.map(|t| t.naive_utc()))
+                    .bind(q.before_id)
+                    .bind(q.before_id)
+                    .bind(i64::from(q.limit))
+                    .fetch_all(s.pool())
+                    .await?;
+                rows.into_iter().map(|r| list_item(r, Some)).collect()
+            }
         }
     }
 
@@ -144,6 +177,7 @@ impl Store {
     pub async fn inbox_counts(&self) -> Result<Vec<InboxCount>> {
         let rows: Vec<(String, String, i64, Option<DateTime<Utc>>)> = match self {
             Store::Postgres(s) => sqlx::query_as(COUNTS_SQL).fetch_all(s.pool()).await?,
+            Store::Mysql(s) => sqlx::query_as(COUNTS_MYSQL).fetch_all(s.pool()).await?,
             Store::Sqlite(s) => {
                 let rows: Vec<(String, String, i64, Option<String>)> =
                     sqlx::query_as(COUNTS_SQL).fetch_all(s.pool()).await?;

@@ -1,4 +1,4 @@
-//! Storage: one API over PostgreSQL and SQLite.
+//! Storage: one API over PostgreSQL, SQLite and MySQL/MariaDB.
 //!
 //! [`Store`] is the only way the rest of kurir touches the database (the outbox write excepted,
 //! which runs on the application's own transaction in [`crate::outbox`], with its SQL in
@@ -12,12 +12,13 @@
 //!   file per concern with the dialects side by side: `records.rs` (endpoints, events,
 //!   deliveries, attempts, listings, replays, stats), [`sources`], [`activity`], [`inbox`],
 //!   [`replay_preview`], [`waiting`], [`backlog`].
-//! - [`postgres`] and [`sqlite`]: the operations whose transactions or locking differ by
-//!   dialect (relay, claims, completions, leases, endpoint writes, publish, replay),
-//!   each documenting the locks it takes.
+//! - [`postgres`], [`sqlite`] and [`mysql`]: the operations whose transactions or locking differ
+//!   by dialect (relay, claims, completions, leases, endpoint writes, publish, replay), each
+//!   documenting the locks it takes.
 //!
-//! A new dialect adds a field to `Sql`, an arm to `query_as_on!`, `execute_on!` and `on_backend!`, a variant
-//! of [`Store`] with its store type and submodules, and `Ts`'s `Type`/`Decode`/`Encode` for it.
+//! A new dialect adds a field to `Sql`, an arm to `query_as_on!`, `execute_on!` and
+//! `on_backend!`, a variant of [`Store`] with its store type and submodules, and `Ts`'s
+//! `Type`/`Decode`/`Encode` for it.
 //! The conformance tests (`tests/it/store.rs`, `store_admin.rs`, `store_dashboard.rs`) run
 //! every public operation on each backend from one body.
 
@@ -29,6 +30,7 @@ mod claims;
 mod endpoint_changes;
 mod enqueue;
 pub mod inbox;
+pub mod mysql;
 pub mod notify;
 pub mod postgres;
 pub mod rates;
@@ -61,9 +63,10 @@ pub use admin::{
 };
 pub use backlog::Backlog;
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
-pub(crate) use claims::{OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
+pub(crate) use claims::{Leased, OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
 pub(crate) use endpoint_changes::{endpoint_changes, rotated_secrets, ColumnValue};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
+pub use mysql::MySqlStore;
 pub use postgres::PgStore;
 pub use secrets::Sealed;
 pub(crate) use secrets::SecretCodec;
@@ -75,12 +78,12 @@ pub use time::{now_millis, parse_sqlite_ts, sqlite_ts};
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The database URL is not one kurir can use.
-    #[error("unsupported database URL scheme '{0}': use postgres://… or sqlite://…")]
+    #[error("unsupported database URL scheme '{0}': use postgres://…, mysql://… or sqlite://…")]
     UnsupportedUrl(String),
     /// The database could not be reached or refused the connection.
     #[error("cannot connect to the {backend} database: {source}")]
     Connect {
-        /// `postgres` or `sqlite`.
+        /// `postgres`, `sqlite` or `mysql`.
         backend: &'static str,
         /// The driver's error.
         source: sqlx::Error,
@@ -183,13 +186,16 @@ pub(crate) fn endpoint_from_new(new: NewEndpoint, now: DateTime<Utc>) -> Endpoin
     }
 }
 
-/// The store: PostgreSQL for production, SQLite embedded.
+/// The store: PostgreSQL or MySQL/MariaDB for production, SQLite embedded.
 #[derive(Clone, Debug)]
 pub enum Store {
     /// PostgreSQL, shared by any number of kurir processes.
     Postgres(PgStore),
     /// SQLite, one kurir process per file.
     Sqlite(SqliteStore),
+    /// MySQL (8.0.16 or later) or MariaDB (10.6 or later), shared by any number of kurir
+    /// processes.
+    Mysql(MySqlStore),
 }
 
 macro_rules! on_backend {
@@ -197,17 +203,20 @@ macro_rules! on_backend {
         match $self {
             Store::Postgres($s) => $body,
             Store::Sqlite($s) => $body,
+            Store::Mysql($s) => $body,
         }
     };
 }
 pub(crate) use on_backend;
 
 impl Store {
-    /// Connects to `url` (`postgres://…`, `postgresql://…` or `sqlite://…`). A missing SQLite
-    /// file and its directory are created.
+    /// Connects to `url` (`postgres://…`, `postgresql://…`, `mysql://…`, `mariadb://…` or
+    /// `sqlite://…`). A missing SQLite file and its directory are created.
     pub async fn connect(url: &str) -> Result<Self> {
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(Self::Postgres(PgStore::connect(url).await?))
+        } else if url.starts_with("mysql://") || url.starts_with("mariadb://") {
+            Ok(Self::Mysql(MySqlStore::connect(url).await?))
         } else if url.starts_with("sqlite:") {
             Ok(Self::Sqlite(SqliteStore::connect(url).await?))
         } else {
@@ -219,11 +228,12 @@ impl Store {
         }
     }
 
-    /// `postgres` or `sqlite`.
+    /// `postgres`, `sqlite` or `mysql`.
     pub fn backend(&self) -> &'static str {
         match self {
             Self::Postgres(_) => "postgres",
             Self::Sqlite(_) => "sqlite",
+            Self::Mysql(_) => "mysql",
         }
     }
 
@@ -238,6 +248,7 @@ impl Store {
         match self {
             Self::Postgres(s) => kurir_receiver::Inbox::from(s.pool().clone()),
             Self::Sqlite(s) => kurir_receiver::Inbox::from(s.pool().clone()),
+            Self::Mysql(s) => kurir_receiver::Inbox::from(s.pool().clone()),
         }
     }
 

@@ -17,6 +17,8 @@ const ONE: Sql = Sql {
         FROM kurir_endpoint_rates WHERE endpoint_id = $1",
     sqlite: "SELECT tat_us, halvings, throttled_until_ms, version \
         FROM kurir_endpoint_rates WHERE endpoint_id = ?1",
+    mysql: "SELECT tat_us, halvings, throttled_until_ms, version \
+        FROM kurir_endpoint_rates WHERE endpoint_id = $1",
 };
 /// `version` is the one expected (the row gets the next).
 const INSERT: Sql = Sql {
@@ -26,12 +28,17 @@ const INSERT: Sql = Sql {
     sqlite: "INSERT INTO kurir_endpoint_rates \
         (endpoint_id, tat_us, halvings, throttled_until_ms, version) \
         VALUES (?1, ?2, ?3, ?4, ?5 + 1) ON CONFLICT (endpoint_id) DO NOTHING",
+    mysql: "INSERT IGNORE INTO kurir_endpoint_rates \
+        (endpoint_id, tat_us, halvings, throttled_until_ms, version) \
+        VALUES ($1, $2, $3, $4, $5 + 1)",
 };
 const UPDATE: Sql = Sql {
     postgres: "UPDATE kurir_endpoint_rates SET tat_us = $2, halvings = $3, \
         throttled_until_ms = $4, version = $5 + 1 WHERE endpoint_id = $1 AND version = $5",
     sqlite: "UPDATE kurir_endpoint_rates SET tat_us = ?2, halvings = ?3, \
         throttled_until_ms = ?4, version = ?5 + 1 WHERE endpoint_id = ?1 AND version = ?5",
+    mysql: "UPDATE kurir_endpoint_rates SET tat_us = $2, halvings = $3, \
+        throttled_until_ms = $4, version = $5 + 1 WHERE endpoint_id = $1 AND version = $5",
 };
 
 impl Store {

@@ -26,6 +26,14 @@ const GET_ENDPOINT: Sql = Sql {
         retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
         max_in_flight, rate_limit_per_second, created_at, updated_at \
         FROM kurir_endpoints WHERE id = ?1",
+    mysql: "SELECT CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
+        CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
+        CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
+        enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
+        request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
+        circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
+        created_at, updated_at \
+        FROM kurir_endpoints WHERE id = $1",
 };
 
 const LIST_ENDPOINTS: Sql = Sql {
@@ -42,6 +50,14 @@ const LIST_ENDPOINTS: Sql = Sql {
         retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
         max_in_flight, rate_limit_per_second, created_at, updated_at \
         FROM kurir_endpoints WHERE enabled OR NOT ?1 ORDER BY created_at, id",
+    mysql: "SELECT CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
+        CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
+        CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
+        enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
+        request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
+        circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
+        created_at, updated_at \
+        FROM kurir_endpoints WHERE enabled OR NOT $1 ORDER BY created_at, id",
 };
 
 const GET_EVENT: Sql = Sql {
@@ -51,6 +67,11 @@ const GET_EVENT: Sql = Sql {
     sqlite: "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
         occurred_at, payload, created_at, dispatched_at, refused_reason \
         FROM kurir_outbox WHERE event_id = ?1",
+    mysql: "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, version, \
+        CAST(aggregate_type AS CHAR) AS aggregate_type, CAST(aggregate_id AS CHAR) AS aggregate_id, \
+        occurred_at, CAST(payload AS CHAR) AS payload, created_at, dispatched_at, \
+        CAST(refused_reason AS CHAR) AS refused_reason \
+        FROM kurir_outbox WHERE event_id = $1",
 };
 
 const LIST_EVENTS: Sql = Sql {
@@ -69,6 +90,15 @@ const LIST_EVENTS: Sql = Sql {
           AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at < ?4) \
           AND (?5 IS NULL OR id < ?5) \
         ORDER BY id DESC LIMIT ?6",
+    mysql: "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, version, \
+        CAST(aggregate_type AS CHAR) AS aggregate_type, CAST(aggregate_id AS CHAR) AS aggregate_id, \
+        occurred_at, CAST(payload AS CHAR) AS payload, created_at, dispatched_at, \
+        CAST(refused_reason AS CHAR) AS refused_reason \
+        FROM kurir_outbox \
+        WHERE ($1 IS NULL OR event_type = $1) AND ($2 IS NULL OR aggregate_id = $2) \
+          AND ($3 IS NULL OR created_at >= $3) AND ($4 IS NULL OR created_at < $4) \
+          AND ($5 IS NULL OR id < $5) \
+        ORDER BY id DESC LIMIT $6",
 };
 
 const DELIVERIES_FOR_EVENT: Sql = Sql {
@@ -78,6 +108,12 @@ const DELIVERIES_FOR_EVENT: Sql = Sql {
     sqlite: "SELECT id, event_id, endpoint_id, status, attempt_count, available_at, \
         last_status_code, last_error, sent_at, created_at FROM kurir_deliveries \
         WHERE event_id = ?1 ORDER BY id",
+    mysql:
+        "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(endpoint_id AS CHAR) AS endpoint_id, \
+        CAST(status AS CHAR) AS status, attempt_count, available_at, last_status_code, \
+        CAST(last_error AS CHAR) AS last_error, sent_at, created_at \
+        FROM kurir_deliveries \
+        WHERE outbox_id = (SELECT id FROM kurir_outbox WHERE event_id = $1) ORDER BY id",
 };
 
 const LIST_DELIVERIES: Sql = Sql {
@@ -98,6 +134,16 @@ const LIST_DELIVERIES: Sql = Sql {
           AND (?4 IS NULL OR d.created_at >= ?4) AND (?5 IS NULL OR d.created_at < ?5) \
           AND (?6 IS NULL OR d.id < ?6) \
         ORDER BY d.id DESC LIMIT ?7",
+    mysql: "SELECT d.id, CAST(d.event_id AS CHAR) AS event_id, \
+        CAST(d.endpoint_id AS CHAR) AS endpoint_id, CAST(d.status AS CHAR) AS status, \
+        d.attempt_count, d.available_at, d.last_status_code, CAST(d.last_error AS CHAR) AS last_error, \
+        d.sent_at, d.created_at, CAST(o.event_type AS CHAR) AS event_type \
+        FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
+        WHERE ($1 IS NULL OR d.status = $1) AND ($2 IS NULL OR d.endpoint_id = $2) \
+          AND ($3 IS NULL OR o.event_type = $3) \
+          AND ($4 IS NULL OR d.created_at >= $4) AND ($5 IS NULL OR d.created_at < $5) \
+          AND ($6 IS NULL OR d.id < $6) \
+        ORDER BY d.id DESC LIMIT $7",
 };
 
 const ATTEMPTS_FOR_DELIVERY: Sql = Sql {
@@ -105,6 +151,10 @@ const ATTEMPTS_FOR_DELIVERY: Sql = Sql {
         error, response_body FROM kurir_attempts WHERE delivery_id = $1 ORDER BY id",
     sqlite: "SELECT delivery_id, attempt, trigger, started_at, duration_ms, status_code, \
         error, response_body FROM kurir_attempts WHERE delivery_id = ?1 ORDER BY id",
+    mysql: "SELECT delivery_id, attempt, CAST(`trigger` AS CHAR) AS `trigger`, \
+        started_at, duration_ms, status_code, CAST(error AS CHAR) AS error, \
+        CAST(response_body AS CHAR) AS response_body \
+        FROM kurir_attempts WHERE delivery_id = $1 ORDER BY id",
 };
 
 const LIST_REPLAYS: Sql = Sql {
@@ -112,6 +162,9 @@ const LIST_REPLAYS: Sql = Sql {
         FROM kurir_replays WHERE ($1::int8 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
     sqlite: "SELECT id, actor, reason, filter, count, created_at \
         FROM kurir_replays WHERE (?1 IS NULL OR id < ?1) ORDER BY id DESC LIMIT ?2",
+    mysql: "SELECT id, CAST(actor AS CHAR) AS actor, CAST(reason AS CHAR) AS reason, \
+        CAST(filter AS CHAR) AS filter, count, created_at \
+        FROM kurir_replays WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
 };
 
 /// Total and not-yet-fanned-out events, and the oldest of the latter.
@@ -120,6 +173,7 @@ const OUTBOX_COUNTS_SQL: &str = "SELECT (SELECT count(*) FROM kurir_outbox), cou
 const OUTBOX_COUNTS: Sql = Sql {
     postgres: OUTBOX_COUNTS_SQL,
     sqlite: OUTBOX_COUNTS_SQL,
+    mysql: OUTBOX_COUNTS_SQL,
 };
 
 /// Per status: how many deliveries, and the oldest one's creation.
@@ -128,6 +182,8 @@ const DELIVERY_COUNTS_SQL: &str =
 const DELIVERY_COUNTS: Sql = Sql {
     postgres: DELIVERY_COUNTS_SQL,
     sqlite: DELIVERY_COUNTS_SQL,
+    mysql: "SELECT CAST(status AS CHAR), count(*), min(created_at) FROM kurir_deliveries \
+        GROUP BY status",
 };
 
 const COUNT_BY_STATUS: &str =
@@ -135,6 +191,8 @@ const COUNT_BY_STATUS: &str =
 const COUNT_DELIVERIES_BY_STATUS: Sql = Sql {
     postgres: COUNT_BY_STATUS,
     sqlite: COUNT_BY_STATUS,
+    mysql: "SELECT CAST(status AS CHAR), count(*) FROM kurir_deliveries \
+        GROUP BY status ORDER BY status",
 };
 
 impl Store {

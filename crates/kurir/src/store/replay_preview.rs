@@ -22,6 +22,14 @@ const COUNT_SQLITE: &str = "\
       AND (?3 IS NULL OR d.endpoint_id = ?3) AND (?4 IS NULL OR o.event_type = ?4) \
       AND (?5 IS NULL OR d.created_at >= ?5) AND (?6 IS NULL OR d.created_at < ?6)";
 
+/// MySQL binds each `?` once, so each optional filter's value is bound twice.
+const COUNT_MYSQL: &str = "\
+    SELECT COUNT(*) FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
+    WHERE d.status IN ('sent', 'dead_letter') \
+      AND (? IS NULL OR d.event_id = ?) AND (? IS NULL OR d.status = ?) \
+      AND (? IS NULL OR d.endpoint_id = ?) AND (? IS NULL OR o.event_type = ?) \
+      AND (? IS NULL OR d.created_at >= ?) AND (? IS NULL OR d.created_at < ?)";
+
 impl Store {
     /// How many deliveries a replay with `filter` would move back to `pending` now.
     pub async fn count_replayable(&self, f: &ReplayFilter) -> Result<i64> {
@@ -46,6 +54,23 @@ impl Store {
                     .bind(f.event_type.as_deref())
                     .bind(f.since.map(sqlite_ts))
                     .bind(f.until.map(sqlite_ts))
+                    .fetch_one(s.pool())
+                    .await?
+            }
+            Store::Mysql(s) => {
+                sqlx::query_scalar(COUNT_MYSQL)
+                    .bind(f.event_id.as_deref())
+                    .bind(f.event_id.as_deref())
+                    .bind(status)
+                    .bind(status)
+                    .bind(f.endpoint_id.as_deref())
+                    .bind(f.endpoint_id.as_deref())
+                    .bind(f.event_type.as_deref())
+                    .bind(f.event_type.as_deref())
+                    .bind(f.since.map(|t| t.naive_utc()))
+                    .bind(f.since.map(|t| t.naive_utc()))
+                    .bind(f.until.map(|t| t.naive_utc()))
+                    .bind(f.until.map(|t| t.naive_utc()))
                     .fetch_one(s.pool())
                     .await?
             }

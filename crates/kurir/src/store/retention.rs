@@ -10,7 +10,8 @@
 //!
 //! A batch is one short transaction over at most `limit` rows per table. On PostgreSQL it first
 //! takes a transaction-level advisory lock without waiting ([`PRUNE_LOCK`]): one process prunes
-//! at a time, the others skip the round. On SQLite it holds the write lock (`BEGIN IMMEDIATE`).
+//! at a time, the others skip the round. On MySQL the same with a session lock (`GET_LOCK`, see
+//! [`prune_mysql`]). On SQLite it holds the write lock (`BEGIN IMMEDIATE`).
 
 use chrono::{DateTime, Utc};
 
@@ -87,30 +88,37 @@ macro_rules! prunable_event {
     };
 }
 
+/// PostgreSQL's text of [`EVENT_CANDIDATES`], which MySQL shares (see [`Sql::mysql`]).
+const EVENT_CANDIDATES_PG: &str = concat!(
+    "SELECT o.id FROM kurir_outbox o WHERE ",
+    prunable_event!("$1", "$2", "$3"),
+    " ORDER BY o.created_at, o.id LIMIT $4"
+);
+
 const EVENT_CANDIDATES: Sql = Sql {
-    postgres: concat!(
-        "SELECT o.id FROM kurir_outbox o WHERE ",
-        prunable_event!("$1", "$2", "$3"),
-        " ORDER BY o.created_at, o.id LIMIT $4"
-    ),
+    postgres: EVENT_CANDIDATES_PG,
     sqlite: concat!(
         "SELECT o.id FROM kurir_outbox o WHERE ",
         prunable_event!("?1", "?2", "?3"),
         " ORDER BY o.created_at, o.id LIMIT ?4"
     ),
+    mysql: EVENT_CANDIDATES_PG,
 };
 
+/// PostgreSQL's text of [`COUNT_EVENTS`], which MySQL shares.
+const COUNT_EVENTS_PG: &str = concat!(
+    "SELECT count(*), ",
+    "(SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
+    prunable_event!("$1", "$2", "$3"),
+    ")), (SELECT count(*) FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id ",
+    "WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
+    prunable_event!("$1", "$2", "$3"),
+    ")) FROM kurir_outbox o WHERE ",
+    prunable_event!("$1", "$2", "$3"),
+);
+
 const COUNT_EVENTS: Sql = Sql {
-    postgres: concat!(
-        "SELECT count(*), ",
-        "(SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
-        prunable_event!("$1", "$2", "$3"),
-        ")), (SELECT count(*) FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id ",
-        "WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
-        prunable_event!("$1", "$2", "$3"),
-        ")) FROM kurir_outbox o WHERE ",
-        prunable_event!("$1", "$2", "$3"),
-    ),
+    postgres: COUNT_EVENTS_PG,
     sqlite: concat!(
         "SELECT count(*), ",
         "(SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
@@ -121,23 +129,30 @@ const COUNT_EVENTS: Sql = Sql {
         ")) FROM kurir_outbox o WHERE ",
         prunable_event!("?1", "?2", "?3"),
     ),
+    mysql: COUNT_EVENTS_PG,
 };
 
 const COUNT_INBOX: Sql = Sql {
     postgres: "SELECT count(*) FROM kurir_inbox WHERE status = 'completed' AND updated_at < $1",
     sqlite: "SELECT count(*) FROM kurir_inbox WHERE status = 'completed' AND updated_at < ?1",
+    mysql: "SELECT count(*) FROM kurir_inbox WHERE status = 'completed' AND updated_at < $1",
 };
 
 const COUNT_REPLAYS: Sql = Sql {
     postgres: "SELECT count(*) FROM kurir_replays WHERE created_at < $1",
     sqlite: "SELECT count(*) FROM kurir_replays WHERE created_at < ?1",
+    mysql: "SELECT count(*) FROM kurir_replays WHERE created_at < $1",
 };
 
+// MySQL refuses a subquery on the table a DELETE deletes from (and `LIMIT` in an `IN`
+// subquery); its single-table DELETE takes `ORDER BY` and `LIMIT` itself.
 const DELETE_INBOX: Sql = Sql {
     postgres: "DELETE FROM kurir_inbox WHERE id IN (SELECT id FROM kurir_inbox \
         WHERE status = 'completed' AND updated_at < $1 ORDER BY id LIMIT $2)",
     sqlite: "DELETE FROM kurir_inbox WHERE id IN (SELECT id FROM kurir_inbox \
         WHERE status = 'completed' AND updated_at < ?1 ORDER BY id LIMIT ?2)",
+    mysql: "DELETE FROM kurir_inbox WHERE status = 'completed' AND updated_at < $1 \
+        ORDER BY id LIMIT $2",
 };
 
 const DELETE_REPLAYS: Sql = Sql {
@@ -145,6 +160,7 @@ const DELETE_REPLAYS: Sql = Sql {
         WHERE created_at < $1 ORDER BY id LIMIT $2)",
     sqlite: "DELETE FROM kurir_replays WHERE id IN (SELECT id FROM kurir_replays \
         WHERE created_at < ?1 ORDER BY id LIMIT ?2)",
+    mysql: "DELETE FROM kurir_replays WHERE created_at < $1 ORDER BY id LIMIT $2",
 };
 
 /// The three deletes of one batch of events, children first, each guarded by the delivery
@@ -171,19 +187,50 @@ fn event_deletes(ids: &[i64]) -> [String; 3] {
     ]
 }
 
-/// Runs one batch on transaction `$tx` of either dialect.
+/// Runs `$sql`'s text for `$dialect` on transaction `$tx` with `$make` (`query` or
+/// `query_scalar`) and `$run`, binding each `$bind` in order. MySQL's text has its `$n`
+/// placeholders made positional ([`super::sql::positional`]), so each bind is used where its
+/// number stands, as on the other dialects.
+macro_rules! run_in {
+    ($tx:expr, mysql, $sql:expr, $make:ident, $run:ident $(, $bind:expr)*) => {{
+        let (text, order) = super::sql::positional($sql.mysql);
+        let args = super::sql::mysql_arguments(&order, &[
+            $(&|a: &mut sqlx::mysql::MySqlArguments| sqlx::Arguments::add(a, $bind)),*
+        ])?;
+        (with_arguments!($make))(&text, args).$run(&mut *$tx).await
+    }};
+    ($tx:expr, $dialect:ident, $sql:expr, $make:ident, $run:ident $(, $bind:expr)*) => {
+        sqlx::$make($sql.$dialect)$(.bind($bind))*.$run(&mut *$tx).await
+    };
+}
+
+/// The `_with` form of a query constructor: the one taking its arguments built.
+macro_rules! with_arguments {
+    (query) => {
+        sqlx::query_with
+    };
+    (query_scalar) => {
+        sqlx::query_scalar_with
+    };
+}
+
+/// Runs one batch on transaction `$tx` of any dialect.
 macro_rules! prune_in {
     ($tx:expr, $dialect:ident, $c:expr, $limit:expr) => {{
         let c: &Cutoffs = $c;
         let limit = i64::from($limit);
         let later = Ts(c.events.max(c.dead_letters));
-        let ids: Vec<i64> = sqlx::query_scalar(EVENT_CANDIDATES.$dialect)
-            .bind(Ts(c.events))
-            .bind(Ts(c.dead_letters))
-            .bind(later)
-            .bind(limit)
-            .fetch_all(&mut *$tx)
-            .await?;
+        let ids: Vec<i64> = run_in!(
+            $tx,
+            $dialect,
+            EVENT_CANDIDATES,
+            query_scalar,
+            fetch_all,
+            Ts(c.events),
+            Ts(c.dead_letters),
+            later,
+            limit
+        )?;
         let mut done = Pruned::default();
         if !ids.is_empty() {
             let [attempts, deliveries, events] = event_deletes(&ids);
@@ -200,27 +247,75 @@ macro_rules! prune_in {
                 .await?
                 .rows_affected();
         }
-        done.inbox = sqlx::query(DELETE_INBOX.$dialect)
-            .bind(Ts(c.inbox))
-            .bind(limit)
-            .execute(&mut *$tx)
-            .await?
-            .rows_affected();
+        done.inbox = run_in!(
+            $tx,
+            $dialect,
+            DELETE_INBOX,
+            query,
+            execute,
+            Ts(c.inbox),
+            limit
+        )?
+        .rows_affected();
         if let Some(replays) = c.replays {
-            done.replays = sqlx::query(DELETE_REPLAYS.$dialect)
-                .bind(Ts(replays))
-                .bind(limit)
-                .execute(&mut *$tx)
-                .await?
-                .rows_affected();
+            done.replays = run_in!(
+                $tx,
+                $dialect,
+                DELETE_REPLAYS,
+                query,
+                execute,
+                Ts(replays),
+                limit
+            )?
+            .rows_affected();
         }
         done
     }};
 }
 
+/// The name of the lock pruners take on MySQL, as an SQL expression: `GET_LOCK`'s names are the
+/// server's, not the database's, so it names the database (hashed, as a name is at most 64
+/// characters).
+pub const MYSQL_PRUNE_LOCK: &str = "CONCAT('kurir_prune_', SHA1(COALESCE(DATABASE(), '')))";
+
+/// One batch on MySQL under the session lock [`MYSQL_PRUNE_LOCK`], taken without waiting:
+/// MySQL has no transaction-level advisory lock, so it is released after the commit (or the
+/// failure) on the same connection, and a connection that cannot release it is closed, which
+/// releases it.
+async fn prune_mysql(
+    s: &super::MySqlStore,
+    cutoffs: &Cutoffs,
+    limit: u32,
+) -> Result<Option<Pruned>> {
+    use sqlx::Connection;
+    let mut conn = s.pool().acquire().await?;
+    let locked: Option<i64> = sqlx::query_scalar(&format!(
+        "SELECT CAST(GET_LOCK({MYSQL_PRUNE_LOCK}, 0) AS SIGNED)"
+    ))
+    .fetch_one(&mut *conn)
+    .await?;
+    if locked != Some(1) {
+        return Ok(None);
+    }
+    let done = async {
+        let mut tx = conn.begin().await?;
+        let done = prune_in!(tx, mysql, cutoffs, limit);
+        tx.commit().await?;
+        Ok::<_, super::StoreError>(done)
+    }
+    .await;
+    let released = sqlx::query(&format!("DO RELEASE_LOCK({MYSQL_PRUNE_LOCK})"))
+        .execute(&mut *conn)
+        .await;
+    if released.is_err() {
+        conn.close_on_drop();
+    }
+    Ok(Some(done?))
+}
+
 impl Store {
     /// Deletes at most `limit` rows of each kind past `cutoffs`, in one transaction. `None` when
-    /// another process holds the pruning lock (PostgreSQL): it is pruning now.
+    /// another process holds the pruning lock (PostgreSQL, MySQL): it is pruning now.
     pub async fn prune_batch(&self, cutoffs: &Cutoffs, limit: u32) -> Result<Option<Pruned>> {
         match self {
             Store::Postgres(s) => {
@@ -242,6 +337,7 @@ impl Store {
                 tx.commit().await?;
                 Ok(Some(done))
             }
+            Store::Mysql(s) => prune_mysql(s, cutoffs, limit).await,
         }
     }
 

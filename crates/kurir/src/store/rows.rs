@@ -2,20 +2,22 @@
 //!
 //! What differs between dialects is absorbed here, so the structs serve them all: [`Ts`] reads a
 //! timestamp however the dialect keeps it, and integer columns are read as `i32` where the
-//! PostgreSQL column is `int4` (SQLite's integers decode into any width), `i64` where the SQL
-//! selects them as `int8`. A new dialect implements `sqlx::Type` and `sqlx::Decode` for [`Ts`]
+//! PostgreSQL column is `int4` (SQLite's and MySQL's integers decode into any width), `i64`
+//! where the SQL selects them as `int8`. MySQL's text columns are binary-collated, which sqlx
+//! will not decode into a `String`: its statements select them through `CAST(… AS CHAR)`. A new dialect implements `sqlx::Type` and `sqlx::Decode` for [`Ts`]
 //! and reuses every row below.
 
 use chrono::{DateTime, Utc};
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
-use sqlx::{Decode, Encode, Postgres, Sqlite, Type};
+use sqlx::{Decode, Encode, MySql, Postgres, Sqlite, Type};
 
 use super::{parse_sqlite_ts, sqlite_ts, Result, StoreError, StoredEvent};
 use crate::delivery::{AttemptRecord, DeliveryRecord, Trigger};
 
 /// A stored timestamp: PostgreSQL's `timestamptz`; SQLite's text in kurir's fixed-width form
-/// (or, read, any form [`parse_sqlite_ts`] takes, for rows written by hand). Bound as a
+/// (or, read, any form [`parse_sqlite_ts`] takes, for rows written by hand); MySQL's
+/// `DATETIME(3)` in UTC. Bound as a
 /// parameter it is written the same way, so one bind serves every dialect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Ts(pub DateTime<Utc>);
@@ -74,6 +76,30 @@ impl<'q> Encode<'q, Sqlite> for Ts {
         buf: &mut Vec<sqlx::sqlite::SqliteArgumentValue<'q>>,
     ) -> Result<IsNull, BoxDynError> {
         <String as Encode<Sqlite>>::encode(sqlite_ts(self.0), buf)
+    }
+}
+
+/// MySQL's `DATETIME`, UTC in kurir's sessions (time zone `+00:00`).
+impl Type<MySql> for Ts {
+    fn type_info() -> sqlx::mysql::MySqlTypeInfo {
+        <chrono::NaiveDateTime as Type<MySql>>::type_info()
+    }
+    fn compatible(ty: &sqlx::mysql::MySqlTypeInfo) -> bool {
+        <DateTime<Utc> as Type<MySql>>::compatible(ty)
+    }
+}
+
+impl<'r> Decode<'r, MySql> for Ts {
+    fn decode(value: sqlx::mysql::MySqlValueRef<'r>) -> Result<Self, BoxDynError> {
+        <DateTime<Utc> as Decode<MySql>>::decode(value).map(Ts)
+    }
+}
+
+/// Bound as a `DATETIME`: sqlx sends a `DateTime<Utc>` as a `TIMESTAMP`, whose range ends in
+/// 2038.
+impl<'q> Encode<'q, MySql> for Ts {
+    fn encode_by_ref(&self, buf: &mut Vec<u8>) -> Result<IsNull, BoxDynError> {
+        <chrono::NaiveDateTime as Encode<MySql>>::encode_by_ref(&self.0.naive_utc(), buf)
     }
 }
 

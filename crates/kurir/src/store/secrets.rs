@@ -144,6 +144,8 @@ fn both(a: Option<String>, b: Option<String>, read: (&str, &str)) -> Option<(Str
 const ENDPOINT_SECRETS: Sql = Sql {
     postgres: "SELECT id, secret, previous_secrets::text FROM kurir_endpoints ORDER BY id",
     sqlite: "SELECT id, secret, previous_secrets FROM kurir_endpoints ORDER BY id",
+    mysql: "SELECT CAST(id AS CHAR), CAST(secret AS CHAR), CAST(previous_secrets AS CHAR) \
+        FROM kurir_endpoints ORDER BY id",
 };
 
 /// Rewrites one endpoint's secrets only if they are still what was read, so a rotation or an
@@ -153,11 +155,15 @@ const RESEAL_ENDPOINT: Sql = Sql {
         WHERE id = $1 AND secret = $4 AND previous_secrets::text = $5",
     sqlite: "UPDATE kurir_endpoints SET secret = ?2, previous_secrets = ?3 \
         WHERE id = ?1 AND secret = ?4 AND previous_secrets = ?5",
+    mysql: "UPDATE kurir_endpoints SET secret = $2, previous_secrets = $3 \
+        WHERE id = $1 AND secret = $4 AND previous_secrets = $5",
 };
 
 const SOURCE_SECRETS: Sql = Sql {
     postgres: "SELECT name, secrets::text, forward_secret FROM kurir_inbox_sources ORDER BY name",
     sqlite: "SELECT name, secrets, forward_secret FROM kurir_inbox_sources ORDER BY name",
+    mysql: "SELECT CAST(name AS CHAR), CAST(secrets AS CHAR), CAST(forward_secret AS CHAR) \
+        FROM kurir_inbox_sources ORDER BY name",
 };
 
 /// As [`RESEAL_ENDPOINT`], for a source.
@@ -166,6 +172,8 @@ const RESEAL_SOURCE: Sql = Sql {
         WHERE name = $1 AND secrets::text = $4 AND forward_secret = $5",
     sqlite: "UPDATE kurir_inbox_sources SET secrets = ?2, forward_secret = ?3 \
         WHERE name = ?1 AND secrets = ?4 AND forward_secret = ?5",
+    mysql: "UPDATE kurir_inbox_sources SET secrets = $2, forward_secret = $3 \
+        WHERE name = $1 AND secrets = $4 AND forward_secret = $5",
 };
 
 impl Store {
@@ -176,6 +184,7 @@ impl Store {
         match &mut self {
             Store::Postgres(s) => s.secrets = codec,
             Store::Sqlite(s) => s.secrets = codec,
+            Store::Mysql(s) => s.secrets = codec,
         }
         self
     }
@@ -200,7 +209,7 @@ impl Store {
             );
             if let Some((s, p)) = done.count(resealed) {
                 done.rewritten +=
-                    execute_on!(self, RESEAL_ENDPOINT, &id, s, p, &secret, &previous)?;
+                    execute_on!(self, RESEAL_ENDPOINT, &id, &s, &p, &secret, &previous)?;
             }
         }
         let sources: Vec<(String, String, String)> = query_as_on!(self, SOURCE_SECRETS, fetch_all)?;
@@ -212,7 +221,7 @@ impl Store {
             );
             if let Some((s, f)) = done.count(resealed) {
                 done.rewritten +=
-                    execute_on!(self, RESEAL_SOURCE, &name, s, f, &secrets, &forward)?;
+                    execute_on!(self, RESEAL_SOURCE, &name, &s, &f, &secrets, &forward)?;
             }
         }
         Ok(done)

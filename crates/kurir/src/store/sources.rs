@@ -2,8 +2,10 @@
 //! events themselves are kurir-receiver's business, through [`Store::inbox`].)
 //!
 //! One statement per operation and per dialect, side by side, decoded into [`SourceRow`]. Each
-//! write touches one row (PostgreSQL locks it for the statement; SQLite takes its write lock);
-//! reads take no locks.
+//! write touches one row (PostgreSQL and MySQL lock it for the statement; SQLite takes its write
+//! lock); reads take no locks. MySQL's `INSERT IGNORE` stands for `ON CONFLICT DO NOTHING`: it
+//! would also let pass, as a warning, a value the table's checks refuse, and every value here was
+//! checked by the API before.
 
 use kurir_core::Scheme;
 
@@ -77,6 +79,9 @@ const INSERT_SOURCE: Sql = Sql {
     sqlite: "INSERT INTO kurir_inbox_sources (name, scheme, secrets, tolerance_seconds, \
         forward_url, forward_secret, read_token_sha256, created_at, updated_at) \
         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) ON CONFLICT (name) DO NOTHING",
+    mysql: "INSERT IGNORE INTO kurir_inbox_sources (name, scheme, secrets, tolerance_seconds, \
+        forward_url, forward_secret, read_token_sha256, created_at, updated_at) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)",
 };
 
 const GET_SOURCE: Sql = Sql {
@@ -85,6 +90,11 @@ const GET_SOURCE: Sql = Sql {
         read_token_sha256, created_at, updated_at FROM kurir_inbox_sources WHERE name = $1",
     sqlite: "SELECT name, scheme, secrets, tolerance_seconds, forward_url, forward_secret, \
         read_token_sha256, created_at, updated_at FROM kurir_inbox_sources WHERE name = ?1",
+    mysql: "SELECT CAST(name AS CHAR) AS name, CAST(scheme AS CHAR) AS scheme, \
+        CAST(secrets AS CHAR) AS secrets, tolerance_seconds, \
+        CAST(forward_url AS CHAR) AS forward_url, CAST(forward_secret AS CHAR) AS forward_secret, \
+        CAST(read_token_sha256 AS CHAR) AS read_token_sha256, created_at, updated_at \
+        FROM kurir_inbox_sources WHERE name = $1",
 };
 
 const LIST_SOURCES: Sql = Sql {
@@ -95,12 +105,18 @@ const LIST_SOURCES: Sql = Sql {
     sqlite: "SELECT name, scheme, secrets, tolerance_seconds, forward_url, forward_secret, \
         read_token_sha256, created_at, updated_at FROM kurir_inbox_sources \
         ORDER BY created_at, name",
+    mysql: "SELECT CAST(name AS CHAR) AS name, CAST(scheme AS CHAR) AS scheme, \
+        CAST(secrets AS CHAR) AS secrets, tolerance_seconds, \
+        CAST(forward_url AS CHAR) AS forward_url, CAST(forward_secret AS CHAR) AS forward_secret, \
+        CAST(read_token_sha256 AS CHAR) AS read_token_sha256, created_at, updated_at \
+        FROM kurir_inbox_sources ORDER BY created_at, name",
 };
 
 const SOURCE_NAMES_SQL: &str = "SELECT name FROM kurir_inbox_sources ORDER BY name";
 const SOURCE_NAMES: Sql = Sql {
     postgres: SOURCE_NAMES_SQL,
     sqlite: SOURCE_NAMES_SQL,
+    mysql: "SELECT CAST(name AS CHAR) FROM kurir_inbox_sources ORDER BY name",
 };
 
 const SAVE_SOURCE: Sql = Sql {
@@ -108,11 +124,14 @@ const SAVE_SOURCE: Sql = Sql {
         tolerance_seconds = $4, forward_url = $5, updated_at = $6 WHERE name = $1",
     sqlite: "UPDATE kurir_inbox_sources SET scheme = ?2, secrets = ?3, tolerance_seconds = ?4, \
         forward_url = ?5, updated_at = ?6 WHERE name = ?1",
+    mysql: "UPDATE kurir_inbox_sources SET scheme = $2, secrets = $3, tolerance_seconds = $4, \
+        forward_url = $5, updated_at = $6 WHERE name = $1",
 };
 
 const DELETE_SOURCE: Sql = Sql {
     postgres: "DELETE FROM kurir_inbox_sources WHERE name = $1",
     sqlite: "DELETE FROM kurir_inbox_sources WHERE name = ?1",
+    mysql: "DELETE FROM kurir_inbox_sources WHERE name = $1",
 };
 
 impl Store {

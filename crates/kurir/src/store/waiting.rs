@@ -25,6 +25,7 @@ impl Store {
         let (dead_letters, inbox_unforwarded): (i64, i64) = match self {
             Store::Postgres(s) => sqlx::query_as(WAITING_SQL).fetch_one(s.pool()).await?,
             Store::Sqlite(s) => sqlx::query_as(WAITING_SQL).fetch_one(s.pool()).await?,
+            Store::Mysql(s) => sqlx::query_as(WAITING_SQL).fetch_one(s.pool()).await?,
         };
         Ok(Waiting {
             dead_letters,

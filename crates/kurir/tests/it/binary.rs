@@ -55,6 +55,18 @@ async fn migrate_works_twice_on_postgres() {
         return;
     };
     let _ = postgres_admin_url();
+    migrate_twice(&db).await;
+}
+
+#[tokio::test]
+async fn migrate_works_twice_on_mysql() {
+    let Some(db) = crate::support::TestDb::mysql().await else {
+        return;
+    };
+    migrate_twice(&db).await;
+}
+
+async fn migrate_twice(db: &crate::support::TestDb) {
     for _ in 0..2 {
         let out = kurir()
             .args(["migrate", "--database-url", &db.url])
@@ -71,8 +83,9 @@ async fn migrate_works_twice_on_postgres() {
 #[test]
 fn bad_database_urls_fail_with_one_line_naming_the_problem() {
     let cases = [
-        ("mysql://user:pw@host/db", "--database-url: invalid value"),
+        ("mssql://user:pw@host/db", "--database-url: invalid value"),
         ("postgres://root@127.0.0.1:1/kurir", "Connection refused"),
+        ("mysql://root:pw@127.0.0.1:1/kurir", "Connection refused"),
     ];
     for (url, expected) in cases {
         let out = kurir()

@@ -248,15 +248,36 @@ async fn an_answer_the_database_cannot_store_wedges_nothing(db: TestDb) {
 mod scale_out {
     use super::*;
 
-    async fn postgres() -> Option<TestDb> {
-        TestDb::postgres().await
+    /// Runs each named `async fn name(db: TestDb)` on the servers several kurir processes can
+    /// share, PostgreSQL and MySQL/MariaDB, as `name::postgres` and `name::mysql`.
+    macro_rules! on_shared_servers {
+        ($($name:ident),* $(,)?) => {$(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    if let Some(db) = crate::support::TestDb::postgres().await {
+                        super::$name(db).await
+                    }
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn mysql() {
+                    if let Some(db) = crate::support::TestDb::mysql().await {
+                        super::$name(db).await
+                    }
+                }
+            }
+        )*};
     }
 
-    /// Three processes on one PostgreSQL database: all of them have requests in flight at once,
-    /// every event arrives, none twice.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn three_processes_share_2000_events_without_duplicates() {
-        let Some(db) = postgres().await else { return };
+    on_shared_servers!(
+        three_processes_share_2000_events_without_duplicates,
+        a_killed_process_among_three_loses_no_event,
+    );
+
+    /// Three processes on one database: all of them have requests in flight at once, every
+    /// event arrives, none twice.
+    async fn three_processes_share_2000_events_without_duplicates(db: TestDb) {
         let (dir, rx, ids) = held_receiver_with_events(&db, 2000).await;
 
         let started = Instant::now();
@@ -282,16 +303,17 @@ mod scale_out {
             twice.is_empty(),
             "no event is received twice without a crash: {twice:?}"
         );
-        let Store::Postgres(pg) = &db.store else {
-            unreachable!()
-        };
-        let workers: i64 = sqlx::query_scalar("SELECT count(DISTINCT worker) FROM kurir_attempts")
-            .fetch_one(pg.pool())
-            .await
-            .unwrap();
+        let sql = "SELECT count(DISTINCT worker) FROM kurir_attempts";
+        let workers: i64 = match &db.store {
+            Store::Postgres(pg) => sqlx::query_scalar(sql).fetch_one(pg.pool()).await,
+            Store::Mysql(my) => sqlx::query_scalar(sql).fetch_one(my.pool()).await,
+            Store::Sqlite(_) => unreachable!("one process per SQLite file"),
+        }
+        .unwrap();
         assert_eq!(workers, 3, "all three processes made deliveries");
         eprintln!(
-            "scale-out: 2000 events by 3 processes in {:.2}s ({:.0} deliveries/s, debug build, including start-up)",
+            "scale-out on {}: 2000 events by 3 processes in {:.2}s ({:.0} deliveries/s, debug build, including start-up)",
+            db.store.backend(),
             elapsed.as_secs_f64(),
             2000.0 / elapsed.as_secs_f64()
         );
@@ -299,9 +321,7 @@ mod scale_out {
 
     /// One of three processes is killed mid-run: every event still arrives; duplicates are
     /// counted and limited to what the dead process had in flight.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_killed_process_among_three_loses_no_event() {
-        let Some(db) = postgres().await else { return };
+    async fn a_killed_process_among_three_loses_no_event(db: TestDb) {
         let (dir, rx, ids) = held_receiver_with_events(&db, 2000).await;
 
         let mut children: Vec<Kurir> = (0..3).map(|_| spawn_kurir(&db, dir.path())).collect();

@@ -551,3 +551,8 @@ async fn a_forward_answered_429_waits_for_its_retry_after_on_sqlite() {
 async fn a_forward_answered_429_waits_for_its_retry_after_on_postgres() {
     a_forward_answered_429_waits_for_its_retry_after(Backend::Postgres).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forward_answered_429_waits_for_its_retry_after_on_mysql() {
+    a_forward_answered_429_waits_for_its_retry_after(Backend::Mysql).await;
+}

@@ -154,6 +154,7 @@ async fn an_expired_lease_backs_off_as_the_policy_says_with_the_process_default_
             match s {
                 Store::Postgres(pg) => sqlx::query(sql).execute(pg.pool()).await.map(|_| ()),
                 Store::Sqlite(sq) => sqlx::query(sql).execute(sq.pool()).await.map(|_| ()),
+                Store::Mysql(my) => sqlx::query(sql).execute(my.pool()).await.map(|_| ()),
             }
             .unwrap();
         } else {
@@ -194,6 +195,14 @@ async fn lease_of(store: &Store, event_id: &str) -> Option<(String, chrono::Date
                 .unwrap();
             row.map(|(owner, at)| (owner, kurir::store::parse_sqlite_ts(&at).unwrap()))
         }
+        Store::Mysql(my) => sqlx::query_as(
+            &sql.replace("$1", "?")
+                .replace("lease_owner,", "CAST(lease_owner AS CHAR),"),
+        )
+        .bind(event_id)
+        .fetch_optional(my.pool())
+        .await
+        .unwrap(),
     }
 }
 
@@ -207,6 +216,11 @@ async fn database_clock_passed(store: &Store, at: chrono::DateTime<Utc>) -> bool
             .unwrap(),
         // SQLite's leases are stamped by this process's clock.
         Store::Sqlite(_) => kurir::store::now_millis() > at,
+        Store::Mysql(my) => sqlx::query_scalar("SELECT UTC_TIMESTAMP(3) > ?")
+            .bind(at.naive_utc())
+            .fetch_one(my.pool())
+            .await
+            .unwrap(),
     }
 }
 
@@ -470,6 +484,14 @@ async fn state_of(
             .fetch_one(sq.pool())
             .await
             .unwrap(),
+        Store::Mysql(my) => sqlx::query_as(
+            "SELECT CAST(lease_owner AS CHAR), CAST(lease_expires_at AS CHAR) \
+             FROM kurir_deliveries WHERE id = ?",
+        )
+        .bind(d.delivery_id)
+        .fetch_one(my.pool())
+        .await
+        .unwrap(),
     };
     (
         r.status,

@@ -1,5 +1,5 @@
 //! kurir's integration tests: one binary, one module per area. Store and delivery tests run on
-//! SQLite and on PostgreSQL (see `support::on_both_backends!`, the one macro for every fixture).
+//! SQLite, PostgreSQL and MySQL/MariaDB (see `support::on_both_backends!`, the one macro for every fixture).
 
 // A test reads best as one story from setup to assertions; the function length the workspace
 // keeps to (clippy.toml) is for the product code.
@@ -25,7 +25,9 @@ mod logs;
 mod metrics;
 mod operator;
 mod orphans;
+mod out_of_order;
 mod outbox;
+mod php;
 mod rate_limit;
 mod recording;
 mod retention;

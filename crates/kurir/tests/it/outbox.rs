@@ -32,12 +32,16 @@ macro_rules! with_tx {
                 let mut $tx = sq.pool().begin().await.unwrap();
                 $body
             }
+            Store::Mysql(my) => {
+                let mut $tx = my.pool().begin().await.unwrap();
+                $body
+            }
         }
     };
 }
 
 async fn create_orders_table(db: &TestDb) {
-    let sql = "CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL)";
+    let sql = "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, status TEXT NOT NULL)";
     exec(db, sql).await;
 }
 
@@ -45,6 +49,7 @@ async fn exec(db: &TestDb, sql: &str) {
     match &db.store {
         Store::Postgres(pg) => drop(sqlx::raw_sql(sql).execute(pg.pool()).await.unwrap()),
         Store::Sqlite(sq) => drop(sqlx::raw_sql(sql).execute(sq.pool()).await.unwrap()),
+        Store::Mysql(my) => drop(sqlx::raw_sql(sql).execute(my.pool()).await.unwrap()),
     }
 }
 
@@ -53,6 +58,7 @@ async fn count(db: &TestDb, table: &str) -> i64 {
     match &db.store {
         Store::Postgres(pg) => sqlx::query_scalar(&sql).fetch_one(pg.pool()).await.unwrap(),
         Store::Sqlite(sq) => sqlx::query_scalar(&sql).fetch_one(sq.pool()).await.unwrap(),
+        Store::Mysql(my) => sqlx::query_scalar(&sql).fetch_one(my.pool()).await.unwrap(),
     }
 }
 
@@ -156,6 +162,12 @@ async fn plain_sql_insert_from_the_readme_works_with_defaults(db: TestDb) {
             .fetch_all(sq.pool())
             .await
             .unwrap(),
+        Store::Mysql(my) => {
+            sqlx::query_scalar("SELECT CAST(event_id AS CHAR) FROM kurir_outbox ORDER BY id")
+                .fetch_all(my.pool())
+                .await
+                .unwrap()
+        }
     };
     assert_eq!(ids.len(), 2);
     assert_ne!(ids[0], ids[1], "each insert gets its own event_id");

@@ -40,6 +40,17 @@ async fn refuse_marked_attempts(store: &Store) {
             .await
             .unwrap();
         }
+        Store::Mysql(my) => {
+            sqlx::raw_sql(
+                "CREATE TRIGGER refuse_marked_attempts BEFORE INSERT ON kurir_attempts \
+                 FOR EACH ROW BEGIN IF NEW.response_body = 'refuse me' THEN \
+                     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'this test refuses the attempt'; \
+                 END IF; END",
+            )
+            .execute(my.pool())
+            .await
+            .unwrap();
+        }
     }
 }
 
@@ -145,7 +156,7 @@ async fn shutdown_finishes_within_its_bound_while_the_database_is_down() {
             .fetch_one(pg.pool())
             .await
             .unwrap(),
-        Store::Sqlite(_) => unreachable!(),
+        Store::Sqlite(_) | Store::Mysql(_) => unreachable!(),
     };
     let allow = |on: bool| format!("ALTER DATABASE {name} ALLOW_CONNECTIONS {on}");
     sqlx::query(&allow(false)).execute(&admin).await.unwrap();

@@ -7,7 +7,9 @@ use kurir::store::retention::Pruned;
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::api::support::{eventually, on_both_backends, Receiver, TestApp, TestDb};
+use kurir::store::Store;
+
+use crate::api::support::{eventually, on_both_backends, Backend, Receiver, TestApp, TestDb};
 
 on_both_backends!(
     pruning_keeps_unfinished_and_dead_lettered_events_and_a_dry_run_counts_what_goes,
@@ -125,15 +127,23 @@ async fn completed_inbox_events_and_old_replay_audits_go_and_pending_inbox_event
     for (event_id, status) in [("done", "completed"), ("waiting", "pending")] {
         crate::store_dashboard::inbox_row(&db.store, "src", event_id, status).await;
     }
-    // Plain SQL both dialects read alike: the rows were written long ago.
+    // Plain SQL every dialect reads alike, but for MySQL's timestamps (no `T`, no zone: its
+    // sessions are UTC): the rows were written long ago.
+    let long_ago = match db.backend {
+        Backend::Mysql => "'2020-01-01 00:00:00.000'",
+        Backend::Postgres | Backend::Sqlite => "'2020-01-01T00:00:00.000Z'",
+    };
     for sql in [
-        "UPDATE kurir_inbox SET updated_at = '2020-01-01T00:00:00.000Z'",
-        "INSERT INTO kurir_replays (actor, reason, filter, count, created_at) \
-         VALUES ('admin', 'test', '{}', 1, '2020-01-01T00:00:00.000Z')",
+        format!("UPDATE kurir_inbox SET updated_at = {long_ago}"),
+        format!(
+            "INSERT INTO kurir_replays (actor, reason, filter, count, created_at) \
+             VALUES ('admin', 'test', '{{}}', 1, {long_ago})"
+        ),
     ] {
         match &db.store {
-            kurir::store::Store::Postgres(s) => sqlx::query(sql).execute(s.pool()).await.map(drop),
-            kurir::store::Store::Sqlite(s) => sqlx::query(sql).execute(s.pool()).await.map(drop),
+            Store::Postgres(s) => sqlx::query(&sql).execute(s.pool()).await.map(drop),
+            Store::Sqlite(s) => sqlx::query(&sql).execute(s.pool()).await.map(drop),
+            Store::Mysql(s) => sqlx::query(&sql).execute(s.pool()).await.map(drop),
         }
         .unwrap();
     }
@@ -160,7 +170,7 @@ async fn one_postgres_process_prunes_at_a_time() {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    let kurir::store::Store::Postgres(pg) = &db.store else {
+    let Store::Postgres(pg) = &db.store else {
         unreachable!()
     };
     let at = cutoffs(&TestApp::config(&db, SHORT).retention, chrono::Utc::now());
@@ -176,4 +186,37 @@ async fn one_postgres_process_prunes_at_a_time() {
         db.store.prune_batch(&at, 10).await.unwrap(),
         Some(Pruned::default())
     );
+}
+
+#[tokio::test]
+async fn one_mysql_process_prunes_at_a_time() {
+    let Some(db) = TestDb::mysql().await else {
+        return;
+    };
+    let Store::Mysql(my) = &db.store else {
+        unreachable!()
+    };
+    let at = cutoffs(&TestApp::config(&db, SHORT).retention, chrono::Utc::now());
+    let lock = kurir::store::retention::MYSQL_PRUNE_LOCK;
+    let mut other = my.pool().acquire().await.unwrap();
+    let taken: i64 = sqlx::query_scalar(&format!("SELECT CAST(GET_LOCK({lock}, 0) AS SIGNED)"))
+        .fetch_one(&mut *other)
+        .await
+        .unwrap();
+    assert_eq!(taken, 1);
+    assert_eq!(db.store.prune_batch(&at, 10).await.unwrap(), None);
+    sqlx::query(&format!("DO RELEASE_LOCK({lock})"))
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    assert_eq!(
+        db.store.prune_batch(&at, 10).await.unwrap(),
+        Some(Pruned::default())
+    );
+    // The batch released its lock: another session takes it at once.
+    let again: i64 = sqlx::query_scalar(&format!("SELECT CAST(GET_LOCK({lock}, 0) AS SIGNED)"))
+        .fetch_one(&mut *other)
+        .await
+        .unwrap();
+    assert_eq!(again, 1);
 }

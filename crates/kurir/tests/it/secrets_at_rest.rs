@@ -29,7 +29,7 @@ fn verifies(secret: &str, r: &Received) -> bool {
         .is_ok()
 }
 
-/// The whole database as text: `pg_dump`, or SQLite's `.dump`.
+/// The whole database as text: `pg_dump`, SQLite's `.dump`, or `mysqldump`.
 fn dump(db: &TestDb) -> String {
     let output = match db.backend {
         Backend::Postgres => std::process::Command::new("pg_dump")
@@ -38,6 +38,19 @@ fn dump(db: &TestDb) -> String {
         Backend::Sqlite => std::process::Command::new("sqlite3")
             .args([db.url.trim_start_matches("sqlite://"), ".dump"])
             .output(),
+        Backend::Mysql => {
+            let url = url::Url::parse(&db.url).unwrap();
+            let mut cmd = std::process::Command::new("mysqldump");
+            // The migrations' checksums are binary: written as hex, the dump stays text.
+            cmd.arg("--hex-blob")
+                .arg(format!("--host={}", url.host_str().unwrap_or("127.0.0.1")))
+                .arg(format!("--port={}", url.port().unwrap_or(3306)))
+                .arg(format!("--user={}", url.username()));
+            if let Some(password) = url.password() {
+                cmd.arg(format!("--password={password}"));
+            }
+            cmd.arg(url.path().trim_start_matches('/')).output()
+        }
     }
     .expect("the database's dump tool runs");
     assert!(output.status.success(), "{output:?}");
@@ -57,9 +70,12 @@ fn assert_not_in(dump: &str, secret: &str) {
 /// Each stored endpoint's `secret` column as it is in the database.
 async fn stored_secrets(store: &Store) -> Vec<String> {
     let sql = "SELECT secret FROM kurir_endpoints ORDER BY id";
+    // MySQL reports the `utf8mb4_bin` column as binary, which does not decode into a `String`.
+    let cast = "SELECT CAST(secret AS CHAR) FROM kurir_endpoints ORDER BY id";
     match store {
         Store::Postgres(pg) => sqlx::query_scalar(sql).fetch_all(pg.pool()).await,
         Store::Sqlite(sq) => sqlx::query_scalar(sql).fetch_all(sq.pool()).await,
+        Store::Mysql(my) => sqlx::query_scalar(cast).fetch_all(my.pool()).await,
     }
     .unwrap()
 }

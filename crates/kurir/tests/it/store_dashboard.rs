@@ -25,6 +25,7 @@ pub(crate) async fn inbox_row(store: &Store, source: &str, event_id: &str, statu
         "INSERT INTO kurir_inbox (source, event_id, event_type, status, payload, attempts)";
     let pg = format!("{columns} VALUES ($1, $2, 'invoice.paid', $3, $4, 1)");
     let sqlite = format!("{columns} VALUES (?1, ?2, 'invoice.paid', ?3, ?4, 1)");
+    let mysql = format!("{columns} VALUES (?, ?, 'invoice.paid', ?, ?, 1)");
     let payload = b"{\"secret-ish\":true}".to_vec();
     match store {
         Store::Postgres(p) => sqlx::query(&pg)
@@ -41,6 +42,14 @@ pub(crate) async fn inbox_row(store: &Store, source: &str, event_id: &str, statu
             .bind(status)
             .bind(payload)
             .execute(sq.pool())
+            .await
+            .map(drop),
+        Store::Mysql(my) => sqlx::query(&mysql)
+            .bind(source)
+            .bind(event_id)
+            .bind(status)
+            .bind(payload)
+            .execute(my.pool())
             .await
             .map(drop),
     }

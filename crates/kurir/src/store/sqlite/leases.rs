@@ -15,7 +15,7 @@ use kurir_core::retry::RetryPolicy;
 use tokio::time::Instant;
 
 use crate::store::{
-    now_millis, sqlite_ts, Claim, EndpointSlot, Orphan, OrphanReason, Requeued, Result, StoreError,
+    now_millis, sqlite_ts, Claim, EndpointSlot, Leased, Orphan, OrphanReason, Requeued, Result,
     LEASE_EXPIRED, LEASE_RELEASED,
 };
 
@@ -94,15 +94,6 @@ macro_rules! requeue_sql {
     };
 }
 
-/// A row leased by [`LEASE_SQL`], before its event is read.
-struct Leased<'a> {
-    delivery_id: i64,
-    outbox_id: i64,
-    attempt: u32,
-    trigger: Trigger,
-    slot: &'a EndpointSlot,
-}
-
 impl SqliteStore {
     /// One `BEGIN IMMEDIATE` transaction (the database's single writer lock stands in for row
     /// locks): per endpoint slot, leases its oldest due rows whose event exists; then removes
@@ -158,7 +149,7 @@ impl SqliteStore {
         Ok(Claim {
             deliveries: leased
                 .into_iter()
-                .map(|l| claimed(l, &events, sent_at))
+                .map(|l| l.claimed(&events, sent_at))
                 .collect::<Result<_>>()?,
             orphans: orphans
                 .iter()
@@ -328,33 +319,6 @@ async fn events_of(
             ))
         })
         .collect()
-}
-
-fn claimed(
-    l: Leased<'_>,
-    events: &HashMap<i64, EventSnapshot>,
-    sent_at: Instant,
-) -> Result<ClaimedDelivery> {
-    // Several deliveries of one event can be claimed together: each gets a copy. The lease
-    // took only rows whose event exists, in this same transaction.
-    let event = events
-        .get(&l.outbox_id)
-        .cloned()
-        .ok_or_else(|| StoreError::Corrupt {
-            table: "kurir_deliveries",
-            message: format!(
-                "delivery {} points at missing outbox row {}",
-                l.delivery_id, l.outbox_id
-            ),
-        })?;
-    Ok(ClaimedDelivery {
-        delivery_id: l.delivery_id,
-        attempt: l.attempt,
-        trigger: l.trigger,
-        event,
-        endpoint: l.slot.endpoint.clone(),
-        lease_deadline: sent_at + l.slot.lease,
-    })
 }
 
 fn orphan(r: &SqliteRow, reason: OrphanReason) -> Result<Orphan> {

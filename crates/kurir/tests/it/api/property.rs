@@ -27,6 +27,11 @@ fn no_request_gets_a_5xx_or_changes_anything_when_refused_on_postgres() {
     no_request_gets_a_5xx_or_changes_anything_when_refused(Backend::Postgres);
 }
 
+#[test]
+fn no_request_gets_a_5xx_or_changes_anything_when_refused_on_mysql() {
+    no_request_gets_a_5xx_or_changes_anything_when_refused(Backend::Mysql);
+}
+
 /// One request.
 #[derive(Clone)]
 struct Request {

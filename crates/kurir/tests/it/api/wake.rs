@@ -35,6 +35,11 @@ async fn an_api_publish_wakes_the_relay_on_postgres() {
     an_api_publish_wakes_the_relay(Backend::Postgres).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_publish_wakes_the_relay_on_mysql() {
+    an_api_publish_wakes_the_relay(Backend::Mysql).await;
+}
+
 /// Waits until the server `app` listens for other processes' notifications.
 async fn wait_for_listen(pool: &sqlx::PgPool) {
     eventually("the server to LISTEN", || async move {

@@ -49,6 +49,14 @@ async fn a_nul_body_is_recorded_on_postgres() {
     beside_a_healthy_endpoint(db, nul_body()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_body_is_recorded_on_mysql() {
+    let Some(db) = TestDb::mysql().await else {
+        return;
+    };
+    beside_a_healthy_endpoint(db, nul_body()).await;
+}
+
 async fn an_invalid_utf8_body_is_recorded(db: TestDb) {
     beside_a_healthy_endpoint(db, Shape::Body(500, b"\xff\xfe\xc3(bad \xe2\x82".to_vec())).await;
 }

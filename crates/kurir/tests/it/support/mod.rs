@@ -16,8 +16,8 @@ use kurir::store::Store;
 use kurir_core::retry::RetryPolicy;
 use tokio_util::sync::CancellationToken;
 
-/// Runs each named `async fn name(fixture)` once per backend, as `name::sqlite` and
-/// `name::postgres`. The fixture is whatever the function takes, a [`TestDb`] or a
+/// Runs each named `async fn name(fixture)` once per backend, as `name::sqlite`,
+/// `name::postgres` and `name::mysql`. The fixture is whatever the function takes, a [`TestDb`] or a
 /// [`crate::api::support::TestApp`] (see [`Fixture`]); `with runner;` first hands each backend
 /// to `runner(backend, body)` instead of [`run`]. A new backend is one more test here and one
 /// more [`Backend`].
@@ -34,6 +34,11 @@ macro_rules! on_both_backends {
             async fn postgres() {
                 $run($crate::support::Backend::Postgres, super::$name).await
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                $run($crate::support::Backend::Mysql, super::$name).await
+            }
         }
     )*};
     ($($name:ident),* $(,)?) => {
@@ -45,7 +50,7 @@ macro_rules! on_both_backends {
 pub trait Fixture: Sized {
     /// What must outlive the body (and is taken down after it).
     type Guard;
-    /// Sets up on `backend`; `None` when that backend is not configured (PostgreSQL outside CI).
+    /// Sets up on `backend`; `None` when that backend is not configured (a server outside CI).
     fn open(backend: Backend) -> impl Future<Output = Option<(Self, Self::Guard)>>;
     /// Takes down what `open` set up.
     fn close(guard: Self::Guard) -> impl Future<Output = ()>;
@@ -82,6 +87,7 @@ where
 pub enum Backend {
     Sqlite,
     Postgres,
+    Mysql,
 }
 
 /// A fresh, migrated database that is removed when the test ends, and a temp dir (the SQLite
@@ -91,7 +97,24 @@ pub struct TestDb {
     pub url: String,
     pub store: Store,
     pub dir: tempfile::TempDir,
+    /// The server's URL and the test database's name, to drop it with.
     pg_name: Option<(String, String)>,
+}
+
+/// The MySQL or MariaDB server tests use: `KURIR_TEST_MYSQL_URL` (`.ci/run` sets
+/// `mysql://root@127.0.0.1:3306/test`). Without it, MySQL tests are skipped with a notice,
+/// except under CI (`CI` set), where that is a failure.
+pub fn mysql_admin_url() -> Option<String> {
+    match std::env::var("KURIR_TEST_MYSQL_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but KURIR_TEST_MYSQL_URL is not: MySQL tests must run in CI")
+        }
+        _ => {
+            eprintln!("notice: KURIR_TEST_MYSQL_URL is not set; skipping a MySQL test");
+            None
+        }
+    }
 }
 
 /// The PostgreSQL server tests use: `KURIR_TEST_POSTGRES_URL`. Without it, PostgreSQL tests are
@@ -122,12 +145,45 @@ impl TestDb {
         Some(db)
     }
 
-    /// A fresh database on `backend` without kurir's tables (`None`: PostgreSQL not configured).
+    pub async fn mysql() -> Option<Self> {
+        let db = Self::mysql_unmigrated().await?;
+        db.store.migrate().await.expect("migrate mysql");
+        Some(db)
+    }
+
+    /// A fresh database on `backend` without kurir's tables (`None`: its server not configured).
     pub async fn unmigrated(backend: Backend) -> Option<Self> {
         match backend {
             Backend::Sqlite => Some(Self::sqlite_unmigrated().await),
             Backend::Postgres => Self::postgres_unmigrated().await,
+            Backend::Mysql => Self::mysql_unmigrated().await,
         }
+    }
+
+    /// A new database `kurir_test_<uuid>` on the MySQL server, dropped with the `TestDb`.
+    async fn mysql_unmigrated() -> Option<Self> {
+        let admin = mysql_admin_url()?;
+        let name = format!("kurir_test_{}", uuid::Uuid::now_v7().simple());
+        let admin_store = Store::connect(&admin)
+            .await
+            .unwrap_or_else(|e| panic!("MySQL at KURIR_TEST_MYSQL_URL is unreachable: {e}"));
+        let Store::Mysql(my) = &admin_store else {
+            panic!("KURIR_TEST_MYSQL_URL is not mysql://")
+        };
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(my.pool())
+            .await
+            .expect("create test database");
+        admin_store.close().await;
+        let url = with_database(&admin, &name);
+        let store = Store::connect(&url).await.expect("connect test database");
+        Some(Self {
+            backend: Backend::Mysql,
+            url,
+            store,
+            dir: tempfile::tempdir().expect("temp dir"),
+            pg_name: Some((admin, name)),
+        })
     }
 
     async fn sqlite_unmigrated() -> Self {
@@ -187,9 +243,16 @@ impl Drop for TestDb {
                 .ok()?;
             rt.block_on(async {
                 let store = Store::connect(&admin).await.ok()?;
-                if let Store::Postgres(pg) = &store {
-                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
-                    let _ = sqlx::query(&sql).execute(pg.pool()).await;
+                match &store {
+                    Store::Postgres(pg) => {
+                        let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                        let _ = sqlx::query(&sql).execute(pg.pool()).await;
+                    }
+                    Store::Mysql(my) => {
+                        let sql = format!("DROP DATABASE IF EXISTS {name}");
+                        let _ = sqlx::query(&sql).execute(my.pool()).await;
+                    }
+                    Store::Sqlite(_) => {}
                 }
                 store.close().await;
                 Some(())
@@ -203,8 +266,9 @@ fn with_database(url: &str, name: &str) -> String {
     let (base, query) = url
         .split_once('?')
         .map_or((url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
     let base = match base.rfind('/') {
-        Some(i) if i > "postgres://".len() => &base[..i],
+        Some(i) if i > scheme_end => &base[..i],
         _ => base,
     };
     match query {
@@ -327,6 +391,7 @@ pub async fn enqueue_events(store: &Store, event_type: &str, n: usize) -> Vec<St
     match store {
         Store::Postgres(pg) => run!(pg.pool()),
         Store::Sqlite(sq) => run!(sq.pool()),
+        Store::Mysql(my) => run!(my.pool()),
     }
     ids
 }

@@ -1,0 +1,269 @@
+//! The MySQL and MariaDB store: shared by any number of kurir processes, which coordinate only
+//! through row locks (`FOR UPDATE SKIP LOCKED`), leases and fences, as on PostgreSQL.
+//!
+//! What differs from PostgreSQL, and why the SQL here reads as it does:
+//!
+//! - **Sessions** run with `time_zone = '+00:00'` (sqlx's default, so `DATETIME(3)` values are
+//!   UTC both ways) and `READ COMMITTED`: under InnoDB's default `REPEATABLE READ` a locking read
+//!   also locks the gaps between the index entries it reads, and the relay's gap locks on the
+//!   outbox would hold up the application's inserts of new events until the relay commits.
+//! - **Text is read through `CAST(… AS CHAR)`**: kurir's columns are `utf8mb4_bin` (compared byte
+//!   for byte, as on the other dialects), which the server reports as binary, and sqlx refuses to
+//!   decode a binary column into a `String`.
+//! - **No `UPDATE … RETURNING`** (MySQL has none): a statement that changes rows and must say
+//!   which locks them first (`SELECT … FOR UPDATE SKIP LOCKED`), then changes them by id, in one
+//!   transaction.
+//! - **Rows of values are bound as one JSON text** read with `JSON_TABLE`, so a batch never meets
+//!   the protocol's limit of 65,535 placeholders. **The rows a statement changes are named by a
+//!   list of their primary keys** (`id IN (?, …)`, [`in_list`]), never by a join with that JSON:
+//!   joined, the optimizer may read the table first, and a locking statement then waits for every
+//!   row another transaction holds (an application's uncommitted event, another process's claim).
+//! - **No advisory locks are needed**: fan-out reads the enabled endpoints `LOCK IN SHARE MODE`,
+//!   which a deletion's exclusive lock on the endpoint row orders against, the way PostgreSQL's
+//!   shared advisory lock does (see [`MySqlStore::relay_batch`]).
+
+mod admin;
+mod endpoints;
+mod leases;
+mod relay;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::mysql::{
+    MySqlArguments, MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions,
+};
+use sqlx::query::Query;
+use sqlx::{Connection, Executor, MySql};
+
+use super::{Result, StoreError};
+use crate::endpoint::{Endpoint, EndpointId};
+
+/// An endpoint row, its text columns cast so they decode (see the module docs).
+pub(super) const ENDPOINT_COLUMNS: &str = "CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
+    CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
+    CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
+    enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
+    request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
+    circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
+    created_at, updated_at";
+
+/// kurir's tables in a MySQL or MariaDB database.
+#[derive(Clone, Debug)]
+pub struct MySqlStore {
+    pool: MySqlPool,
+    /// When claims look for orphans past the rows they take.
+    orphan_looks: std::sync::Arc<super::OrphanLooks>,
+    /// Seals and opens the secret columns.
+    pub(super) secrets: super::SecretCodec,
+}
+
+impl MySqlStore {
+    /// Connects with a pool sized for one kurir process (`mysql://…` or `mariadb://…`). One
+    /// connection is opened first, so an unreachable database fails with the driver's own reason
+    /// (refused, unknown host, authentication) rather than a pool timeout.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let connect_err = |source| StoreError::Connect {
+            backend: "mysql",
+            source,
+        };
+        let options = MySqlConnectOptions::from_str(url).map_err(connect_err)?;
+        let mut probe = MySqlConnection::connect_with(&options)
+            .await
+            .map_err(connect_err)?;
+        let version: String = sqlx::query_scalar("SELECT VERSION()")
+            .fetch_one(&mut probe)
+            .await
+            .map_err(connect_err)?;
+        probe.close().await.map_err(connect_err)?;
+        supported(&version).map_err(|why| connect_err(sqlx::Error::Configuration(why.into())))?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                        .await
+                        .map(drop)
+                })
+            })
+            .connect_lazy_with(options);
+        Ok(Self::from_pool(pool))
+    }
+
+    /// Wraps an existing pool (the application's own, for example). Its sessions should use
+    /// `READ COMMITTED` and the time zone `+00:00` (sqlx's default), as [`MySqlStore::connect`]'s
+    /// do: see the module docs.
+    pub fn from_pool(pool: MySqlPool) -> Self {
+        Self {
+            pool,
+            orphan_looks: Default::default(),
+            secrets: Default::default(),
+        }
+    }
+
+    /// The pool, for callers that enqueue on their own transactions.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    pub(super) async fn migrate(&self) -> Result<()> {
+        // As on the other dialects: kurir-receiver's migrations (versions from 1000) share the
+        // `_sqlx_migrations` table, each migrator ignoring the other's versions.
+        let mut migrator = sqlx::migrate!("./migrations/mysql");
+        migrator.set_ignore_missing(true);
+        migrator.run(&self.pool).await?;
+        kurir_receiver::migrate_mysql(&self.pool).await?;
+        Ok(())
+    }
+
+    pub(super) async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    pub(super) async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Inserts the row, then reads back `created_at`: the database's clock sets it, so the relay
+    /// compares it with event times from the same clock.
+    pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
+        let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
+            previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
+            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
+            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, created_at, \
+            updated_at) \
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), \
+                UTC_TIMESTAMP(3))";
+        let mut conn = self.pool.acquire().await?;
+        bind_endpoint(sqlx::query(sql), e, &self.secrets)
+            .execute(&mut *conn)
+            .await?;
+        let created_at = sqlx::query_scalar("SELECT created_at FROM kurir_endpoints WHERE id = ?")
+            .bind(e.id.as_str())
+            .fetch_one(&mut *conn)
+            .await?;
+        Ok(created_at)
+    }
+
+    /// One transaction: the endpoint, its deliveries and their attempts (the hot tables carry no
+    /// foreign keys, so this is the cascade). Deleting the endpoint row first locks it
+    /// exclusively, so it waits for relay batches that read it (they hold it shared) and the
+    /// next ones see it gone.
+    pub(super) async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query("DELETE FROM kurir_endpoints WHERE id = ?")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "DELETE a FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id \
+             WHERE d.endpoint_id = ?",
+        )
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM kurir_deliveries WHERE endpoint_id = ?")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+}
+
+/// Whether kurir runs on the server that answered `VERSION()` with `version`: MariaDB 10.6 or
+/// later (`SKIP LOCKED`, `JSON_TABLE`), MySQL 8.0.16 or later (the first to enforce `CHECK`).
+fn supported(version: &str) -> std::result::Result<(), String> {
+    let number: Vec<u32> = version
+        .split(|c: char| !c.is_ascii_digit())
+        .take(3)
+        .map(|n| n.parse().unwrap_or(0))
+        .collect();
+    let (server, oldest) = if version.contains("MariaDB") {
+        ("MariaDB", [10, 6, 0])
+    } else {
+        ("MySQL", [8, 0, 16])
+    };
+    if number.as_slice() >= oldest.as_slice() {
+        return Ok(());
+    }
+    let oldest = oldest.map(|n| n.to_string()).join(".");
+    Err(format!(
+        "{server} {version} is older than {oldest}, the oldest kurir runs on"
+    ))
+}
+
+/// `column IN (?, …)` with one placeholder per value, for [`bind_all`] to fill: the server reads
+/// those rows by key, so a locking statement locks them and no others. `n` must not be 0.
+pub(super) fn in_list(column: &str, n: usize) -> String {
+    format!("{column} IN ({})", vec!["?"; n].join(", "))
+}
+
+/// Binds each of `values` in order (the placeholders of [`in_list`]).
+pub(super) fn bind_all<'q, T>(
+    mut q: Query<'q, MySql, MySqlArguments>,
+    values: &'q [T],
+) -> Query<'q, MySql, MySqlArguments>
+where
+    T: sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Sync,
+{
+    for v in values {
+        q = q.bind(v);
+    }
+    q
+}
+
+/// A timestamp as `JSON_TABLE` reads it into a `DATETIME(3)` column: UTC, milliseconds.
+pub(super) fn datetime(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
+}
+
+fn bind_endpoint<'q>(
+    q: Query<'q, MySql, MySqlArguments>,
+    e: &'q Endpoint,
+    codec: &super::SecretCodec,
+) -> Query<'q, MySql, MySqlArguments> {
+    let o = &e.overrides;
+    q.bind(e.id.as_str())
+        .bind(&e.url)
+        .bind(&e.description)
+        .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
+        .bind(codec.seal(e.secret.expose()))
+        .bind(codec.seal_previous(&e.previous_secrets))
+        .bind(e.enabled)
+        .bind(e.disabled_reason.as_deref())
+        .bind(o.connect_timeout_ms.map(i64::from))
+        .bind(o.request_timeout_ms.map(i64::from))
+        .bind(o.retry_initial_delay_ms.map(|v| v as i64))
+        .bind(o.retry_max_delay_ms.map(|v| v as i64))
+        .bind(o.retry_max_attempts.map(i64::from))
+        .bind(i64::from(e.max_in_flight))
+        .bind(o.circuit_failure_threshold.map(i64::from))
+        .bind(o.circuit_cooldown_ms.map(|v| v as i64))
+        .bind(e.rate_limit_per_second.map(i64::from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::supported;
+
+    #[test]
+    fn servers_older_than_mariadb_10_6_or_mysql_8_0_16_are_refused_by_name() {
+        for ok in [
+            "10.11.19-MariaDB-0+deb12u1",
+            "10.6.0-MariaDB",
+            "8.0.16",
+            "8.4.3",
+            "9.1.0",
+        ] {
+            assert_eq!(supported(ok), Ok(()), "{ok}");
+        }
+        for old in ["10.5.27-MariaDB", "8.0.15", "5.7.44-log"] {
+            let why = supported(old).unwrap_err();
+            assert!(why.contains(old) && why.contains("older than"), "{why}");
+        }
+    }
+}

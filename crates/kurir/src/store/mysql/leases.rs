@@ -1,0 +1,377 @@
+//! Taking and giving back leases on MySQL and MariaDB: the claim, the shutdown release, the
+//! lease sweep, and the removal of deliveries whose event or endpoint was deleted by hand.
+//!
+//! Each is one transaction that first locks the rows it will change with `FOR UPDATE SKIP
+//! LOCKED` (rows another process holds are skipped, never waited for), then changes them by id:
+//! MySQL has no `UPDATE … RETURNING` to do both at once.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use kurir_core::retry::RetryPolicy;
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySql, Row, Transaction};
+use tokio::time::Instant;
+
+use super::{bind_all, in_list, MySqlStore};
+use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
+use crate::store::{
+    Claim, EndpointSlot, Leased, Orphan, OrphanReason, Requeued, Result, LEASE_EXPIRED,
+    LEASE_RELEASED,
+};
+
+/// One endpoint's oldest due rows whose event exists, locked, with what the lease leaves as it
+/// was and the attempt count it increments (so nothing is read again). `due_at` is the
+/// generated column that holds `available_at` only while a row is due (migration 0001), so the
+/// index range reads due rows alone.
+const DUE_SQL: &str = "SELECT d.id, d.outbox_id, d.attempt_count, \
+         CAST(d.`trigger` AS CHAR) AS `trigger`, d.available_at FROM kurir_deliveries AS d \
+     WHERE d.endpoint_id = ? AND d.due_at <= UTC_TIMESTAMP(3) \
+       AND EXISTS (SELECT 1 FROM kurir_outbox AS o WHERE o.id = d.outbox_id) \
+     ORDER BY d.due_at LIMIT ? FOR UPDATE SKIP LOCKED";
+
+/// The due rows of one endpoint up to a time whose outbox row is gone, locked.
+const ORPHANS_SQL: &str = "SELECT d.id, CAST(d.endpoint_id AS CHAR) AS endpoint_id, \
+         CAST(d.event_id AS CHAR) AS event_id FROM kurir_deliveries AS d \
+     WHERE d.endpoint_id = ? AND d.due_at <= ? \
+       AND NOT EXISTS (SELECT 1 FROM kurir_outbox AS o WHERE o.id = d.outbox_id) \
+     FOR UPDATE SKIP LOCKED";
+
+/// Ends the leases of the rows named after it (`requeue_sql`), counting each as an attempt: dead-letters the delivery at
+/// its endpoint's maximum, else makes it due after the retry backoff, as
+/// `kurir_core::retry::RetryPolicy` computes it after that attempt (`initial · 2^(n−1)` capped,
+/// moved by the jitter, capped again). The endpoint's overrides apply, else the defaults: the
+/// binds are the attempts, the initial and the longest delay in ms, the jitter and the
+/// `last_error`, then the row ids. A delay is capped at 100 years. No assignment reads a
+/// column another one writes (a multi-table `UPDATE` does not promise their order).
+/// `lease_owner` is left as it was: the lease's owner may still record the outcome of the
+/// attempt until the delivery is claimed again (see `Store::complete_deliveries`).
+const REQUEUE_SQL: &str = "UPDATE kurir_deliveries AS d \
+     LEFT JOIN kurir_endpoints AS e ON e.id = d.endpoint_id \
+     CROSS JOIN (SELECT ? AS max_attempts, ? AS initial_ms, ? AS max_ms, ? AS jitter, \
+         ? AS error) AS p \
+     SET d.status = CASE WHEN d.attempt_count >= COALESCE(e.retry_max_attempts, p.max_attempts) \
+             THEN 'dead_letter' ELSE 'failed' END, \
+         d.available_at = CASE WHEN d.attempt_count >= COALESCE(e.retry_max_attempts, p.max_attempts) \
+             THEN d.available_at \
+             ELSE DATE_ADD(UTC_TIMESTAMP(3), INTERVAL FLOOR(1000 * LEAST(3153600000000, \
+                 COALESCE(e.retry_max_delay_ms, p.max_ms), \
+                 LEAST(COALESCE(e.retry_max_delay_ms, p.max_ms), \
+                     COALESCE(e.retry_initial_delay_ms, p.initial_ms) \
+                     * POW(2, LEAST(GREATEST(d.attempt_count - 1, 0), 62))) \
+                 * (1 + p.jitter * (2 * RAND() - 1)))) MICROSECOND) END, \
+         d.last_error = CASE WHEN d.attempt_count >= COALESCE(e.retry_max_attempts, p.max_attempts) \
+             THEN CONCAT(p.error, '; no attempts left') ELSE p.error END, \
+         d.lease_expires_at = NULL, d.updated_at = UTC_TIMESTAMP(3) WHERE ";
+
+impl MySqlStore {
+    /// One transaction: per endpoint slot, locks its oldest due rows whose event exists and
+    /// leases them; then, now and then (see `OrphanLooks`), removes the orphans among the due
+    /// rows those reads went past; and reads the leased rows' events. The row locks end with the
+    /// transaction; the lease is what protects a row during the HTTP call.
+    pub(in crate::store) async fn claim_due_deliveries(
+        &self,
+        owner: &str,
+        slots: &[EndpointSlot],
+        limit: u32,
+        sent_at: Instant,
+    ) -> Result<Claim> {
+        let looking = self.orphan_looks.due();
+        let mut remaining = limit;
+        let mut leased = Vec::new();
+        let mut orphans = Vec::new();
+        let mut tx = self.pool.begin().await?;
+        for slot in slots {
+            if remaining == 0 {
+                break;
+            }
+            let want = slot.limit.min(remaining);
+            let (rows, last) = lease_slot(&mut tx, owner, slot, want).await?;
+            remaining -= rows.len() as u32;
+            if looking {
+                // Fewer than asked for: every due row of the endpoint was read.
+                let upto = if (rows.len() as u32) < want {
+                    Some(None)
+                } else {
+                    last.map(Some)
+                };
+                if let Some(upto) = upto {
+                    orphans.extend(remove_orphans(&mut tx, slot, upto).await?);
+                }
+            }
+            leased.extend(rows);
+        }
+        let events = events_of(&mut tx, &leased).await?;
+        tx.commit().await?;
+        if looking {
+            self.orphan_looks.looked(!orphans.is_empty());
+        }
+        Ok(Claim {
+            deliveries: leased
+                .into_iter()
+                .map(|l| l.claimed(&events, sent_at))
+                .collect::<Result<_>>()?,
+            orphans,
+        })
+    }
+
+    /// A read finds the endpoint ids of deliveries with no endpoint (one index entry per
+    /// endpoint, `DISTINCT` on the index's first column); then one transaction locks up to
+    /// `limit` of their rows (skipping locked ones), deletes them and their attempts.
+    pub(in crate::store) async fn remove_deliveries_of_deleted_endpoints(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<Orphan>> {
+        let gone: Vec<String> = sqlx::query_scalar(
+            "SELECT CAST(o.endpoint_id AS CHAR) FROM \
+                 (SELECT DISTINCT endpoint_id FROM kurir_deliveries) AS o \
+             WHERE NOT EXISTS (SELECT 1 FROM kurir_endpoints AS e WHERE e.id = o.endpoint_id)",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        if gone.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.pool.begin().await?;
+        let sql = format!(
+            "SELECT id, CAST(endpoint_id AS CHAR) AS endpoint_id, CAST(event_id AS CHAR) AS event_id \
+             FROM kurir_deliveries WHERE {} LIMIT ? FOR UPDATE SKIP LOCKED",
+            in_list("endpoint_id", gone.len())
+        );
+        let rows = bind_all(sqlx::query(&sql), &gone)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+        let removed = rows
+            .iter()
+            .map(|r| orphan(r, OrphanReason::EndpointDeleted))
+            .collect::<Result<Vec<_>>>()?;
+        delete_deliveries(&mut tx, &removed).await?;
+        tx.commit().await?;
+        Ok(removed)
+    }
+
+    /// One statement, fenced like a completion; locks the rows by primary key.
+    pub(in crate::store) async fn hand_back(
+        &self,
+        owner: &str,
+        deliveries: &[ClaimedDelivery],
+    ) -> Result<u64> {
+        let rows: Vec<[i64; 2]> = deliveries
+            .iter()
+            .map(|d| [d.delivery_id, i64::from(d.attempt)])
+            .collect();
+        let ids: Vec<i64> = deliveries.iter().map(|d| d.delivery_id).collect();
+        let sql = format!(
+            "UPDATE kurir_deliveries AS d JOIN JSON_TABLE(?, '$[*]' COLUMNS ( \
+                 id BIGINT PATH '$[0]', attempt INT PATH '$[1]')) AS x ON d.id = x.id \
+             SET d.status = CASE WHEN x.attempt > 1 THEN 'failed' ELSE 'pending' END, \
+                 d.attempt_count = x.attempt - 1, d.lease_owner = NULL, \
+                 d.lease_expires_at = NULL, d.updated_at = UTC_TIMESTAMP(3) \
+             WHERE d.status = 'processing' AND d.lease_owner = ? AND d.attempt_count = x.attempt \
+               AND {}",
+            in_list("d.id", ids.len())
+        );
+        let rows = serde_json::to_string(&rows).unwrap_or_default();
+        let done = bind_all(sqlx::query(&sql).bind(&rows).bind(owner), &ids)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// One transaction over `owner`'s leases (see [`REQUEUE_SQL`]).
+    pub(in crate::store) async fn release_leases(
+        &self,
+        owner: &str,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let lock = "SELECT id FROM kurir_deliveries \
+            WHERE leased_until IS NOT NULL AND lease_owner = ? FOR UPDATE SKIP LOCKED";
+        self.requeue(lock, Some(owner), LEASE_RELEASED, defaults)
+            .await
+    }
+
+    /// One transaction over expired leases (see [`REQUEUE_SQL`]), found through the index of
+    /// leased rows; the row locks it takes (skipping locked ones) keep concurrent sweeps from
+    /// moving a row twice.
+    pub(in crate::store) async fn sweep_expired_leases(
+        &self,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let lock = "SELECT id FROM kurir_deliveries \
+            WHERE leased_until < UTC_TIMESTAMP(3) FOR UPDATE SKIP LOCKED";
+        self.requeue(lock, None, LEASE_EXPIRED, defaults).await
+    }
+
+    async fn requeue(
+        &self,
+        lock: &str,
+        owner: Option<&str>,
+        error: &str,
+        defaults: &RetryPolicy,
+    ) -> Result<Requeued> {
+        let millis = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        let mut tx = self.pool.begin().await?;
+        let ids: Vec<i64> = sqlx::query_scalar(lock)
+            .bind(owner)
+            .fetch_all(&mut *tx)
+            .await?;
+        if ids.is_empty() {
+            tx.commit().await?;
+            return Ok(Requeued::default());
+        }
+        let sql = format!("{REQUEUE_SQL}{}", in_list("d.id", ids.len()));
+        let requeue = sqlx::query(&sql)
+            .bind(i64::from(defaults.max_attempts))
+            .bind(millis(defaults.initial_delay))
+            .bind(millis(defaults.max_delay))
+            .bind(defaults.jitter)
+            .bind(error);
+        bind_all(requeue, &ids).execute(&mut *tx).await?;
+        let sql = format!(
+            "SELECT COUNT(*), CAST(COALESCE(SUM(status = 'dead_letter'), 0) AS SIGNED) \
+             FROM kurir_deliveries WHERE {}",
+            in_list("id", ids.len())
+        );
+        let counts = bind_all(sqlx::query(&sql), &ids)
+            .fetch_one(&mut *tx)
+            .await?;
+        let dead: (i64, i64) = (counts.try_get(0)?, counts.try_get(1)?);
+        tx.commit().await?;
+        let (total, dead_lettered) = (dead.0 as u64, dead.1 as u64);
+        Ok(Requeued {
+            retried: total - dead_lettered,
+            dead_lettered,
+        })
+    }
+}
+
+/// Leases up to `want` of `slot`'s due rows; returns them and the latest `available_at` among
+/// them (how far the endpoint's due rows were read).
+async fn lease_slot<'a>(
+    tx: &mut Transaction<'static, MySql>,
+    owner: &str,
+    slot: &'a EndpointSlot,
+    want: u32,
+) -> Result<(Vec<Leased<'a>>, Option<DateTime<Utc>>)> {
+    let due = sqlx::query(DUE_SQL)
+        .bind(slot.endpoint.id.as_str())
+        .bind(i64::from(want))
+        .fetch_all(&mut **tx)
+        .await?;
+    if due.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let mut ids = Vec::with_capacity(due.len());
+    let mut leased = Vec::with_capacity(due.len());
+    let mut last = None;
+    for r in &due {
+        let delivery_id: i64 = r.try_get("id")?;
+        ids.push(delivery_id);
+        last = last.max(Some(r.try_get::<DateTime<Utc>, _>("available_at")?));
+        leased.push(Leased {
+            delivery_id,
+            outbox_id: r.try_get("outbox_id")?,
+            // The lease below adds one to the count this row, locked since, was read with.
+            attempt: u32::try_from(r.try_get::<i32, _>("attempt_count")? + 1).unwrap_or(0),
+            trigger: Trigger::from_db(r.try_get("trigger")?),
+            slot,
+        });
+    }
+    let lease_us = i64::try_from(slot.lease.as_micros()).unwrap_or(i64::MAX);
+    let sql = format!(
+        "UPDATE kurir_deliveries SET status = 'processing', lease_owner = ?, \
+             lease_expires_at = DATE_ADD(UTC_TIMESTAMP(3), INTERVAL ? MICROSECOND), \
+             attempt_count = attempt_count + 1, updated_at = UTC_TIMESTAMP(3) WHERE {}",
+        in_list("id", ids.len())
+    );
+    bind_all(sqlx::query(&sql).bind(owner).bind(lease_us), &ids)
+        .execute(&mut **tx)
+        .await?;
+    Ok((leased, last))
+}
+
+/// Removes the due rows of `slot`'s endpoint up to `upto` (all of them when `None`) whose
+/// outbox row is gone, with their attempts.
+async fn remove_orphans(
+    tx: &mut Transaction<'static, MySql>,
+    slot: &EndpointSlot,
+    upto: Option<DateTime<Utc>>,
+) -> Result<Vec<Orphan>> {
+    let upto = upto.map_or_else(|| "9999-12-31 23:59:59.999".to_owned(), super::datetime);
+    let rows = sqlx::query(ORPHANS_SQL)
+        .bind(slot.endpoint.id.as_str())
+        .bind(upto)
+        .fetch_all(&mut **tx)
+        .await?;
+    let orphans = rows
+        .iter()
+        .map(|r| orphan(r, OrphanReason::EventDeleted))
+        .collect::<Result<Vec<_>>>()?;
+    delete_deliveries(tx, &orphans).await?;
+    Ok(orphans)
+}
+
+/// Deletes the deliveries of `removed` and their attempts (the hot tables have no foreign keys).
+async fn delete_deliveries(tx: &mut Transaction<'static, MySql>, removed: &[Orphan]) -> Result<()> {
+    if removed.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = removed.iter().map(|o| o.delivery_id).collect();
+    let sql = format!(
+        "DELETE FROM kurir_attempts WHERE {}",
+        in_list("delivery_id", ids.len())
+    );
+    bind_all(sqlx::query(&sql), &ids).execute(&mut **tx).await?;
+    let sql = format!(
+        "DELETE FROM kurir_deliveries WHERE {}",
+        in_list("id", ids.len())
+    );
+    bind_all(sqlx::query(&sql), &ids).execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// The events of `leased`, by outbox row id.
+async fn events_of(
+    tx: &mut Transaction<'static, MySql>,
+    leased: &[Leased<'_>],
+) -> Result<HashMap<i64, EventSnapshot>> {
+    if leased.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let outbox_ids: Vec<i64> = leased.iter().map(|l| l.outbox_id).collect();
+    let sql = format!(
+        "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, \
+             version, occurred_at, CAST(aggregate_id AS CHAR) AS aggregate_id, \
+             CAST(payload AS CHAR) AS payload \
+         FROM kurir_outbox WHERE {}",
+        in_list("id", outbox_ids.len())
+    );
+    let rows = bind_all(sqlx::query(&sql), &outbox_ids)
+        .fetch_all(&mut **tx)
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok((
+                r.try_get("id")?,
+                EventSnapshot {
+                    event_id: r.try_get("event_id")?,
+                    event_type: r.try_get("event_type")?,
+                    version: r.try_get("version")?,
+                    occurred_at: r.try_get("occurred_at")?,
+                    aggregate_id: r.try_get("aggregate_id")?,
+                    payload: r.try_get("payload")?,
+                },
+            ))
+        })
+        .collect()
+}
+
+fn orphan(r: &MySqlRow, reason: OrphanReason) -> Result<Orphan> {
+    Ok(Orphan {
+        delivery_id: r.try_get("id")?,
+        endpoint_id: r.try_get("endpoint_id")?,
+        event_id: r.try_get("event_id")?,
+        reason,
+    })
+}

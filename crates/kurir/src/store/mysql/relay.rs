@@ -1,0 +1,164 @@
+//! Fanning events out and recording attempts on MySQL and MariaDB: the relay's batch and the
+//! completion writer's, each one transaction over a JSON array of rows (see the parent module
+//! for why `JSON_TABLE`).
+
+use super::{bind_all, datetime, in_list, MySqlStore};
+use crate::delivery::Completion;
+use crate::store::rows::{FanOutRow, OutboxHead};
+use crate::store::rules::{fan_out, gone_endpoints, next_at, next_status};
+use crate::store::{RelayOutcome, Result};
+
+/// The completions of [`MySqlStore::complete_deliveries`] as rows `x`, from one JSON array of
+/// arrays (the first bind).
+const COMPLETIONS: &str = "JSON_TABLE(?, '$[*]' COLUMNS ( \
+        id BIGINT PATH '$[0]', attempt INT PATH '$[1]', `trigger` VARCHAR(16) PATH '$[2]', \
+        started_at DATETIME(3) PATH '$[3]', duration_ms BIGINT PATH '$[4]', code INT PATH '$[5]', \
+        err LONGTEXT PATH '$[6]', body LONGTEXT PATH '$[7]', status VARCHAR(16) PATH '$[8]', \
+        next_at DATETIME(3) PATH '$[9]')) AS x";
+
+impl MySqlStore {
+    /// One transaction: locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP
+    /// LOCKED` (concurrent relays take disjoint batches; a row the application has inserted but
+    /// not committed is locked by its insert and skipped, so ids committing out of order are
+    /// never a gap the relay steps over: it looks by `dispatched_at IS NULL`, not past an id),
+    /// reads the enabled endpoints `LOCK IN SHARE MODE` (relays share it; an endpoint's
+    /// deletion waits for this batch, and a batch that starts after it sees the endpoint gone),
+    /// inserts the deliveries and marks the rows dispatched.
+    ///
+    /// An idle relay costs one index probe (no transaction, no lock) per look.
+    pub(in crate::store) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
+        let pending: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        if !pending {
+            return Ok(RelayOutcome::default());
+        }
+        let mut tx = self.pool.begin().await?;
+        let events: Vec<OutboxHead> = sqlx::query_as(
+            "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, \
+                 created_at FROM kurir_outbox \
+             WHERE dispatched_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        if events.is_empty() {
+            // Explicitly: a dropped transaction is rolled back only when its connection is next
+            // used, and until then keeps what it locked.
+            tx.commit().await?;
+            return Ok(RelayOutcome::default());
+        }
+        let endpoints: Vec<FanOutRow> = sqlx::query_as(
+            "SELECT CAST(id AS CHAR) AS id, CAST(event_types AS CHAR) AS event_types, created_at \
+             FROM kurir_endpoints WHERE enabled LOCK IN SHARE MODE",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let out = fan_out(events, endpoints)?;
+        let pairs: Vec<serde_json::Value> = (out.outbox_ids.iter())
+            .zip(&out.event_ids)
+            .zip(&out.endpoint_ids)
+            .map(|((outbox_id, event_id), endpoint_id)| {
+                serde_json::json!([outbox_id, event_id, endpoint_id])
+            })
+            .collect();
+        // IGNORE skips a pair that already has its delivery (the unique key); the values are
+        // kurir's own, so no other error can be downgraded by it.
+        let inserted = sqlx::query(
+            "INSERT IGNORE INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
+             SELECT x.outbox_id, x.event_id, x.endpoint_id FROM JSON_TABLE(?, '$[*]' COLUMNS ( \
+                 outbox_id BIGINT PATH '$[0]', event_id VARCHAR(256) PATH '$[1]', \
+                 endpoint_id VARCHAR(255) PATH '$[2]')) AS x",
+        )
+        .bind(serde_json::Value::Array(pairs).to_string())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let sql = format!(
+            "UPDATE kurir_outbox SET dispatched_at = UTC_TIMESTAMP(3) WHERE {}",
+            in_list("id", out.dispatched.len())
+        );
+        bind_all(sqlx::query(&sql), &out.dispatched)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(out.outcome(inserted))
+    }
+
+    /// One transaction of three statements over the completions as one JSON array: the attempt
+    /// rows, the fenced update (a delivery moves on only where its last lease is `owner`'s at
+    /// the same attempt number; each row locked by primary key), and endpoints that answered
+    /// 410. The attempts of a delivery deleted meanwhile (its endpoint was) are dropped with it.
+    pub(in crate::store) async fn complete_deliveries(
+        &self,
+        owner: &str,
+        done: &[Completion],
+    ) -> Result<u64> {
+        let rows = completion_rows(done);
+        let gone = gone_endpoints(done);
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(&format!(
+            "INSERT INTO kurir_attempts (delivery_id, attempt, `trigger`, started_at, duration_ms, \
+                 status_code, error, response_body, worker) \
+             SELECT x.id, x.attempt, x.`trigger`, x.started_at, x.duration_ms, x.code, x.err, \
+                 x.body, ? FROM {COMPLETIONS} \
+             WHERE EXISTS (SELECT 1 FROM kurir_deliveries AS d WHERE d.id = x.id)"
+        ))
+        .bind(owner)
+        .bind(&rows)
+        .execute(&mut *tx)
+        .await?;
+        let ids: Vec<i64> = done.iter().map(|c| c.delivery_id).collect();
+        let sql = format!(
+            "UPDATE kurir_deliveries AS d JOIN {COMPLETIONS} ON d.id = x.id \
+             SET d.status = x.status, d.available_at = COALESCE(x.next_at, d.available_at), \
+                 d.lease_owner = NULL, d.lease_expires_at = NULL, d.last_status_code = x.code, \
+                 d.last_error = x.err, \
+                 d.sent_at = CASE WHEN x.status = 'sent' THEN UTC_TIMESTAMP(3) ELSE d.sent_at END, \
+                 d.`trigger` = 'scheduled', d.updated_at = UTC_TIMESTAMP(3) \
+             WHERE d.attempt_count = x.attempt AND d.lease_owner = ? \
+               AND d.status IN ('processing', 'failed', 'dead_letter') AND {}",
+            in_list("d.id", ids.len())
+        );
+        let moved = bind_all(sqlx::query(&sql).bind(&rows).bind(owner), &ids)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if !gone.is_empty() {
+            let sql = format!(
+                "UPDATE kurir_endpoints SET enabled = FALSE, updated_at = UTC_TIMESTAMP(3), \
+                     disabled_reason = CONCAT('the endpoint answered 410 Gone at ', \
+                         DATE_FORMAT(UTC_TIMESTAMP(), '%Y-%m-%dT%H:%i:%sZ')) \
+                 WHERE enabled AND {}",
+                in_list("id", gone.len())
+            );
+            bind_all(sqlx::query(&sql), &gone).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(done.len() as u64 - moved)
+    }
+}
+
+/// The completions as one JSON array of arrays, in [`COMPLETIONS`]' column order.
+fn completion_rows(done: &[Completion]) -> String {
+    let rows: Vec<serde_json::Value> = done
+        .iter()
+        .map(|c| {
+            serde_json::json!([
+                c.delivery_id,
+                c.attempt,
+                c.trigger.as_str(),
+                datetime(c.started_at),
+                c.duration_ms,
+                c.status_code,
+                c.error.as_deref(),
+                c.response_body.as_deref(),
+                next_status(&c.next),
+                next_at(&c.next).map(datetime),
+            ])
+        })
+        .collect();
+    serde_json::Value::Array(rows).to_string()
+}

@@ -1,0 +1,76 @@
+//! Ids that commit out of order: an application's transaction takes an outbox id, another takes
+//! the next one and commits first. A relay that went on from the highest id it had seen would
+//! step over the first event for ever; kurir's relay looks for rows not yet dispatched, so the
+//! late one is fanned out once it commits. PostgreSQL's sequences and InnoDB's auto-increment
+//! both hand out ids before commit; SQLite has one writer at a time, so it cannot happen there.
+
+use kurir::endpoint::NewEndpoint;
+use kurir::outbox::{enqueue, NewEvent};
+use kurir::store::Store;
+
+use crate::support::TestDb;
+
+/// Runs each named `async fn name(db: TestDb)` on the servers several transactions can write
+/// to at once: PostgreSQL and MySQL/MariaDB.
+macro_rules! on_servers {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if let Some(db) = crate::support::TestDb::postgres().await {
+                    super::$name(db).await
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                if let Some(db) = crate::support::TestDb::mysql().await {
+                    super::$name(db).await
+                }
+            }
+        }
+    )*};
+}
+
+on_servers!(an_event_whose_id_commits_after_a_later_one_is_still_relayed);
+
+fn event(n: u32) -> NewEvent {
+    NewEvent::json("order.paid", &serde_json::json!({ "n": n })).unwrap()
+}
+
+async fn an_event_whose_id_commits_after_a_later_one_is_still_relayed(db: TestDb) {
+    let s = &db.store;
+    s.create_endpoint(NewEndpoint::new("https://partner.example/hooks"))
+        .await
+        .unwrap();
+    macro_rules! run {
+        ($pool:expr) => {{
+            let mut slow = $pool.begin().await.unwrap();
+            let first = enqueue(&mut slow, event(1)).await.unwrap();
+            let mut quick = $pool.begin().await.unwrap();
+            let second = enqueue(&mut quick, event(2)).await.unwrap();
+            quick.commit().await.unwrap();
+
+            let relayed = s.relay_batch(100).await.unwrap();
+            assert_eq!(relayed.events, 1, "only the committed event is fanned out");
+            slow.commit().await.unwrap();
+            let relayed = s.relay_batch(100).await.unwrap();
+            assert_eq!(relayed.events, 1, "the late commit is fanned out next");
+            (first, second)
+        }};
+    }
+    let (first, second) = match s {
+        Store::Postgres(pg) => run!(pg.pool()),
+        Store::Mysql(my) => run!(my.pool()),
+        Store::Sqlite(_) => unreachable!("one writer at a time"),
+    };
+    let (a, b) = (
+        s.get_event(first.as_str()).await.unwrap().unwrap(),
+        s.get_event(second.as_str()).await.unwrap().unwrap(),
+    );
+    assert!(a.id < b.id, "the first event took the lower id");
+    for id in [first, second] {
+        let deliveries = s.deliveries_for_event(id.as_str()).await.unwrap();
+        assert_eq!(deliveries.len(), 1, "{id} has its delivery");
+    }
+}
