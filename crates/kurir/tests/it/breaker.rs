@@ -63,9 +63,11 @@ async fn charged(store: &Store) -> i64 {
         Store::Postgres(p) => sqlx::query_scalar(sql).fetch_one(p.pool()).await,
         Store::Sqlite(s) => sqlx::query_scalar(sql).fetch_one(s.pool()).await,
         // MySQL casts to SIGNED, not BIGINT.
-        Store::Mysql(m) => sqlx::query_scalar(&sql.replace("BIGINT", "SIGNED"))
-            .fetch_one(m.pool())
-            .await,
+        Store::Mysql(m) => {
+            sqlx::query_scalar(&sql.replace("BIGINT", "SIGNED"))
+                .fetch_one(m.pool())
+                .await
+        }
     }
     .unwrap()
 }
