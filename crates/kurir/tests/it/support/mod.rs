@@ -98,35 +98,30 @@ pub struct TestDb {
     pub store: Store,
     pub dir: tempfile::TempDir,
     /// The server's URL and the test database's name, to drop it with.
-    pg_name: Option<(String, String)>,
+    server_db: Option<(String, String)>,
 }
 
 /// The MySQL or MariaDB server tests use: `KURIR_TEST_MYSQL_URL` (`.ci/run` sets
 /// `mysql://root@127.0.0.1:3306/test`). Without it, MySQL tests are skipped with a notice,
 /// except under CI (`CI` set), where that is a failure.
 pub fn mysql_admin_url() -> Option<String> {
-    match std::env::var("KURIR_TEST_MYSQL_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but KURIR_TEST_MYSQL_URL is not: MySQL tests must run in CI")
-        }
-        _ => {
-            eprintln!("notice: KURIR_TEST_MYSQL_URL is not set; skipping a MySQL test");
-            None
-        }
-    }
+    server_url("KURIR_TEST_MYSQL_URL", "MySQL")
 }
 
-/// The PostgreSQL server tests use: `KURIR_TEST_POSTGRES_URL`. Without it, PostgreSQL tests are
-/// skipped with a notice, except under CI (`CI` set), where that is a failure.
+/// The PostgreSQL server tests use: `KURIR_TEST_POSTGRES_URL`, skipped or failing without it as
+/// [`mysql_admin_url`] says.
 pub fn postgres_admin_url() -> Option<String> {
-    match std::env::var("KURIR_TEST_POSTGRES_URL") {
+    server_url("KURIR_TEST_POSTGRES_URL", "PostgreSQL")
+}
+
+fn server_url(var: &str, server: &str) -> Option<String> {
+    match std::env::var(var) {
         Ok(url) if !url.is_empty() => Some(url),
         _ if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but KURIR_TEST_POSTGRES_URL is not: PostgreSQL tests must run in CI")
+            panic!("CI is set but {var} is not: {server} tests must run in CI")
         }
         _ => {
-            eprintln!("notice: KURIR_TEST_POSTGRES_URL is not set; skipping a PostgreSQL test");
+            eprintln!("notice: {var} is not set; skipping a {server} test");
             None
         }
     }
@@ -140,13 +135,13 @@ impl TestDb {
     }
 
     pub async fn postgres() -> Option<Self> {
-        let db = Self::postgres_unmigrated().await?;
+        let db = Self::server_unmigrated(Backend::Postgres).await?;
         db.store.migrate().await.expect("migrate postgres");
         Some(db)
     }
 
     pub async fn mysql() -> Option<Self> {
-        let db = Self::mysql_unmigrated().await?;
+        let db = Self::server_unmigrated(Backend::Mysql).await?;
         db.store.migrate().await.expect("migrate mysql");
         Some(db)
     }
@@ -155,34 +150,38 @@ impl TestDb {
     pub async fn unmigrated(backend: Backend) -> Option<Self> {
         match backend {
             Backend::Sqlite => Some(Self::sqlite_unmigrated().await),
-            Backend::Postgres => Self::postgres_unmigrated().await,
-            Backend::Mysql => Self::mysql_unmigrated().await,
+            server => Self::server_unmigrated(server).await,
         }
     }
 
-    /// A new database `kurir_test_<uuid>` on the MySQL server, dropped with the `TestDb`.
-    async fn mysql_unmigrated() -> Option<Self> {
-        let admin = mysql_admin_url()?;
+    /// A new database `kurir_test_<uuid>` on the PostgreSQL or MySQL server the tests use,
+    /// dropped with the `TestDb` (`None`: that server is not configured).
+    async fn server_unmigrated(backend: Backend) -> Option<Self> {
+        let admin = match backend {
+            Backend::Postgres => postgres_admin_url()?,
+            Backend::Mysql => mysql_admin_url()?,
+            Backend::Sqlite => unreachable!("SQLite needs no server"),
+        };
         let name = format!("kurir_test_{}", uuid::Uuid::now_v7().simple());
         let admin_store = Store::connect(&admin)
             .await
-            .unwrap_or_else(|e| panic!("MySQL at KURIR_TEST_MYSQL_URL is unreachable: {e}"));
-        let Store::Mysql(my) = &admin_store else {
-            panic!("KURIR_TEST_MYSQL_URL is not mysql://")
-        };
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(my.pool())
-            .await
-            .expect("create test database");
+            .unwrap_or_else(|e| panic!("the {backend:?} test server is unreachable: {e}"));
+        let create = format!("CREATE DATABASE {name}");
+        match &admin_store {
+            Store::Postgres(pg) => sqlx::query(&create).execute(pg.pool()).await.map(drop),
+            Store::Mysql(my) => sqlx::query(&create).execute(my.pool()).await.map(drop),
+            Store::Sqlite(_) => unreachable!("a server URL opened a SQLite file"),
+        }
+        .expect("create test database");
         admin_store.close().await;
         let url = with_database(&admin, &name);
         let store = Store::connect(&url).await.expect("connect test database");
         Some(Self {
-            backend: Backend::Mysql,
+            backend,
             url,
             store,
             dir: tempfile::tempdir().expect("temp dir"),
-            pg_name: Some((admin, name)),
+            server_db: Some((admin, name)),
         })
     }
 
@@ -195,33 +194,8 @@ impl TestDb {
             url,
             store,
             dir,
-            pg_name: None,
+            server_db: None,
         }
-    }
-
-    async fn postgres_unmigrated() -> Option<Self> {
-        let admin = postgres_admin_url()?;
-        let name = format!("kurir_test_{}", uuid::Uuid::now_v7().simple());
-        let admin_store = Store::connect(&admin).await.unwrap_or_else(|e| {
-            panic!("PostgreSQL at KURIR_TEST_POSTGRES_URL is unreachable: {e}")
-        });
-        let Store::Postgres(pg) = &admin_store else {
-            panic!("KURIR_TEST_POSTGRES_URL is not postgres://")
-        };
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(pg.pool())
-            .await
-            .expect("create test database");
-        admin_store.close().await;
-        let url = with_database(&admin, &name);
-        let store = Store::connect(&url).await.expect("connect test database");
-        Some(Self {
-            backend: Backend::Postgres,
-            url,
-            store,
-            dir: tempfile::tempdir().expect("temp dir"),
-            pg_name: Some((admin, name)),
-        })
     }
 
     /// A second, independent connection pool to the same database.
@@ -232,7 +206,7 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        let Some((admin, name)) = self.pg_name.take() else {
+        let Some((admin, name)) = self.server_db.take() else {
             return;
         };
         // Dropping needs async I/O; do it on a runtime of its own so Drop works anywhere.
