@@ -16,6 +16,7 @@ use kurir_core::breaker::State;
 
 use crate::on_both_backends;
 use crate::support::dispatcher::Process;
+use crate::support::process::{kurir_serve, Kurir};
 use crate::support::receiver::Receiver;
 use crate::support::{enqueue_events, eventually, test_delivery_config, Backend, TestDb};
 
@@ -24,6 +25,7 @@ on_both_backends!(
     processes_sharing_a_database_share_one_breaker,
     an_endpoint_failing_for_the_disable_period_is_disabled_and_keeps_its_deliveries,
     an_open_breaker_stays_open_across_a_restart,
+    an_open_breaker_survives_a_sigkill_of_the_binary,
 );
 
 /// A receiver answering 500 while `down` is set, 200 otherwise.
@@ -259,4 +261,58 @@ async fn an_open_breaker_stays_open_across_a_restart(db: TestDb) {
     })
     .await;
     second.stop().await;
+}
+
+/// Issue 15, restarts with a crash: the real binary is killed with SIGKILL while the breaker is
+/// open, and another is started on the same database. The breaker lives in the database, so the
+/// new process goes on probing at most once per cool-down (never sooner, even after a probe the
+/// kill cut short), charges nothing while it is open, and once the receiver recovers delivers
+/// everything, dead-lettering nothing.
+async fn an_open_breaker_survives_a_sigkill_of_the_binary(db: TestDb) {
+    let down = Arc::new(AtomicBool::new(true));
+    let receiver = switchable(&down).await;
+    let cooldown = Duration::from_millis(300);
+    let e = guarded(&db.store, receiver.url("/hook"), 3, 300).await;
+    enqueue_events(&db.store, "order.paid", 20).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = Kurir::spawn(kurir_serve(&db.url, dir.path()));
+    eventually("the breaker to open and re-open once", || async {
+        circuit_state(&db.store, &e)
+            .await
+            .filter(|&(s, reopens)| s == State::Open && reopens >= 1)
+    })
+    .await;
+    first.kill().await;
+    let mut second = Kurir::spawn(kurir_serve(&db.url, dir.path()));
+    let reopens = eventually("the restarted binary to re-open it twice more", || async {
+        circuit_state(&db.store, &e)
+            .await
+            .filter(|&(s, reopens)| s == State::Open && reopens >= 3)
+            .map(|(_, reopens)| reopens)
+    })
+    .await;
+    let requests = receiver.requests();
+    assert_eq!(
+        requests.len(),
+        3 + reopens as usize,
+        "three failures, then one failed probe per re-open"
+    );
+    for pair in requests[2..].windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(gap >= cooldown, "a probe came {gap:?} after the one before");
+    }
+    // A probe the kill cut short before it was sent was charged and never reached the receiver.
+    let charged = charged(&db.store).await;
+    let sent = requests.len() as i64;
+    assert!(
+        (sent..=sent + 1).contains(&charged),
+        "{charged} attempts charged for {sent} requests"
+    );
+    down.store(false, Ordering::SeqCst);
+    eventually("every event to be delivered", || async {
+        (count_in(&db.store, "sent").await == 20).then_some(())
+    })
+    .await;
+    assert_eq!(count_in(&db.store, "dead_letter").await, 0);
+    second.terminate().await;
 }

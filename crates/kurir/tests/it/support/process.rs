@@ -70,6 +70,12 @@ impl Kurir {
         proc_status_kib(self.pid(), "VmHWM:") * 1024
     }
 
+    /// Sends SIGKILL and waits for the process to exit: a crash, at whatever point it is.
+    pub async fn kill(&mut self) {
+        self.child.kill().expect("kill -KILL");
+        wait_exit(&mut self.child).await;
+    }
+
     /// Sends SIGTERM and waits (at most 30 s) for the process to exit.
     pub async fn terminate(&mut self) -> ExitStatus {
         let term = Command::new("kill")
