@@ -354,14 +354,7 @@ async fn preload_mysql(
     count: u64,
     endpoint_id: &str,
 ) -> anyhow::Result<()> {
-    let digits = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
-        UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
-        UNION ALL SELECT 8 UNION ALL SELECT 9)";
-    let numbers = format!(
-        "SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * g.d \
-             + 1000000 * h.d AS n \
-         FROM {digits} a, {digits} b, {digits} c, {digits} e, {digits} f, {digits} g, {digits} h"
-    );
+    let numbers = mysql_numbers();
     sqlx::query(&format!(
         "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload, dispatched_at) \
          SELECT CONCAT('ev-', ? + x.n), ?, 'order', CAST(? + x.n AS CHAR), ?, UTC_TIMESTAMP(3) \
@@ -385,6 +378,19 @@ async fn preload_mysql(
         .execute(pool)
         .await?;
     Ok(())
+}
+
+/// The numbers 0 to 9,999,999 as rows `n` on MySQL, from a cross join of digits (no
+/// `generate_series`, and a recursive CTE stops at the server's recursion limit).
+pub fn mysql_numbers() -> String {
+    let digits = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
+        UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
+        UNION ALL SELECT 8 UNION ALL SELECT 9)";
+    format!(
+        "SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d + 100000 * g.d \
+             + 1000000 * h.d AS n \
+         FROM {digits} a, {digits} b, {digits} c, {digits} e, {digits} f, {digits} g, {digits} h"
+    )
 }
 
 /// [`AppPool::table_sizes`] on MySQL: InnoDB's own estimates, refreshed by ANALYZE TABLE.

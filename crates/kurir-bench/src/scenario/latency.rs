@@ -55,16 +55,7 @@ fn phases(measured: f64, half: f64) -> [Phase; 4] {
 /// All phases.
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     let mut out = Vec::new();
-    let measured = ctx.shared.lock().unwrap().throughput_one;
-    let measured = match measured {
-        Some(v) => v,
-        None => {
-            let r = throughput::one(ctx, ctx.sizes.events, 1).await?;
-            let v = r.get("deliveries_per_s").unwrap_or(0.0);
-            out.push(r);
-            v
-        }
-    };
+    let measured = one_endpoint_throughput(ctx, &mut out).await?;
     let half = (measured / 2.0).max(STEADY);
     let secs = ctx.sizes.duration.as_secs_f64();
     let phases = phases(measured, half);
@@ -112,6 +103,24 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     Ok(out)
 }
 
+/// The one-endpoint throughput measured earlier in this run, or measured now (its result
+/// added to `out`).
+pub async fn one_endpoint_throughput(
+    ctx: &Ctx,
+    out: &mut Vec<ScenarioResult>,
+) -> anyhow::Result<f64> {
+    let measured = ctx.shared.lock().unwrap().throughput_one;
+    Ok(match measured {
+        Some(v) => v,
+        None => {
+            let r = throughput::one(ctx, ctx.sizes.events, 1).await?;
+            let v = r.get("deliveries_per_s").unwrap_or(0.0);
+            out.push(r);
+            v
+        }
+    })
+}
+
 /// One phase's figures: rates, latency percentiles and the goal for its p99.
 fn record_latency(r: &mut ScenarioResult, d: &Deliveries, achieved: f64, rate: f64, goal_ms: f64) {
     let lat = d.latency();
@@ -126,7 +135,7 @@ fn record_latency(r: &mut ScenarioResult, d: &Deliveries, achieved: f64, rate: f
 }
 
 /// How the producers pace `rate` events a second.
-fn pace(rate: f64) -> Pace {
+pub fn pace(rate: f64) -> Pace {
     Pace {
         // At most ~500 transactions a second, as a busy application would group writes.
         tx_size: (rate / 500.0).ceil().max(1.0) as usize,

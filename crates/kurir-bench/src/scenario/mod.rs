@@ -7,6 +7,7 @@ pub mod idle;
 pub mod inbox;
 pub mod isolation;
 pub mod latency;
+pub mod prune;
 pub mod soak;
 pub mod throughput;
 
@@ -52,6 +53,8 @@ pub struct Sizes {
     pub inbox_requests: usize,
     /// Events of each `isolation` run (each goes to 10 endpoints).
     pub isolation_events: usize,
+    /// Old rows (events, deliveries, attempts) that `prune` seeds for kurir to prune.
+    pub prune_rows: usize,
     /// Longest wait for deliveries before a scenario gives up.
     pub patience: Duration,
 }
@@ -183,7 +186,16 @@ impl Rig {
 
     /// Starts kurir with default settings; returns its base URL.
     pub async fn start_kurir(&mut self, ctx: &Ctx) -> anyhow::Result<String> {
-        let k = UnderTest::kurir(&self.db.url, &ctx.dir, &[]).await?;
+        self.start_kurir_with(ctx, &[]).await
+    }
+
+    /// Starts kurir with `settings` (environment variables) added; returns its base URL.
+    pub async fn start_kurir_with(
+        &mut self,
+        ctx: &Ctx,
+        settings: &[(&str, String)],
+    ) -> anyhow::Result<String> {
+        let k = UnderTest::kurir(&self.db.url, &ctx.dir, settings).await?;
         self.before = k.sample();
         self.cpu_before = (machine::postgres_cpu_seconds(), machine::own_cpu_seconds());
         let base_url = k.base_url.clone();
