@@ -169,13 +169,11 @@ async fn a_replay_under_the_pruner_keeps_its_attempts(db: TestDb) {
     s.relay_batch(10).await.unwrap();
     let delivery = scalar(s, "SELECT id FROM kurir_deliveries").await;
     for sql in [
-        "UPDATE kurir_deliveries SET status = 'sent', attempt_count = 1".to_owned(),
-        format!(
-            "INSERT INTO kurir_attempts (delivery_id, attempt, started_at, duration_ms, \
-             status_code) SELECT id, 1, created_at, 5, 200 FROM kurir_deliveries"
-        ),
+        "UPDATE kurir_deliveries SET status = 'sent', attempt_count = 1",
+        "INSERT INTO kurir_attempts (delivery_id, attempt, started_at, duration_ms, \
+         status_code) SELECT id, 1, created_at, 5, 200 FROM kurir_deliveries",
     ] {
-        scalar_execute(s, &sql).await;
+        execute(s, sql).await;
     }
     // The replay, by hand, so that it can be held open: it locks the delivery row.
     let replay = format!(
@@ -220,7 +218,8 @@ async fn a_replay_under_the_pruner_keeps_its_attempts_on_mysql() {
     }
 }
 
-async fn scalar_execute(store: &Store, sql: &str) {
+/// Runs `sql` on whichever database `store` is.
+async fn execute(store: &Store, sql: &str) {
     match store {
         Store::Postgres(pg) => sqlx::query(sql).execute(pg.pool()).await.map(drop),
         Store::Sqlite(sq) => sqlx::query(sql).execute(sq.pool()).await.map(drop),
@@ -312,7 +311,7 @@ async fn sqlite_migration_0010_keeps_every_delivery_and_attempt() {
         // The newest delivery goes: its id must not be handed out again.
         "DELETE FROM kurir_deliveries WHERE id = 3",
     ] {
-        scalar_execute(&db.store, sql).await;
+        execute(&db.store, sql).await;
     }
     let schema = |db: &Store| {
         let db = db.clone();
@@ -352,12 +351,12 @@ async fn sqlite_migration_0010_keeps_every_delivery_and_attempt() {
         2
     );
     assert_eq!(scalar(&db.store, "PRAGMA foreign_keys").await, 1);
-    scalar_execute(
+    execute(
         &db.store,
         "UPDATE kurir_deliveries SET status = 'cancelled' WHERE id = 1",
     )
     .await;
-    scalar_execute(
+    execute(
         &db.store,
         "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
          SELECT id, event_id, 'ep' FROM kurir_outbox WHERE id = 3",
@@ -369,7 +368,7 @@ async fn sqlite_migration_0010_keeps_every_delivery_and_attempt() {
         "the id counter kept its place"
     );
     // The foreign keys are on and still cascade to the rebuilt table.
-    scalar_execute(&db.store, "DELETE FROM kurir_deliveries WHERE id = 1").await;
+    execute(&db.store, "DELETE FROM kurir_deliveries WHERE id = 1").await;
     assert_eq!(
         scalar(&db.store, "SELECT count(*) FROM kurir_attempts").await,
         1
