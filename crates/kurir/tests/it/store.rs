@@ -171,8 +171,8 @@ async fn migrate_applies_the_receivers_inbox_migrations_too(db: TestDb) {
     // PostgreSQL has one migration more (0004 drops the hot tables' foreign keys, which the
     // other two never had on them).
     let expected: &[i64] = match db.backend {
-        Backend::Postgres => &[1, 2, 3, 4, 5, 7, 8, 9, 1000, 1001],
-        Backend::Sqlite | Backend::Mysql => &[1, 2, 3, 5, 7, 8, 9, 1000, 1001],
+        Backend::Postgres => &[1, 2, 3, 4, 5, 7, 8, 9, 10, 1000, 1001, 1002],
+        Backend::Sqlite | Backend::Mysql => &[1, 2, 3, 5, 7, 8, 9, 10, 1000, 1001, 1002],
     };
     assert_eq!(applied, expected);
     db.store.inbox().migrate().await.unwrap();
