@@ -26,16 +26,19 @@ pub enum DeliveryStatus {
     Failed,
     /// No more attempts will be made without a replay.
     DeadLetter,
+    /// Never to be made: its endpoint was deleted before it was delivered. Final; not replayed.
+    Cancelled,
 }
 
 impl DeliveryStatus {
     /// Every status, in lifecycle order.
-    pub const ALL: [DeliveryStatus; 5] = [
+    pub const ALL: [DeliveryStatus; 6] = [
         Self::Pending,
         Self::Processing,
         Self::Sent,
         Self::Failed,
         Self::DeadLetter,
+        Self::Cancelled,
     ];
 
     /// The name used in the database and the API.
@@ -46,6 +49,7 @@ impl DeliveryStatus {
             Self::Sent => "sent",
             Self::Failed => "failed",
             Self::DeadLetter => "dead_letter",
+            Self::Cancelled => "cancelled",
         }
     }
 }
@@ -59,7 +63,7 @@ impl fmt::Display for DeliveryStatus {
 /// A status name that is not one of [`DeliveryStatus::ALL`].
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown delivery status '{0}' (expected pending, processing, sent, failed or dead_letter)"
+    "unknown delivery status '{0}' (expected pending, processing, sent, failed, dead_letter or cancelled)"
 )]
 pub struct UnknownStatus(pub String);
 
@@ -261,6 +265,11 @@ pub struct DeliveryRecord {
     pub sent_at: Option<DateTime<Utc>>,
     /// When the delivery was created.
     pub created_at: DateTime<Utc>,
+    /// The endpoint's URL (`None` only when its row was deleted by hand).
+    pub endpoint_url: Option<String>,
+    /// When the endpoint was deleted (`None`: it still exists). Its row stays as a tombstone
+    /// until retention has taken its last delivery.
+    pub endpoint_deleted_at: Option<DateTime<Utc>>,
 }
 
 /// One recorded attempt.

@@ -71,6 +71,7 @@ fn add(a: Pruned, b: Pruned) -> Pruned {
         attempts: a.attempts + b.attempts,
         inbox: a.inbox + b.inbox,
         replays: a.replays + b.replays,
+        endpoints: a.endpoints + b.endpoints,
     }
 }
 
@@ -90,6 +91,7 @@ pub async fn run(
                 attempts = p.attempts,
                 inbox = p.inbox,
                 replays = p.replays,
+                endpoints = p.endpoints,
                 "pruned history past its retention"
             ),
             Ok(_) => {}

@@ -28,7 +28,13 @@ pub struct DeliveryView {
     pub event_type: String,
     /// The endpoint.
     pub endpoint_id: String,
-    /// `pending`, `processing`, `sent`, `failed` or `dead_letter`.
+    /// The endpoint's URL (absent only when its row was deleted by hand, in SQL).
+    pub endpoint_url: Option<String>,
+    /// When the endpoint was deleted (absent: it still exists). Its deliveries stay until
+    /// retention takes them; those not yet made were cancelled.
+    pub endpoint_deleted_at: Option<DateTime<Utc>>,
+    /// `pending`, `processing`, `sent`, `failed`, `dead_letter` or `cancelled` (its endpoint
+    /// was deleted before it was delivered).
     pub status: String,
     /// Attempts made since it was created or last replayed.
     pub attempt_count: u32,
@@ -53,6 +59,8 @@ impl DeliveryView {
             event_id: d.event_id,
             event_type,
             endpoint_id: d.endpoint_id,
+            endpoint_url: d.endpoint_url,
+            endpoint_deleted_at: d.endpoint_deleted_at,
             status: d.status.as_str().to_owned(),
             attempt_count: d.attempt_count,
             next_attempt_at: due.then_some(d.available_at),
@@ -145,7 +153,7 @@ pub(super) fn check_window(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListDeliveries {
-    /// `pending`, `processing`, `sent`, `failed` or `dead_letter`.
+    /// `pending`, `processing`, `sent`, `failed`, `dead_letter` or `cancelled`.
     pub status: Option<String>,
     /// Only this endpoint's deliveries.
     pub endpoint_id: Option<String>,

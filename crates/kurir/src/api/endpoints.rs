@@ -386,7 +386,9 @@ pub async fn update(
     Ok(Json(view.warned(&state)))
 }
 
-/// Deletes an endpoint and its deliveries.
+/// Deletes an endpoint: it receives nothing more, its deliveries not yet made end `cancelled`,
+/// and its history (deliveries, attempts, its url) is kept until retention takes it. Its
+/// secrets are wiped; it answers 404 from now on. Disabling it instead keeps everything.
 #[utoipa::path(delete, path = "/v1/endpoints/{id}", operation_id = "delete_endpoint", tag = "endpoints",
     params(("id" = String, Path, description = "Endpoint id")),
     responses((status = 204, description = "Deleted"),

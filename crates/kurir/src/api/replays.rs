@@ -111,6 +111,28 @@ pub(crate) fn reason(reason: String) -> Result<String, ApiError> {
     Ok(trimmed.to_owned())
 }
 
+/// The refusal to replay deliveries of a deleted endpoint: there is nowhere to send them.
+fn endpoint_deleted(id: &str) -> ApiError {
+    ApiError::Conflict {
+        code: "endpoint_deleted",
+        message: format!(
+            "endpoint '{id}' was deleted: its deliveries are kept as history until retention \
+             takes them, and are never replayed"
+        ),
+    }
+}
+
+/// As [`endpoint_deleted`], for an event all of whose deliveries belong to deleted endpoints.
+fn endpoint_deleted_all(event_id: &str) -> ApiError {
+    ApiError::Conflict {
+        code: "endpoint_deleted",
+        message: format!(
+            "every delivery of event '{event_id}' belongs to a deleted endpoint: they are kept \
+             as history until retention takes them, and are never replayed"
+        ),
+    }
+}
+
 pub(crate) async fn replay(
     state: &AppState,
     request: ReplayRequest,
@@ -135,7 +157,8 @@ pub(crate) async fn replay(
     params(("event_id" = String, Path, description = "Event id")),
     responses((status = 202, description = "Replayed", body = Replayed),
               (status = 400, description = "A field is invalid", body = ErrorBody),
-              (status = 404, description = "No such event, or no delivery of it to that endpoint", body = ErrorBody)))]
+              (status = 404, description = "No such event, or no delivery of it to that endpoint", body = ErrorBody),
+              (status = 409, description = "The deliveries asked for belong to a deleted endpoint (`endpoint_deleted`)", body = ErrorBody)))]
 pub async fn replay_event(
     State(state): State<AppState>,
     Extension(actor): Extension<Actor>,
@@ -144,17 +167,32 @@ pub async fn replay_event(
 ) -> Result<(StatusCode, Json<Replayed>), ApiError> {
     let reason = reason(body.reason)?;
     stored(&state, &event_id).await?;
+    let no_delivery = |id: &str| {
+        ApiError::NotFound(format!(
+            "event '{event_id}' has no delivery to endpoint '{id}'"
+        ))
+    };
     if let Some(id) = &body.endpoint_id {
-        let no_delivery = || {
-            ApiError::NotFound(format!(
-                "event '{event_id}' has no delivery to endpoint '{id}'"
-            ))
-        };
-        EndpointId::parse(id).map_err(|_| no_delivery())?;
-        let deliveries = state.store.deliveries_for_event(&event_id).await?;
-        if !deliveries.iter().any(|d| &d.endpoint_id == id) {
-            return Err(no_delivery());
-        }
+        EndpointId::parse(id).map_err(|_| no_delivery(id))?;
+    }
+    let asked: Vec<_> = (state.store.deliveries_for_event(&event_id).await?)
+        .into_iter()
+        .filter(|d| {
+            body.endpoint_id
+                .as_ref()
+                .is_none_or(|id| &d.endpoint_id == id)
+        })
+        .collect();
+    if let (Some(id), true) = (&body.endpoint_id, asked.is_empty()) {
+        return Err(no_delivery(id));
+    }
+    // Deliveries of a deleted endpoint are history: the replay skips them, and refuses when
+    // they are all it was asked for, rather than answer "0 replayed" without saying why.
+    if !asked.is_empty() && asked.iter().all(|d| d.endpoint_deleted_at.is_some()) {
+        return Err(match &body.endpoint_id {
+            Some(id) => endpoint_deleted(id),
+            None => endpoint_deleted_all(&event_id),
+        });
     }
     let filter = ReplayFilter {
         event_id: Some(event_id),
@@ -176,7 +214,8 @@ pub async fn replay_event(
 #[utoipa::path(post, path = "/v1/replays", operation_id = "replay_deliveries", tag = "replays", request_body = BulkReplay,
     responses((status = 202, description = "Replayed", body = Replayed),
               (status = 400, description = "A field is invalid", body = ErrorBody),
-              (status = 404, description = "No such endpoint", body = ErrorBody)))]
+              (status = 404, description = "No such endpoint", body = ErrorBody),
+              (status = 409, description = "The endpoint was deleted (`endpoint_deleted`)", body = ErrorBody)))]
 pub async fn replay_bulk(
     State(state): State<AppState>,
     Extension(actor): Extension<Actor>,
@@ -230,7 +269,11 @@ impl ReplayQuery {
             EventType::parse(t).map_err(|e| ApiError::field("event_type", e.to_string()))?;
         }
         if let Some(id) = &self.endpoint_id {
-            if state.store.get_endpoint(&endpoint_id(id)?).await?.is_none() {
+            let eid = endpoint_id(id)?;
+            if state.store.get_endpoint(&eid).await?.is_none() {
+                if state.store.endpoint_deleted_at(&eid).await?.is_some() {
+                    return Err(endpoint_deleted(id));
+                }
                 return Err(not_found(id));
             }
         }
@@ -257,7 +300,8 @@ pub struct ReplayPreview {
     params(ReplayQuery),
     responses((status = 200, description = "The dry run's count", body = ReplayPreview),
               (status = 400, description = "A parameter is invalid", body = ErrorBody),
-              (status = 404, description = "No such endpoint", body = ErrorBody)))]
+              (status = 404, description = "No such endpoint", body = ErrorBody),
+              (status = 409, description = "The endpoint was deleted (`endpoint_deleted`)", body = ErrorBody)))]
 pub async fn preview(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<ReplayQuery>,

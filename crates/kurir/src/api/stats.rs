@@ -160,6 +160,8 @@ pub struct DeliveryCounts {
     pub failed: i64,
     /// `dead_letter`.
     pub dead_letter: i64,
+    /// `cancelled` (its endpoint was deleted first).
+    pub cancelled: i64,
 }
 
 pub(crate) fn age_seconds(since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Option<f64> {
@@ -187,6 +189,7 @@ pub async fn stats_view(state: &AppState) -> Result<StatsView, ApiError> {
             DeliveryStatus::Sent => &mut deliveries.sent,
             DeliveryStatus::Failed => &mut deliveries.failed,
             DeliveryStatus::DeadLetter => &mut deliveries.dead_letter,
+            DeliveryStatus::Cancelled => &mut deliveries.cancelled,
         };
         *slot = s.count;
         let in_backlog = matches!(

@@ -52,11 +52,15 @@ pub enum EndpointsCommand {
         /// Endpoint id.
         id: String,
     },
-    /// Delete an endpoint, with its deliveries and their attempts. To stop deliveries and keep
-    /// everything, disable it instead (`kurir endpoints update ID --disable`).
+    /// Delete an endpoint: it receives nothing more, and its deliveries not yet made are
+    /// cancelled. Its history (deliveries, attempts, its url) stays until retention
+    /// (KURIR_RETENTION) takes it; its secrets and settings go now, for good. To pause it and
+    /// keep everything, disable it instead (`kurir endpoints update ID --disable`).
     #[command(
         after_help = "On a terminal, asks for confirmation first; --yes skips the question. \
-                      Disabling an endpoint stops its deliveries and keeps its history."
+                      Deleting cannot be undone: its pending deliveries end `cancelled` and are \
+                      never replayed. Disabling an endpoint pauses its deliveries and keeps \
+                      everything, to enable again later."
     )]
     Delete {
         /// Endpoint id.
@@ -295,8 +299,8 @@ fn confirmed(id: &str) -> anyhow::Result<bool> {
         return Ok(true);
     }
     eprint!(
-        "Delete endpoint {id} with its deliveries and their attempts? Disabling it keeps them. \
-         [y/N] "
+        "Delete endpoint {id}? Its pending deliveries are cancelled; its history stays until \
+         retention. Disabling it instead keeps everything. [y/N] "
     );
     std::io::stderr().flush()?;
     let mut answer = String::new();

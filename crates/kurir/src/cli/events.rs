@@ -260,6 +260,10 @@ fn show(event: &Value, names: &HashMap<String, String>) {
     }
     let endpoint = |d: &Value| {
         let id = output::cell(&d["endpoint_id"]);
+        if let Some(at) = d["endpoint_deleted_at"].as_str() {
+            let url = d["endpoint_url"].as_str().unwrap_or_default();
+            return format!("{url} [{id}] (deleted {at})");
+        }
         match names.get(&id) {
             Some(name) => format!("{name} [{id}]"),
             None => id,

@@ -81,7 +81,14 @@ fn print_stats(stats: &Value) {
             kept(&r["replay_audit_seconds"]),
         );
     }
-    let statuses = ["pending", "processing", "sent", "failed", "dead_letter"];
+    let statuses = [
+        "pending",
+        "processing",
+        "sent",
+        "failed",
+        "dead_letter",
+        "cancelled",
+    ];
     output::table(
         &statuses
             .iter()

@@ -245,3 +245,51 @@ fn list_item<T>(r: ListRow<T>, ts: impl Fn(T) -> Option<DateTime<Utc>>) -> Resul
 
 /// 9000-01-01: anything later is kurir-receiver's "never".
 const FOREVER_SECONDS: i64 = 221_845_392_000;
+
+#[cfg(test)]
+mod tests {
+    use chrono::{DateTime, Utc};
+
+    use crate::store::rows::Ts;
+
+    /// Receiver migration 1002: inbox pruning finds the completed rows past the cutoff through
+    /// `kurir_inbox_status_updated`, not by reading the table.
+    #[tokio::test]
+    async fn inbox_pruning_reads_the_status_and_time_index() {
+        let Some((url, admin, name)) = super::super::postgres::tests::fresh_database().await else {
+            return;
+        };
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        for sql in [
+            "INSERT INTO kurir_inbox (source, event_id, status, payload, updated_at) \
+             SELECT 's', 'e' || i, CASE WHEN i % 10 = 0 THEN 'pending' ELSE 'completed' END, \
+                 '\\x00', now() - i * interval '1 second' FROM generate_series(1, 50000) i",
+            "ANALYZE kurir_inbox",
+        ] {
+            sqlx::query(sql).execute(&pool).await.unwrap();
+        }
+        let plan: serde_json::Value = sqlx::query_scalar(&format!(
+            "EXPLAIN (FORMAT JSON) {}",
+            super::super::retention::DELETE_INBOX.postgres
+        ))
+        .bind(Ts(now_cutoff()))
+        .bind(500_i64)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+            .execute(&admin)
+            .await
+            .unwrap();
+        let plan = plan.to_string();
+        assert!(
+            plan.contains("kurir_inbox_status_updated") && !plan.contains("Seq Scan"),
+            "{plan}"
+        );
+    }
+
+    fn now_cutoff() -> DateTime<Utc> {
+        Utc::now() - chrono::Duration::days(30)
+    }
+}

@@ -44,6 +44,7 @@ pub mod sources;
 mod sql;
 pub mod sqlite;
 mod time;
+mod tombstones;
 mod unavailable;
 pub mod waiting;
 
@@ -73,6 +74,7 @@ pub(crate) use secrets::SecretCodec;
 pub use sqlite::SqliteStore;
 pub(crate) use time::ensure_sqlite_file;
 pub use time::{now_millis, parse_sqlite_ts, sqlite_ts};
+pub use tombstones::CANCELLED_ERROR;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -296,11 +298,6 @@ impl Store {
         on_backend!(self, s => s.rotate_secret(id, &new_secret, grace).await)
     }
 
-    /// Deletes an endpoint and its deliveries; `false` if it did not exist.
-    pub async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
-        on_backend!(self, s => s.delete_endpoint(id).await)
-    }
-
     /// Fans out up to `limit` undispatched outbox rows: one delivery per matching enabled
     /// endpoint created no later than the event, then marks the rows dispatched, in one
     /// transaction. Safe to run in several processes at once.
@@ -331,7 +328,8 @@ impl Store {
     }
 
     /// Removes, with their attempts, up to `limit` deliveries of endpoints that no longer exist
-    /// (deleted by hand; [`Store::delete_endpoint`] takes an endpoint's deliveries with it).
+    /// (deleted by hand; [`Store::delete_endpoint`] keeps a tombstone, whose deliveries are no
+    /// orphans).
     /// Their endpoint ids are found by skipping through an index, so the cost follows the
     /// number of endpoints, not of deliveries.
     pub async fn remove_deliveries_of_deleted_endpoints(&self, limit: u32) -> Result<Vec<Orphan>> {

@@ -38,7 +38,7 @@ use sqlx::query::Query;
 use sqlx::{Connection, Executor, MySql};
 
 use super::{Result, StoreError};
-use crate::endpoint::{Endpoint, EndpointId};
+use crate::endpoint::Endpoint;
 
 /// An endpoint row, its text columns cast so they decode (see the module docs).
 pub(super) const ENDPOINT_COLUMNS: &str = "CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
@@ -146,31 +146,6 @@ impl MySqlStore {
             .fetch_one(&mut *conn)
             .await?;
         Ok(created_at)
-    }
-
-    /// One transaction: the endpoint, its deliveries and their attempts (the hot tables carry no
-    /// foreign keys, so this is the cascade). Deleting the endpoint row first locks it
-    /// exclusively, so it waits for relay batches that read it (they hold it shared) and the
-    /// next ones see it gone.
-    pub(super) async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
-        let done = sqlx::query("DELETE FROM kurir_endpoints WHERE id = ?")
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(
-            "DELETE a FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id \
-             WHERE d.endpoint_id = ?",
-        )
-        .bind(id.as_str())
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("DELETE FROM kurir_deliveries WHERE endpoint_id = ?")
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(done.rows_affected() > 0)
     }
 }
 

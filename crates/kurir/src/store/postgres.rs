@@ -17,7 +17,7 @@ use super::rows::{FanOutRow, OutboxHead};
 use super::rules::{fan_out, gone_endpoints, next_at, next_status};
 use super::{RelayOutcome, Result, StoreError};
 use crate::delivery::Completion;
-use crate::endpoint::{Endpoint, EndpointId};
+use crate::endpoint::Endpoint;
 
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event_types, secret, \
     previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
@@ -44,7 +44,7 @@ const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, 
 /// shared, a deletion exclusively, so a relay never writes deliveries for an endpoint whose
 /// deletion committed after the relay read it (the hot tables have no foreign keys to refuse
 /// them, see migration 0004). "kurir" in ASCII, then 1.
-const FAN_OUT_LOCK: i64 = 0x6b75_7269_7200_0001;
+pub(super) const FAN_OUT_LOCK: i64 = 0x6b75_7269_7200_0001;
 
 /// kurir's tables in a PostgreSQL database.
 #[derive(Clone, Debug)]
@@ -151,35 +151,6 @@ impl PgStore {
         Ok(row.try_get("created_at")?)
     }
 
-    /// One transaction: the endpoint, its deliveries and their attempts (the hot tables carry no
-    /// foreign keys, see migration 0004, so this is the cascade). It first takes
-    /// [`FAN_OUT_LOCK`] exclusively, so it waits for relay batches in progress and the next
-    /// ones see the endpoint gone.
-    pub(super) async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(FAN_OUT_LOCK)
-            .execute(&mut *tx)
-            .await?;
-        let done = sqlx::query("DELETE FROM kurir_endpoints WHERE id = $1")
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(
-            "DELETE FROM kurir_attempts WHERE delivery_id IN \
-                 (SELECT id FROM kurir_deliveries WHERE endpoint_id = $1)",
-        )
-        .bind(id.as_str())
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("DELETE FROM kurir_deliveries WHERE endpoint_id = $1")
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(done.rows_affected() > 0)
-    }
-
     /// Locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP LOCKED` (so concurrent
     /// relays take disjoint batches), inserts their deliveries and marks them dispatched, all in
     /// one transaction, which holds [`FAN_OUT_LOCK`] shared (relays never wait for each other
@@ -213,7 +184,8 @@ impl PgStore {
             return Ok(RelayOutcome::default());
         }
         let targets: Vec<FanOutRow> = sqlx::query_as(
-            "SELECT id, event_types::text AS event_types, created_at FROM kurir_endpoints WHERE enabled",
+            "SELECT id, event_types::text AS event_types, created_at FROM kurir_endpoints \
+             WHERE enabled AND deleted_at IS NULL",
         )
         .fetch_all(&mut *tx)
         .await?;

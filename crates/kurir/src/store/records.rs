@@ -20,12 +20,12 @@ const GET_ENDPOINT: Sql = Sql {
         circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
         max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
         created_at, updated_at \
-        FROM kurir_endpoints WHERE id = $1",
+        FROM kurir_endpoints WHERE id = $1 AND deleted_at IS NULL",
     sqlite: "SELECT id, url, description, event_types, secret, previous_secrets, enabled, \
         disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
         retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
         max_in_flight, rate_limit_per_second, created_at, updated_at \
-        FROM kurir_endpoints WHERE id = ?1",
+        FROM kurir_endpoints WHERE id = ?1 AND deleted_at IS NULL",
     mysql: "SELECT CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
         CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
         CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
@@ -33,7 +33,7 @@ const GET_ENDPOINT: Sql = Sql {
         request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
         circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
         created_at, updated_at \
-        FROM kurir_endpoints WHERE id = $1",
+        FROM kurir_endpoints WHERE id = $1 AND deleted_at IS NULL",
 };
 
 const LIST_ENDPOINTS: Sql = Sql {
@@ -44,12 +44,14 @@ const LIST_ENDPOINTS: Sql = Sql {
         circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
         max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
         created_at, updated_at \
-        FROM kurir_endpoints WHERE enabled OR NOT $1 ORDER BY created_at, id",
+        FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT $1) \
+        ORDER BY created_at, id",
     sqlite: "SELECT id, url, description, event_types, secret, previous_secrets, enabled, \
         disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
         retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
         max_in_flight, rate_limit_per_second, created_at, updated_at \
-        FROM kurir_endpoints WHERE enabled OR NOT ?1 ORDER BY created_at, id",
+        FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT ?1) \
+        ORDER BY created_at, id",
     mysql: "SELECT CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
         CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
         CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
@@ -57,7 +59,8 @@ const LIST_ENDPOINTS: Sql = Sql {
         request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
         circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
         created_at, updated_at \
-        FROM kurir_endpoints WHERE enabled OR NOT $1 ORDER BY created_at, id",
+        FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT $1) \
+        ORDER BY created_at, id",
 };
 
 const GET_EVENT: Sql = Sql {
@@ -101,49 +104,81 @@ const LIST_EVENTS: Sql = Sql {
         ORDER BY id DESC LIMIT $6",
 };
 
+/// A delivery's columns with its endpoint's url and tombstone (`e`, joined by `d.endpoint_id`;
+/// absent only for an endpoint deleted by hand), as [`DeliveryRow`] reads them.
+macro_rules! delivery_columns {
+    (postgres) => {
+        "d.id, d.event_id, d.endpoint_id, d.status, d.attempt_count, d.available_at, \
+        d.last_status_code, d.last_error, d.sent_at, d.created_at, e.url AS endpoint_url, \
+        e.deleted_at AS endpoint_deleted_at"
+    };
+    (mysql) => {
+        "d.id, CAST(d.event_id AS CHAR) AS event_id, CAST(d.endpoint_id AS CHAR) AS endpoint_id, \
+        CAST(d.status AS CHAR) AS status, d.attempt_count, d.available_at, d.last_status_code, \
+        CAST(d.last_error AS CHAR) AS last_error, d.sent_at, d.created_at, \
+        CAST(e.url AS CHAR) AS endpoint_url, e.deleted_at AS endpoint_deleted_at"
+    };
+}
+
 const DELIVERIES_FOR_EVENT: Sql = Sql {
-    postgres: "SELECT id, event_id, endpoint_id, status, attempt_count, available_at, \
-        last_status_code, last_error, sent_at, created_at FROM kurir_deliveries \
-        WHERE outbox_id = (SELECT id FROM kurir_outbox WHERE event_id = $1) ORDER BY id",
-    sqlite: "SELECT id, event_id, endpoint_id, status, attempt_count, available_at, \
-        last_status_code, last_error, sent_at, created_at FROM kurir_deliveries \
-        WHERE event_id = ?1 ORDER BY id",
-    mysql:
-        "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(endpoint_id AS CHAR) AS endpoint_id, \
-        CAST(status AS CHAR) AS status, attempt_count, available_at, last_status_code, \
-        CAST(last_error AS CHAR) AS last_error, sent_at, created_at \
-        FROM kurir_deliveries \
-        WHERE outbox_id = (SELECT id FROM kurir_outbox WHERE event_id = $1) ORDER BY id",
+    postgres: concat!(
+        "SELECT ",
+        delivery_columns!(postgres),
+        " FROM kurir_deliveries d LEFT JOIN kurir_endpoints e ON e.id = d.endpoint_id \
+        WHERE d.outbox_id = (SELECT id FROM kurir_outbox WHERE event_id = $1) ORDER BY d.id"
+    ),
+    sqlite: concat!(
+        "SELECT ",
+        delivery_columns!(postgres),
+        " FROM kurir_deliveries d LEFT JOIN kurir_endpoints e ON e.id = d.endpoint_id \
+        WHERE d.event_id = ?1 ORDER BY d.id"
+    ),
+    mysql: concat!(
+        "SELECT ",
+        delivery_columns!(mysql),
+        " FROM kurir_deliveries d LEFT JOIN kurir_endpoints e ON e.id = d.endpoint_id \
+        WHERE d.outbox_id = (SELECT id FROM kurir_outbox WHERE event_id = $1) ORDER BY d.id"
+    ),
 };
 
 const LIST_DELIVERIES: Sql = Sql {
-    postgres: "SELECT d.id, d.event_id, d.endpoint_id, d.status, d.attempt_count, \
-        d.available_at, d.last_status_code, d.last_error, d.sent_at, d.created_at, o.event_type \
+    postgres: concat!(
+        "SELECT ",
+        delivery_columns!(postgres),
+        ", o.event_type \
         FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
+        LEFT JOIN kurir_endpoints e ON e.id = d.endpoint_id \
         WHERE ($1::text IS NULL OR d.status = $1) AND ($2::text IS NULL OR d.endpoint_id = $2) \
           AND ($3::text IS NULL OR o.event_type = $3) \
           AND ($4::timestamptz IS NULL OR d.created_at >= $4) \
           AND ($5::timestamptz IS NULL OR d.created_at < $5) \
           AND ($6::int8 IS NULL OR d.id < $6) \
-        ORDER BY d.id DESC LIMIT $7",
-    sqlite: "SELECT d.id, d.event_id, d.endpoint_id, d.status, d.attempt_count, \
-        d.available_at, d.last_status_code, d.last_error, d.sent_at, d.created_at, o.event_type \
+        ORDER BY d.id DESC LIMIT $7"
+    ),
+    sqlite: concat!(
+        "SELECT ",
+        delivery_columns!(postgres),
+        ", o.event_type \
         FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
+        LEFT JOIN kurir_endpoints e ON e.id = d.endpoint_id \
         WHERE (?1 IS NULL OR d.status = ?1) AND (?2 IS NULL OR d.endpoint_id = ?2) \
           AND (?3 IS NULL OR o.event_type = ?3) \
           AND (?4 IS NULL OR d.created_at >= ?4) AND (?5 IS NULL OR d.created_at < ?5) \
           AND (?6 IS NULL OR d.id < ?6) \
-        ORDER BY d.id DESC LIMIT ?7",
-    mysql: "SELECT d.id, CAST(d.event_id AS CHAR) AS event_id, \
-        CAST(d.endpoint_id AS CHAR) AS endpoint_id, CAST(d.status AS CHAR) AS status, \
-        d.attempt_count, d.available_at, d.last_status_code, CAST(d.last_error AS CHAR) AS last_error, \
-        d.sent_at, d.created_at, CAST(o.event_type AS CHAR) AS event_type \
+        ORDER BY d.id DESC LIMIT ?7"
+    ),
+    mysql: concat!(
+        "SELECT ",
+        delivery_columns!(mysql),
+        ", CAST(o.event_type AS CHAR) AS event_type \
         FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
+        LEFT JOIN kurir_endpoints e ON e.id = d.endpoint_id \
         WHERE ($1 IS NULL OR d.status = $1) AND ($2 IS NULL OR d.endpoint_id = $2) \
           AND ($3 IS NULL OR o.event_type = $3) \
           AND ($4 IS NULL OR d.created_at >= $4) AND ($5 IS NULL OR d.created_at < $5) \
           AND ($6 IS NULL OR d.id < $6) \
-        ORDER BY d.id DESC LIMIT $7",
+        ORDER BY d.id DESC LIMIT $7"
+    ),
 };
 
 const ATTEMPTS_FOR_DELIVERY: Sql = Sql {

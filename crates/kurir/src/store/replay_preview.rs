@@ -2,7 +2,8 @@
 //! for a filter, without moving any. The dashboard shows this count before an operator confirms
 //! a bulk replay; `GET /v1/replays/preview` answers it to API clients.
 //!
-//! One read per dialect with the same conditions as the replay's update; no locks, so a delivery
+//! One read per dialect with the same conditions as the replay's update (deliveries of a
+//! deleted endpoint are never replayed); no locks, so a delivery
 //! completing meanwhile can make the replay's own count differ (the audit row keeps that one).
 
 use super::{sqlite_ts, ReplayFilter, Result, Store};
@@ -10,6 +11,8 @@ use super::{sqlite_ts, ReplayFilter, Result, Store};
 const COUNT_PG: &str = "\
     SELECT count(*) FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
     WHERE d.status IN ('sent', 'dead_letter') \
+      AND NOT EXISTS (SELECT 1 FROM kurir_endpoints e \
+          WHERE e.id = d.endpoint_id AND e.deleted_at IS NOT NULL) \
       AND ($1::text IS NULL OR o.event_id = $1) AND ($2::text IS NULL OR d.status = $2) \
       AND ($3::text IS NULL OR d.endpoint_id = $3) AND ($4::text IS NULL OR o.event_type = $4) \
       AND ($5::timestamptz IS NULL OR d.created_at >= $5) \
@@ -18,6 +21,8 @@ const COUNT_PG: &str = "\
 const COUNT_SQLITE: &str = "\
     SELECT count(*) FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
     WHERE d.status IN ('sent', 'dead_letter') \
+      AND NOT EXISTS (SELECT 1 FROM kurir_endpoints e \
+          WHERE e.id = d.endpoint_id AND e.deleted_at IS NOT NULL) \
       AND (?1 IS NULL OR d.event_id = ?1) AND (?2 IS NULL OR d.status = ?2) \
       AND (?3 IS NULL OR d.endpoint_id = ?3) AND (?4 IS NULL OR o.event_type = ?4) \
       AND (?5 IS NULL OR d.created_at >= ?5) AND (?6 IS NULL OR d.created_at < ?6)";
@@ -26,6 +31,8 @@ const COUNT_SQLITE: &str = "\
 const COUNT_MYSQL: &str = "\
     SELECT COUNT(*) FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
     WHERE d.status IN ('sent', 'dead_letter') \
+      AND NOT EXISTS (SELECT 1 FROM kurir_endpoints e \
+          WHERE e.id = d.endpoint_id AND e.deleted_at IS NOT NULL) \
       AND (? IS NULL OR d.event_id = ?) AND (? IS NULL OR d.status = ?) \
       AND (? IS NULL OR d.endpoint_id = ?) AND (? IS NULL OR o.event_type = ?) \
       AND (? IS NULL OR d.created_at >= ?) AND (? IS NULL OR d.created_at < ?)";

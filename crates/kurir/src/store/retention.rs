@@ -2,10 +2,12 @@
 //! what would go ([`Store::prunable`], for `kurir prune --dry-run`).
 //!
 //! An event goes, with its deliveries and attempts, once it was fanned out, none of its
-//! deliveries is still to be made (`pending`, `processing`, `failed`), and it is older than
-//! [`Cutoffs::events`], or [`Cutoffs::dead_letters`] when one of its deliveries was dead-lettered.
-//! Each delete is guarded by the delivery statuses again, so a delivery replayed after the
-//! candidates were read is never deleted (nor its event, which then still has a delivery).
+//! deliveries is still to be made (`pending`, `processing`, `failed`; `cancelled` ones, of a
+//! deleted endpoint, are finished), and it is older than [`Cutoffs::events`], or
+//! [`Cutoffs::dead_letters`] when one of its deliveries was dead-lettered. Each delete is
+//! guarded again in its own statement (see [`event_deletes`]), so a delivery replayed after the
+//! candidates were read is never deleted, nor its attempts, nor its event. The tombstone of a
+//! deleted endpoint goes once none of its deliveries is left.
 //! Completed inbox events go by their `updated_at`; the replay audit by its `created_at`.
 //!
 //! A batch is one short transaction over at most `limit` rows per table. On PostgreSQL it first
@@ -16,7 +18,7 @@
 use chrono::{DateTime, Utc};
 
 use super::rows::Ts;
-use super::sql::{query_as_on, Sql};
+use super::sql::{query_as_on, run_in, Sql};
 use super::{Result, Store};
 
 /// The advisory lock key pruners take on PostgreSQL ("kuri" "r" 2).
@@ -48,17 +50,20 @@ pub struct Pruned {
     pub inbox: u64,
     /// `kurir_replays`.
     pub replays: u64,
+    /// `kurir_endpoints`: tombstones of deleted endpoints whose last delivery went.
+    pub endpoints: u64,
 }
 
 impl Pruned {
     /// Each table's name with its count, for metrics and output.
-    pub fn by_table(&self) -> [(&'static str, u64); 5] {
+    pub fn by_table(&self) -> [(&'static str, u64); 6] {
         [
             ("kurir_outbox", self.events),
             ("kurir_deliveries", self.deliveries),
             ("kurir_attempts", self.attempts),
             ("kurir_inbox", self.inbox),
             ("kurir_replays", self.replays),
+            ("kurir_endpoints", self.endpoints),
         ]
     }
 
@@ -146,13 +151,37 @@ const COUNT_REPLAYS: Sql = Sql {
 
 // MySQL refuses a subquery on the table a DELETE deletes from (and `LIMIT` in an `IN`
 // subquery); its single-table DELETE takes `ORDER BY` and `LIMIT` itself.
-const DELETE_INBOX: Sql = Sql {
+pub(super) const DELETE_INBOX: Sql = Sql {
     postgres: "DELETE FROM kurir_inbox WHERE id IN (SELECT id FROM kurir_inbox \
         WHERE status = 'completed' AND updated_at < $1 ORDER BY id LIMIT $2)",
     sqlite: "DELETE FROM kurir_inbox WHERE id IN (SELECT id FROM kurir_inbox \
         WHERE status = 'completed' AND updated_at < ?1 ORDER BY id LIMIT ?2)",
     mysql: "DELETE FROM kurir_inbox WHERE status = 'completed' AND updated_at < $1 \
         ORDER BY id LIMIT $2",
+};
+
+/// Tombstones of deleted endpoints with no delivery left (retention took the last one, or
+/// there never was one). Nothing creates a delivery for a tombstone, so none can appear after
+/// the check. A few rows: endpoints are few.
+const DELETE_TOMBSTONES: Sql = Sql {
+    postgres: "DELETE FROM kurir_endpoints WHERE id IN (SELECT id FROM kurir_endpoints e \
+        WHERE e.deleted_at IS NOT NULL AND NOT EXISTS \
+            (SELECT 1 FROM kurir_deliveries d WHERE d.endpoint_id = e.id) ORDER BY id LIMIT $1)",
+    sqlite: "DELETE FROM kurir_endpoints WHERE id IN (SELECT id FROM kurir_endpoints e \
+        WHERE e.deleted_at IS NOT NULL AND NOT EXISTS \
+            (SELECT 1 FROM kurir_deliveries d WHERE d.endpoint_id = e.id) ORDER BY id LIMIT ?1)",
+    mysql: "DELETE FROM kurir_endpoints WHERE deleted_at IS NOT NULL AND NOT EXISTS \
+        (SELECT 1 FROM kurir_deliveries d WHERE d.endpoint_id = kurir_endpoints.id) \
+        ORDER BY id LIMIT $1",
+};
+
+const COUNT_TOMBSTONES: Sql = Sql {
+    postgres: "SELECT count(*) FROM kurir_endpoints e WHERE e.deleted_at IS NOT NULL \
+        AND NOT EXISTS (SELECT 1 FROM kurir_deliveries d WHERE d.endpoint_id = e.id)",
+    sqlite: "SELECT count(*) FROM kurir_endpoints e WHERE e.deleted_at IS NOT NULL \
+        AND NOT EXISTS (SELECT 1 FROM kurir_deliveries d WHERE d.endpoint_id = e.id)",
+    mysql: "SELECT count(*) FROM kurir_endpoints e WHERE e.deleted_at IS NOT NULL \
+        AND NOT EXISTS (SELECT 1 FROM kurir_deliveries d WHERE d.endpoint_id = e.id)",
 };
 
 const DELETE_REPLAYS: Sql = Sql {
@@ -163,55 +192,85 @@ const DELETE_REPLAYS: Sql = Sql {
     mysql: "DELETE FROM kurir_replays WHERE created_at < $1 ORDER BY id LIMIT $2",
 };
 
-/// The three deletes of one batch of events, children first, each guarded by the delivery
-/// statuses. `ids` are outbox ids read from the database, written as integer literals.
-fn event_deletes(ids: &[i64]) -> [String; 3] {
-    let list = ids
-        .iter()
+/// A batch's deliveries: every delivery of its events (`ids`, outbox ids read from the
+/// database, written as integer literals), whatever its status; the deletes re-check that.
+fn delivery_ids_of(ids: &[i64]) -> String {
+    format!(
+        "SELECT id FROM kurir_deliveries WHERE outbox_id IN ({})",
+        literals(ids)
+    )
+}
+
+fn literals(ids: &[i64]) -> String {
+    ids.iter()
         .map(i64::to_string)
         .collect::<Vec<_>>()
-        .join(", ");
-    [
+        .join(", ")
+}
+
+/// The deletes of one batch of events, in the order they run, each guarded in its own
+/// statement: deliveries only while finished, attempts only of deliveries that are gone (this
+/// transaction deleted them), events only without deliveries. `ids` are the batch's outbox
+/// ids, `deliveries` its delivery ids ([`delivery_ids_of`]).
+///
+/// Deliveries go before their attempts: a delivery's delete locks it, so a replay committing
+/// after the candidates were read either made it `pending` first (the delete re-checks and
+/// leaves it, and its attempts, whose delivery still exists) or waits and then finds it gone.
+/// Deleting attempts first, guarded by the delivery's status as read by that statement, lost
+/// the attempts of a delivery replayed between the two deletes. SQLite is the exception: its
+/// attempts reference their delivery `ON DELETE CASCADE`, so they go first there (counted), and
+/// the batch holds SQLite's write lock throughout, so no replay commits in between.
+fn event_deletes(ids: &[i64], deliveries: &[i64], sqlite: bool) -> [(Table, String); 3] {
+    let list = literals(ids);
+    let finished = "status IN ('sent', 'dead_letter', 'cancelled')";
+    let deliveries_sql =
+        format!("DELETE FROM kurir_deliveries WHERE outbox_id IN ({list}) AND {finished}");
+    let attempts_sql = if sqlite {
         format!(
             "DELETE FROM kurir_attempts WHERE delivery_id IN (SELECT id FROM kurir_deliveries \
-             WHERE outbox_id IN ({list}) AND status IN ('sent', 'dead_letter'))"
-        ),
+             WHERE outbox_id IN ({list}) AND {finished})"
+        )
+    } else {
         format!(
-            "DELETE FROM kurir_deliveries WHERE outbox_id IN ({list}) \
-             AND status IN ('sent', 'dead_letter')"
-        ),
-        format!(
-            "DELETE FROM kurir_outbox WHERE id IN ({list}) AND NOT EXISTS \
-             (SELECT 1 FROM kurir_deliveries d WHERE d.outbox_id = kurir_outbox.id)"
-        ),
-    ]
+            "DELETE FROM kurir_attempts WHERE delivery_id IN ({}) AND NOT EXISTS \
+             (SELECT 1 FROM kurir_deliveries d WHERE d.id = kurir_attempts.delivery_id)",
+            literals(deliveries)
+        )
+    };
+    let events_sql = format!(
+        "DELETE FROM kurir_outbox WHERE id IN ({list}) AND NOT EXISTS \
+         (SELECT 1 FROM kurir_deliveries d WHERE d.outbox_id = kurir_outbox.id)"
+    );
+    let (first, second) = if sqlite {
+        (
+            (Table::Attempts, attempts_sql),
+            (Table::Deliveries, deliveries_sql),
+        )
+    } else {
+        (
+            (Table::Deliveries, deliveries_sql),
+            (Table::Attempts, attempts_sql),
+        )
+    };
+    [first, second, (Table::Events, events_sql)]
 }
 
-/// Runs `$sql`'s text for `$dialect` on transaction `$tx` with `$make` (`query` or
-/// `query_scalar`) and `$run`, binding each `$bind` in order. MySQL's text has its `$n`
-/// placeholders made positional ([`super::sql::positional`]), so each bind is used where its
-/// number stands, as on the other dialects.
-macro_rules! run_in {
-    ($tx:expr, mysql, $sql:expr, $make:ident, $run:ident $(, $bind:expr)*) => {{
-        let (text, order) = super::sql::positional($sql.mysql);
-        let args = super::sql::mysql_arguments(&order, &[
-            $(&|a: &mut sqlx::mysql::MySqlArguments| sqlx::Arguments::add(a, $bind)),*
-        ])?;
-        (with_arguments!($make))(&text, args).$run(&mut *$tx).await
-    }};
-    ($tx:expr, $dialect:ident, $sql:expr, $make:ident, $run:ident $(, $bind:expr)*) => {
-        sqlx::$make($sql.$dialect)$(.bind($bind))*.$run(&mut *$tx).await
-    };
+/// Which count of [`Pruned`] a delete adds to.
+#[derive(Clone, Copy)]
+enum Table {
+    Events,
+    Deliveries,
+    Attempts,
 }
 
-/// The `_with` form of a query constructor: the one taking its arguments built.
-macro_rules! with_arguments {
-    (query) => {
-        sqlx::query_with
-    };
-    (query_scalar) => {
-        sqlx::query_scalar_with
-    };
+impl Pruned {
+    fn add(&mut self, table: Table, n: u64) {
+        match table {
+            Table::Events => self.events += n,
+            Table::Deliveries => self.deliveries += n,
+            Table::Attempts => self.attempts += n,
+        }
+    }
 }
 
 /// Runs one batch on transaction `$tx` of any dialect.
@@ -233,20 +292,20 @@ macro_rules! prune_in {
         )?;
         let mut done = Pruned::default();
         if !ids.is_empty() {
-            let [attempts, deliveries, events] = event_deletes(&ids);
-            done.attempts = sqlx::query(&attempts)
-                .execute(&mut *$tx)
-                .await?
-                .rows_affected();
-            done.deliveries = sqlx::query(&deliveries)
-                .execute(&mut *$tx)
-                .await?
-                .rows_affected();
-            done.events = sqlx::query(&events)
-                .execute(&mut *$tx)
-                .await?
-                .rows_affected();
+            let deliveries: Vec<i64> = sqlx::query_scalar(&delivery_ids_of(&ids))
+                .fetch_all(&mut *$tx)
+                .await?;
+            let sqlite = stringify!($dialect) == "sqlite";
+            for (table, sql) in event_deletes(&ids, &deliveries, sqlite) {
+                if matches!(table, Table::Attempts) && deliveries.is_empty() {
+                    continue;
+                }
+                let n = sqlx::query(&sql).execute(&mut *$tx).await?.rows_affected();
+                done.add(table, n);
+            }
         }
+        done.endpoints =
+            run_in!($tx, $dialect, DELETE_TOMBSTONES, query, execute, limit)?.rows_affected();
         done.inbox = run_in!(
             $tx,
             $dialect,
@@ -359,8 +418,10 @@ impl Store {
             }
             None => 0,
         };
+        let (endpoints,): (i64,) = query_as_on!(self, COUNT_TOMBSTONES, fetch_one)?;
         let n = |v: i64| u64::try_from(v).unwrap_or(0);
         Ok(Pruned {
+            endpoints: n(endpoints),
             events: n(events),
             deliveries: n(deliveries),
             attempts: n(attempts),

@@ -191,6 +191,8 @@ pub(crate) struct DeliveryRow {
     last_error: Option<String>,
     sent_at: Option<Ts>,
     created_at: Ts,
+    endpoint_url: Option<String>,
+    endpoint_deleted_at: Option<Ts>,
 }
 
 impl TryFrom<DeliveryRow> for DeliveryRecord {
@@ -213,6 +215,8 @@ impl TryFrom<DeliveryRow> for DeliveryRecord {
             last_error: r.last_error,
             sent_at: r.sent_at.map(Into::into),
             created_at: r.created_at.0,
+            endpoint_url: r.endpoint_url,
+            endpoint_deleted_at: r.endpoint_deleted_at.map(Into::into),
         })
     }
 }

@@ -142,10 +142,12 @@ fn both(a: Option<String>, b: Option<String>, read: (&str, &str)) -> Option<(Str
 }
 
 const ENDPOINT_SECRETS: Sql = Sql {
-    postgres: "SELECT id, secret, previous_secrets::text FROM kurir_endpoints ORDER BY id",
-    sqlite: "SELECT id, secret, previous_secrets FROM kurir_endpoints ORDER BY id",
+    postgres: "SELECT id, secret, previous_secrets::text FROM kurir_endpoints \
+        WHERE deleted_at IS NULL ORDER BY id",
+    sqlite: "SELECT id, secret, previous_secrets FROM kurir_endpoints WHERE deleted_at IS NULL \
+        ORDER BY id",
     mysql: "SELECT CAST(id AS CHAR), CAST(secret AS CHAR), CAST(previous_secrets AS CHAR) \
-        FROM kurir_endpoints ORDER BY id",
+        FROM kurir_endpoints WHERE deleted_at IS NULL ORDER BY id",
 };
 
 /// Rewrites one endpoint's secrets only if they are still what was read, so a rotation or an

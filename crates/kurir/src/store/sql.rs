@@ -119,6 +119,34 @@ macro_rules! execute_on {
 }
 pub(crate) use execute_on;
 
+/// Runs `$sql`'s text for `$dialect` on transaction `$tx` with `$make` (`query` or
+/// `query_scalar`) and `$run`, binding each `$bind` in order. MySQL's text has its `$n`
+/// placeholders made positional ([`positional`]), so each bind is used where its
+/// number stands, as on the other dialects.
+macro_rules! run_in {
+    ($tx:expr, mysql, $sql:expr, $make:ident, $run:ident $(, $bind:expr)*) => {{
+        let (text, order) = $crate::store::sql::positional($sql.mysql);
+        let args = $crate::store::sql::mysql_arguments(&order, &[
+            $(&|a: &mut sqlx::mysql::MySqlArguments| sqlx::Arguments::add(a, $bind)),*
+        ])?;
+        ($crate::store::sql::with_arguments!($make))(&text, args).$run(&mut *$tx).await
+    }};
+    ($tx:expr, $dialect:ident, $sql:expr, $make:ident, $run:ident $(, $bind:expr)*) => {
+        sqlx::$make($sql.$dialect)$(.bind($bind))*.$run(&mut *$tx).await
+    };
+}
+
+/// The `_with` form of a query constructor: the one taking its arguments built.
+macro_rules! with_arguments {
+    (query) => {
+        sqlx::query_with
+    };
+    (query_scalar) => {
+        sqlx::query_scalar_with
+    };
+}
+pub(crate) use {run_in, with_arguments};
+
 #[cfg(test)]
 mod tests {
     use super::positional;

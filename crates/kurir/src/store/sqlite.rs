@@ -21,7 +21,7 @@ use super::rows::{FanOutRow, OutboxHead};
 use super::rules::{fan_out, gone_endpoints, next_at, next_status};
 use super::{ensure_sqlite_file, now_millis, sqlite_ts, RelayOutcome, Result, StoreError};
 use crate::delivery::Completion;
-use crate::endpoint::{Endpoint, EndpointId};
+use crate::endpoint::Endpoint;
 
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
     enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
@@ -204,14 +204,6 @@ impl SqliteStore {
         Ok(e.created_at)
     }
 
-    pub(super) async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
-        let done = sqlx::query("DELETE FROM kurir_endpoints WHERE id = ?1")
-            .bind(id.as_str())
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() > 0)
-    }
-
     /// One `BEGIN IMMEDIATE` transaction: reads a batch of undispatched rows, inserts their
     /// deliveries (one statement over a JSON array) and marks them dispatched.
     /// An idle relay only reads (one index probe), so it never takes the write lock for nothing.
@@ -240,10 +232,12 @@ impl SqliteStore {
         if events.is_empty() {
             return Ok(RelayOutcome::default());
         }
-        let targets: Vec<FanOutRow> =
-            sqlx::query_as("SELECT id, event_types, created_at FROM kurir_endpoints WHERE enabled")
-                .fetch_all(&mut *tx)
-                .await?;
+        let targets: Vec<FanOutRow> = sqlx::query_as(
+            "SELECT id, event_types, created_at FROM kurir_endpoints \
+                 WHERE enabled AND deleted_at IS NULL",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
         let fan_out = fan_out(events, targets)?;
         let pairs: Vec<_> = (fan_out.outbox_ids.iter())
             .zip(&fan_out.event_ids)

@@ -98,7 +98,10 @@ async fn list(
         .data
         .into_iter()
         .map(|d| {
-            let url = urls.get(&d.endpoint_id).cloned().unwrap_or_default();
+            let url = match (&d.endpoint_url, d.endpoint_deleted_at) {
+                (Some(url), Some(_)) => format!("{url} (deleted)"),
+                _ => urls.get(&d.endpoint_id).cloned().unwrap_or_default(),
+            };
             (d, url)
         })
         .collect();

@@ -116,9 +116,8 @@ struct EventPage {
 }
 
 impl EventPage {
-    fn url_of(&self, endpoint_id: &str) -> String {
-        self.urls
-            .get(endpoint_id)
+    fn url_of(&self, d: &crate::api::deliveries::DeliveryView) -> String {
+        (self.urls.get(&d.endpoint_id).or(d.endpoint_url.as_ref()))
             .cloned()
             .unwrap_or_else(|| "(deleted endpoint)".to_owned())
     }

@@ -320,6 +320,20 @@ async fn the_quickstart_works_through_the_cli() {
         &["endpoints", "delete", failing["id"].as_str().unwrap()],
     )
     .await;
+    // Issue 16: its history stays, shown as a deleted endpoint's, its delivery cancelled.
+    let shown = cli(dir, &server, &["events", "show", &failed_id]).await;
+    let row = shown
+        .lines()
+        .find(|l| l.contains(&down.url) && l.contains("(deleted "))
+        .unwrap_or_else(|| panic!("no row of the deleted endpoint:\n{shown}"));
+    assert!(
+        row.contains("cancelled") && row.contains(failing["id"].as_str().unwrap()),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("RESPONSE BODY"),
+        "its attempt stays:\n{shown}"
+    );
 
     let stats = cli_json(dir, &server, &["stats"]).await;
     assert_eq!(stats["events"]["total"], 4);

@@ -18,6 +18,7 @@ mod delivery;
 mod endpoint_writes;
 mod faults;
 mod gateway;
+mod history;
 mod idle;
 mod leases;
 mod listener;

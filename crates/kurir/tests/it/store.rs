@@ -24,7 +24,7 @@ on_both_backends!(
     a_late_completion_is_fenced_out_but_its_attempt_is_recorded,
     completion_moves_deliveries_to_their_next_state,
     gone_disables_the_endpoint,
-    deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batch,
+    deleting_an_endpoint_mid_flight_keeps_its_history_cancels_the_rest_and_spares_the_batch,
     released_leases_count_as_attempts_and_are_due_again,
     a_delivery_handed_back_unattempted_is_not_charged,
     rotated_secret_keeps_signing_during_grace,
@@ -171,8 +171,8 @@ async fn migrate_applies_the_receivers_inbox_migrations_too(db: TestDb) {
     // PostgreSQL has one migration more (0004 drops the hot tables' foreign keys, which the
     // other two never had on them).
     let expected: &[i64] = match db.backend {
-        Backend::Postgres => &[1, 2, 3, 4, 5, 7, 8, 9, 1000, 1001],
-        Backend::Sqlite | Backend::Mysql => &[1, 2, 3, 5, 7, 8, 9, 1000, 1001],
+        Backend::Postgres => &[1, 2, 3, 4, 5, 7, 8, 9, 10, 1000, 1001, 1002],
+        Backend::Sqlite | Backend::Mysql => &[1, 2, 3, 5, 7, 8, 9, 10, 1000, 1001, 1002],
     };
     assert_eq!(applied, expected);
     db.store.inbox().migrate().await.unwrap();
@@ -489,7 +489,9 @@ async fn gone_disables_the_endpoint(db: TestDb) {
     assert!(a.disabled_reason.unwrap().contains("410 Gone"));
 }
 
-async fn deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batch(db: TestDb) {
+async fn deleting_an_endpoint_mid_flight_keeps_its_history_cancels_the_rest_and_spares_the_batch(
+    db: TestDb,
+) {
     let s = &db.store;
     let doomed = s
         .create_endpoint(endpoint("https://doomed.example/", &[]))
@@ -535,21 +537,30 @@ async fn deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batc
     assert_eq!(in_flight.len(), 1);
 
     assert!(s.delete_endpoint(&doomed.id).await.unwrap());
+    assert!(s.endpoint_deleted_at(&doomed.id).await.unwrap().is_some());
     for id in &ids {
-        let left = s.deliveries_for_event(id).await.unwrap();
-        assert!(
-            left.iter().all(|d| d.endpoint_id == kept.id.as_str()),
-            "the deleted endpoint's deliveries go with it"
-        );
+        let of_doomed: Vec<_> = (s.deliveries_for_event(id).await.unwrap())
+            .into_iter()
+            .filter(|d| d.endpoint_id == doomed.id.as_str())
+            .collect();
+        assert_eq!(of_doomed.len(), 1, "the deleted endpoint's deliveries stay");
+        let d = &of_doomed[0];
+        assert_eq!(d.status, DeliveryStatus::Cancelled, "{d:?}");
+        assert_eq!(d.last_error.as_deref(), Some(kurir::store::CANCELLED_ERROR));
+        assert_eq!(d.endpoint_url.as_deref(), Some("https://doomed.example/"));
+        assert!(d.endpoint_deleted_at.is_some());
     }
-    assert!(s
-        .attempts_for_delivery(old.delivery_id)
-        .await
-        .unwrap()
-        .is_empty());
+    assert_eq!(
+        s.attempts_for_delivery(old.delivery_id)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "its attempts stay"
+    );
 
     // The attempt in flight at the deletion finishes afterwards, in the same batch as another
-    // endpoint's: the batch is recorded, the orphan attempt dropped.
+    // endpoint's: the batch is recorded, the attempt kept, the delivery stays cancelled.
     let done = [
         completion(&in_flight[0], NextState::Sent),
         completion(&old_kept, NextState::Sent),
@@ -558,9 +569,13 @@ async fn deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batc
     let kept_delivery = s
         .deliveries_for_event(&old_kept.event.event_id)
         .await
-        .unwrap();
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.endpoint_id == kept.id.as_str())
+        .collect::<Vec<_>>();
     assert_eq!(kept_delivery.len(), 1);
     assert_eq!(kept_delivery[0].status, DeliveryStatus::Sent);
+    assert_eq!(kept_delivery[0].endpoint_deleted_at, None);
     assert_eq!(
         s.attempts_for_delivery(old_kept.delivery_id)
             .await
@@ -568,11 +583,27 @@ async fn deleting_an_endpoint_mid_flight_removes_its_history_and_spares_the_batc
             .len(),
         1
     );
-    assert!(s
+    let in_flight_attempts = s
         .attempts_for_delivery(in_flight[0].delivery_id)
         .await
-        .unwrap()
-        .is_empty());
+        .unwrap();
+    assert_eq!(
+        in_flight_attempts.len(),
+        1 + usize::from(in_flight[0].delivery_id == old.delivery_id)
+    );
+    let after = s
+        .deliveries_for_event(&in_flight[0].event.event_id)
+        .await
+        .unwrap();
+    assert!(after
+        .iter()
+        .any(|d| d.id == in_flight[0].delivery_id && d.status == DeliveryStatus::Cancelled));
+    // Nothing claims for it again, even with a slot: its deliveries are not due.
+    let again = s
+        .claim_due_deliveries("w2", &[slot(&doomed, 10, lease)], 10)
+        .await
+        .unwrap();
+    assert!(again.deliveries.is_empty() && again.orphans.is_empty());
 }
 
 /// What a process still holds at shutdown, after recording its attempts in flight, may have

@@ -51,9 +51,14 @@ impl MySqlStore {
     }
 
     /// One transaction: the update (which locks the rows it moves), then the audit row with its
-    /// count.
+    /// count. Deliveries of a deleted endpoint never match: the endpoint rows are read in share
+    /// mode first, which waits for a deletion in progress (it holds its row exclusively) and
+    /// makes a later one wait for this replay, whose pending rows it then cancels.
     pub(in crate::store) async fn replay(&self, request: &ReplayRequest) -> Result<ReplayRecord> {
         let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT COUNT(*) FROM kurir_endpoints LOCK IN SHARE MODE")
+            .execute(&mut *tx)
+            .await?;
         let count = replay_deliveries(&mut tx, &request.filter).await?;
         let id = sqlx::query(
             "INSERT INTO kurir_replays (actor, reason, filter, count, created_at) \
@@ -132,6 +137,8 @@ async fn replay_deliveries(
              d.`trigger` = 'replay', d.lease_owner = NULL, d.lease_expires_at = NULL, \
              d.last_error = NULL, d.updated_at = UTC_TIMESTAMP(3) \
          WHERE d.status IN ('sent', 'dead_letter') \
+           AND NOT EXISTS (SELECT 1 FROM kurir_endpoints e \
+               WHERE e.id = d.endpoint_id AND e.deleted_at IS NOT NULL) \
            AND (? IS NULL OR d.event_id = ?) AND (? IS NULL OR d.status = ?) \
            AND (? IS NULL OR d.endpoint_id = ?) AND (? IS NULL OR o.event_type = ?) \
            AND (? IS NULL OR d.created_at >= ?) AND (? IS NULL OR d.created_at < ?)",

@@ -29,11 +29,13 @@ impl MySqlStore {
                 ColumnValue::Int(v) => q.push_bind(v),
             };
         }
-        q.push(" WHERE id = ").push_bind(id.as_str());
+        // A tombstone (a deleted endpoint) is no endpoint: never changed, never revived.
+        q.push(" WHERE deleted_at IS NULL AND id = ")
+            .push_bind(id.as_str());
         let mut tx = self.pool.begin().await?;
         q.build().execute(&mut *tx).await?;
         let row: Option<EndpointRow> = sqlx::query_as(&format!(
-            "SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE id = ?"
+            "SELECT {ENDPOINT_COLUMNS} FROM kurir_endpoints WHERE id = ? AND deleted_at IS NULL"
         ))
         .bind(id.as_str())
         .fetch_optional(&mut *tx)
@@ -54,7 +56,7 @@ impl MySqlStore {
         let row = sqlx::query(
             "SELECT CAST(secret AS CHAR) AS secret, \
                  CAST(previous_secrets AS CHAR) AS previous_secrets \
-             FROM kurir_endpoints WHERE id = ? FOR UPDATE",
+             FROM kurir_endpoints WHERE id = ? AND deleted_at IS NULL FOR UPDATE",
         )
         .bind(id.as_str())
         .fetch_optional(&mut *tx)

@@ -48,9 +48,17 @@ impl PgStore {
     /// One statement: the update and the audit insert commit together. Row locks on the matched
     /// deliveries; a row another process is completing is waited for and re-checked, so a
     /// delivery that just left `sent`/`dead_letter` is not replayed. Rows being attempted
-    /// (`processing`) never match.
+    /// (`processing`) never match. Deliveries of a deleted endpoint never match either: the
+    /// fan-out lock, held shared first, waits for a deletion in progress (which holds it
+    /// exclusively), so the statement's snapshot shows its tombstone; a deletion that comes
+    /// later waits for this replay and cancels what it made pending.
     pub(in crate::store) async fn replay(&self, request: &ReplayRequest) -> Result<ReplayRecord> {
         let f = &request.filter;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
+            .bind(super::FAN_OUT_LOCK)
+            .execute(&mut *tx)
+            .await?;
         let row: ReplayRow = sqlx::query_as(
             "WITH replayed AS ( \
                 UPDATE kurir_deliveries AS d SET status = 'pending', attempt_count = 0, \
@@ -58,6 +66,8 @@ impl PgStore {
                     lease_expires_at = NULL, last_error = NULL, updated_at = now() \
                 FROM kurir_outbox AS o \
                 WHERE o.id = d.outbox_id AND d.status IN ('sent', 'dead_letter') \
+                  AND NOT EXISTS (SELECT 1 FROM kurir_endpoints e \
+                      WHERE e.id = d.endpoint_id AND e.deleted_at IS NOT NULL) \
                   AND ($1::text IS NULL OR o.event_id = $1) AND ($2::text IS NULL OR d.status = $2) \
                   AND ($3::text IS NULL OR d.endpoint_id = $3) \
                   AND ($4::text IS NULL OR o.event_type = $4) \
@@ -78,8 +88,9 @@ impl PgStore {
         .bind(&request.actor)
         .bind(&request.reason)
         .bind(serde_json::to_string(f).unwrap_or_else(|_| "{}".into()))
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await?;
+        tx.commit().await?;
         row.try_into()
     }
 }

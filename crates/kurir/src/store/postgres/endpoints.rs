@@ -29,7 +29,8 @@ impl PgStore {
                 ColumnValue::Int(v) => q.push_bind(v),
             };
         }
-        q.push(" WHERE id = ")
+        // A tombstone (a deleted endpoint) is no endpoint: never changed, never revived.
+        q.push(" WHERE deleted_at IS NULL AND id = ")
             .push_bind(id.as_str())
             .push(" RETURNING ")
             .push(ENDPOINT_COLUMNS);
@@ -48,7 +49,7 @@ impl PgStore {
         let mut tx = self.pool.begin().await?;
         let row = sqlx::query(
             "SELECT secret, previous_secrets::text AS previous_secrets FROM kurir_endpoints \
-             WHERE id = $1 FOR UPDATE",
+             WHERE id = $1 AND deleted_at IS NULL FOR UPDATE",
         )
         .bind(id.as_str())
         .fetch_optional(&mut *tx)

@@ -96,6 +96,8 @@ async fn replay_deliveries(
              updated_at = ?7 \
          WHERE id IN (SELECT d.id FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
              WHERE d.status IN ('sent', 'dead_letter') \
+               AND NOT EXISTS (SELECT 1 FROM kurir_endpoints e \
+                   WHERE e.id = d.endpoint_id AND e.deleted_at IS NOT NULL) \
                AND (?1 IS NULL OR d.event_id = ?1) AND (?2 IS NULL OR d.status = ?2) \
                AND (?3 IS NULL OR d.endpoint_id = ?3) AND (?4 IS NULL OR o.event_type = ?4) \
                AND (?5 IS NULL OR d.created_at >= ?5) AND (?6 IS NULL OR d.created_at < ?6))",

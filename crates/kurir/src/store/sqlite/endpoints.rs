@@ -29,7 +29,8 @@ impl SqliteStore {
                 ColumnValue::Int(v) => q.push_bind(v),
             };
         }
-        q.push(" WHERE id = ")
+        // A tombstone (a deleted endpoint) is no endpoint: never changed, never revived.
+        q.push(" WHERE deleted_at IS NULL AND id = ")
             .push_bind(id.as_str())
             .push(" RETURNING ")
             .push(ENDPOINT_COLUMNS);
@@ -47,10 +48,13 @@ impl SqliteStore {
         grace: Duration,
     ) -> Result<Option<Endpoint>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row = sqlx::query("SELECT secret, previous_secrets FROM kurir_endpoints WHERE id = ?1")
-            .bind(id.as_str())
-            .fetch_optional(&mut *tx)
-            .await?;
+        let row = sqlx::query(
+            "SELECT secret, previous_secrets FROM kurir_endpoints \
+             WHERE id = ?1 AND deleted_at IS NULL",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
         let Some(row) = row else {
             return Ok(None);
         };

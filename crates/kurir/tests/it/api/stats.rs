@@ -41,7 +41,7 @@ async fn stats_count_events_deliveries_and_the_backlog(app: TestApp) {
     );
     assert_eq!(
         stats["deliveries"],
-        json!({"pending": 0, "processing": 0, "sent": 1, "failed": 1, "dead_letter": 0})
+        json!({"pending": 0, "processing": 0, "sent": 1, "failed": 1, "dead_letter": 0, "cancelled": 0})
     );
     assert_eq!(
         stats["backlog"],

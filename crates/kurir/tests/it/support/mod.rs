@@ -370,6 +370,15 @@ pub async fn enqueue_events(store: &Store, event_type: &str, n: usize) -> Vec<St
     ids
 }
 
+/// The one integer `sql` answers (a count, an id), on whichever database `store` is.
+pub async fn scalar(store: &Store, sql: &str) -> i64 {
+    match store {
+        Store::Postgres(pg) => sqlx::query_scalar(sql).fetch_one(pg.pool()).await.unwrap(),
+        Store::Sqlite(sq) => sqlx::query_scalar(sql).fetch_one(sq.pool()).await.unwrap(),
+        Store::Mysql(my) => sqlx::query_scalar(sql).fetch_one(my.pool()).await.unwrap(),
+    }
+}
+
 /// Sessions of `pg`'s database waiting for a lock: how a test knows a statement it started is
 /// queued behind a lock the test holds.
 pub async fn pg_lock_waiters(pg: &kurir::store::PgStore) -> i64 {
