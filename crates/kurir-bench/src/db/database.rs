@@ -15,6 +15,10 @@ use super::{AppPool, Backend};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
+/// The servers as [`on_server`]'s errors name them.
+const POSTGRES: &str = "PostgreSQL (see --database-url)";
+const MYSQL: &str = "MySQL (see --mysql-url)";
+
 /// A fresh database for one scenario.
 pub struct Database {
     /// Its backend.
@@ -36,32 +40,26 @@ impl Database {
         );
         let url = match backend {
             Backend::Postgres => {
-                let mut admin = sqlx::PgConnection::connect(server_url)
-                    .await
-                    .with_context(|| "cannot connect to PostgreSQL (see --database-url)")?;
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&mut admin)
-                    .await?;
-                admin.close().await?;
-                let mut url = url::Url::parse(server_url)?;
-                url.set_path(&format!("/{name}"));
-                url.to_string()
+                on_server::<sqlx::PgConnection>(
+                    POSTGRES,
+                    server_url,
+                    &format!("CREATE DATABASE {name}"),
+                )
+                .await?;
+                database_url(server_url, &name)?
             }
             Backend::Sqlite => {
                 let path: PathBuf = dir.join(format!("{name}.db"));
                 format!("sqlite://{}", path.display())
             }
             Backend::Mysql => {
-                let mut admin = sqlx::MySqlConnection::connect(server_url)
-                    .await
-                    .with_context(|| "cannot connect to MySQL (see --mysql-url)")?;
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&mut admin)
-                    .await?;
-                admin.close().await?;
-                let mut url = url::Url::parse(server_url)?;
-                url.set_path(&format!("/{name}"));
-                url.to_string()
+                on_server::<sqlx::MySqlConnection>(
+                    MYSQL,
+                    server_url,
+                    &format!("CREATE DATABASE {name}"),
+                )
+                .await?;
+                database_url(server_url, &name)?
             }
         };
         Ok(Self {
@@ -76,14 +74,8 @@ impl Database {
     pub async fn remove(self) -> anyhow::Result<()> {
         match self.backend {
             Backend::Postgres => {
-                let mut admin = sqlx::PgConnection::connect(&self.server_url).await?;
-                sqlx::query(&format!(
-                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                    self.name
-                ))
-                .execute(&mut admin)
-                .await?;
-                admin.close().await?;
+                let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+                on_server::<sqlx::PgConnection>(POSTGRES, &self.server_url, &drop).await?;
             }
             Backend::Sqlite => {
                 let path = self.url.trim_start_matches("sqlite://");
@@ -92,11 +84,8 @@ impl Database {
                 }
             }
             Backend::Mysql => {
-                let mut admin = sqlx::MySqlConnection::connect(&self.server_url).await?;
-                sqlx::query(&format!("DROP DATABASE IF EXISTS {}", self.name))
-                    .execute(&mut admin)
-                    .await?;
-                admin.close().await?;
+                let drop = format!("DROP DATABASE IF EXISTS {}", self.name);
+                on_server::<sqlx::MySqlConnection>(MYSQL, &self.server_url, &drop).await?;
             }
         }
         Ok(())
@@ -160,4 +149,27 @@ impl Database {
             ),
         })
     }
+}
+
+/// Runs one statement (creating or dropping a scenario's database) on the server at `server_url`,
+/// over a connection of its own.
+/// `server` names it in the error when it cannot be reached (which flag gives its URL).
+async fn on_server<C>(server: &str, server_url: &str, sql: &str) -> anyhow::Result<()>
+where
+    C: Connection,
+    for<'c> &'c mut C: sqlx::Executor<'c, Database = C::Database>,
+{
+    let mut admin = C::connect(server_url)
+        .await
+        .with_context(|| format!("cannot connect to {server}"))?;
+    sqlx::raw_sql(sql).execute(&mut admin).await?;
+    admin.close().await?;
+    Ok(())
+}
+
+/// `server_url` naming the database `name`.
+fn database_url(server_url: &str, name: &str) -> anyhow::Result<String> {
+    let mut url = url::Url::parse(server_url)?;
+    url.set_path(&format!("/{name}"));
+    Ok(url.to_string())
 }
