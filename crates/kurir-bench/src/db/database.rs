@@ -15,10 +15,6 @@ use super::{AppPool, Backend};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
-/// The servers as [`on_server`]'s errors name them.
-const POSTGRES: &str = "PostgreSQL (see --database-url)";
-const MYSQL: &str = "MySQL (see --mysql-url)";
-
 /// A fresh database for one scenario.
 pub struct Database {
     /// Its backend.
@@ -39,26 +35,12 @@ impl Database {
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
         let url = match backend {
-            Backend::Postgres => {
-                on_server::<sqlx::PgConnection>(
-                    POSTGRES,
-                    server_url,
-                    &format!("CREATE DATABASE {name}"),
-                )
-                .await?;
-                database_url(server_url, &name)?
-            }
             Backend::Sqlite => {
                 let path: PathBuf = dir.join(format!("{name}.db"));
                 format!("sqlite://{}", path.display())
             }
-            Backend::Mysql => {
-                on_server::<sqlx::MySqlConnection>(
-                    MYSQL,
-                    server_url,
-                    &format!("CREATE DATABASE {name}"),
-                )
-                .await?;
+            server => {
+                on_server(server, server_url, &format!("CREATE DATABASE {name}")).await?;
                 database_url(server_url, &name)?
             }
         };
@@ -73,19 +55,21 @@ impl Database {
     /// Removes the database (PostgreSQL: `DROP DATABASE … WITH (FORCE)`; SQLite: the files).
     pub async fn remove(self) -> anyhow::Result<()> {
         match self.backend {
-            Backend::Postgres => {
-                let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-                on_server::<sqlx::PgConnection>(POSTGRES, &self.server_url, &drop).await?;
-            }
             Backend::Sqlite => {
                 let path = self.url.trim_start_matches("sqlite://");
                 for suffix in ["", "-wal", "-shm"] {
                     let _ = std::fs::remove_file(format!("{path}{suffix}"));
                 }
             }
-            Backend::Mysql => {
-                let drop = format!("DROP DATABASE IF EXISTS {}", self.name);
-                on_server::<sqlx::MySqlConnection>(MYSQL, &self.server_url, &drop).await?;
+            server => {
+                // PostgreSQL's FORCE: kurir's pool may still hold connections to it.
+                let force = if server == Backend::Postgres {
+                    " WITH (FORCE)"
+                } else {
+                    ""
+                };
+                let drop = format!("DROP DATABASE IF EXISTS {}{force}", self.name);
+                on_server(server, &self.server_url, &drop).await?;
             }
         }
         Ok(())
@@ -151,10 +135,24 @@ impl Database {
     }
 }
 
-/// Runs one statement (creating or dropping a scenario's database) on the server at `server_url`,
-/// over a connection of its own.
-/// `server` names it in the error when it cannot be reached (which flag gives its URL).
-async fn on_server<C>(server: &str, server_url: &str, sql: &str) -> anyhow::Result<()>
+/// Runs one statement (creating or dropping a scenario's database) on the `backend` server at
+/// `server_url`, over a connection of its own.
+async fn on_server(backend: Backend, server_url: &str, sql: &str) -> anyhow::Result<()> {
+    match backend {
+        Backend::Postgres => {
+            let hint = "PostgreSQL (see --database-url)";
+            execute_once::<sqlx::PgConnection>(server_url, sql, hint).await
+        }
+        Backend::Mysql => {
+            execute_once::<sqlx::MySqlConnection>(server_url, sql, "MySQL (see --mysql-url)").await
+        }
+        Backend::Sqlite => anyhow::bail!("SQLite has no server to run `{sql}` on"),
+    }
+}
+
+/// `server` names the server in the error when it cannot be reached (with the flag giving its
+/// URL).
+async fn execute_once<C>(server_url: &str, sql: &str, server: &str) -> anyhow::Result<()>
 where
     C: Connection,
     for<'c> &'c mut C: sqlx::Executor<'c, Database = C::Database>,
