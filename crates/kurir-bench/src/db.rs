@@ -56,6 +56,18 @@ pub enum AppPool {
     Mysql(MySqlPool),
 }
 
+/// `$body` on whichever pool `$app` holds, bound as `$pool`: for what is the same code on every
+/// backend and differs only in the pool's type.
+macro_rules! each_pool {
+    ($app:expr, $pool:ident => $body:expr) => {
+        match $app {
+            AppPool::Postgres($pool) => $body,
+            AppPool::Sqlite($pool) => $body,
+            AppPool::Mysql($pool) => $body,
+        }
+    };
+}
+
 fn new_event(n: u64) -> anyhow::Result<NewEvent> {
     let payload = serde_json::value::RawValue::from_string(PAYLOAD.to_owned())?;
     Ok(NewEvent::raw(EVENT_TYPE, payload)?
@@ -66,29 +78,13 @@ fn new_event(n: u64) -> anyhow::Result<NewEvent> {
 impl AppPool {
     /// One application transaction that records events `ids` with [`kurir::outbox::enqueue`].
     pub async fn enqueue(&self, ids: std::ops::Range<u64>) -> anyhow::Result<()> {
-        match self {
-            Self::Postgres(pool) => {
-                let mut tx = pool.begin().await?;
-                for n in ids {
-                    outbox::enqueue(&mut tx, new_event(n)?).await?;
-                }
-                tx.commit().await?;
+        each_pool!(self, pool => {
+            let mut tx = pool.begin().await?;
+            for n in ids {
+                outbox::enqueue(&mut tx, new_event(n)?).await?;
             }
-            Self::Sqlite(pool) => {
-                let mut tx = pool.begin().await?;
-                for n in ids {
-                    outbox::enqueue(&mut tx, new_event(n)?).await?;
-                }
-                tx.commit().await?;
-            }
-            Self::Mysql(pool) => {
-                let mut tx = pool.begin().await?;
-                for n in ids {
-                    outbox::enqueue(&mut tx, new_event(n)?).await?;
-                }
-                tx.commit().await?;
-            }
-        }
+            tx.commit().await?;
+        });
         Ok(())
     }
 
@@ -97,44 +93,24 @@ impl AppPool {
     pub async fn insert_plain(&self, n: u64) -> anyhow::Result<()> {
         let id = event_id(n);
         let aggregate = n.to_string();
-        match self {
-            Self::Postgres(pool) => {
-                sqlx::query(
-                    "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
-                     VALUES ($1, $2, 'order', $3, $4::json)",
-                )
+        let values = match self {
+            Self::Postgres(_) => "($1, $2, 'order', $3, $4::json)",
+            Self::Sqlite(_) => "(?1, ?2, 'order', ?3, ?4)",
+            Self::Mysql(_) => "(?, ?, 'order', ?, ?)",
+        };
+        let sql = format!(
+            "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
+             VALUES {values}"
+        );
+        each_pool!(self, pool => {
+            sqlx::query(&sql)
                 .bind(&id)
                 .bind(EVENT_TYPE)
                 .bind(&aggregate)
                 .bind(PAYLOAD)
                 .execute(pool)
                 .await?;
-            }
-            Self::Sqlite(pool) => {
-                sqlx::query(
-                    "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
-                     VALUES (?1, ?2, 'order', ?3, ?4)",
-                )
-                .bind(&id)
-                .bind(EVENT_TYPE)
-                .bind(&aggregate)
-                .bind(PAYLOAD)
-                .execute(pool)
-                .await?;
-            }
-            Self::Mysql(pool) => {
-                sqlx::query(
-                    "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
-                     VALUES (?, ?, 'order', ?, ?)",
-                )
-                .bind(&id)
-                .bind(EVENT_TYPE)
-                .bind(&aggregate)
-                .bind(PAYLOAD)
-                .execute(pool)
-                .await?;
-            }
-        }
+        });
         Ok(())
     }
 
@@ -204,31 +180,22 @@ impl AppPool {
 
     /// Size in bytes of kurir's main tables and of their indexes, with dead rows on PostgreSQL.
     pub async fn table_sizes(&self) -> anyhow::Result<Vec<TableSize>> {
-        let tables = ["kurir_outbox", "kurir_deliveries", "kurir_attempts"];
         let mut sizes = Vec::new();
-        match self {
-            Self::Postgres(pool) => {
-                for t in tables {
+        for table in ["kurir_outbox", "kurir_deliveries", "kurir_attempts"] {
+            let (table_bytes, index_bytes, live_rows, dead_rows) = match self {
+                Self::Postgres(pool) => {
                     let (heap, indexes, live, dead): (i64, i64, i64, i64) = sqlx::query_as(
                         "SELECT pg_table_size(c.oid), pg_indexes_size(c.oid), \
                              COALESCE(s.n_live_tup, 0), COALESCE(s.n_dead_tup, 0) \
                          FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid \
                          WHERE c.relname = $1",
                     )
-                    .bind(t)
+                    .bind(table)
                     .fetch_one(pool)
                     .await?;
-                    sizes.push(TableSize {
-                        table: t,
-                        table_bytes: heap,
-                        index_bytes: indexes,
-                        live_rows: Some(live),
-                        dead_rows: Some(dead),
-                    });
+                    (heap, indexes, Some(live), Some(dead))
                 }
-            }
-            Self::Sqlite(pool) => {
-                for t in tables {
+                Self::Sqlite(pool) => {
                     // dbstat is compiled into the bundled SQLite; `name` is a table or an index.
                     let (heap, indexes): (i64, i64) = sqlx::query_as(
                         "SELECT COALESCE(SUM(CASE WHEN name = ?1 THEN pgsize END), 0), \
@@ -236,20 +203,21 @@ impl AppPool {
                          FROM dbstat WHERE name = ?1 OR name IN \
                              (SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1)",
                     )
-                    .bind(t)
+                    .bind(table)
                     .fetch_one(pool)
                     .await
                     .unwrap_or((0, 0));
-                    sizes.push(TableSize {
-                        table: t,
-                        table_bytes: heap,
-                        index_bytes: indexes,
-                        live_rows: None,
-                        dead_rows: None,
-                    });
+                    (heap, indexes, None, None)
                 }
-            }
-            Self::Mysql(pool) => sizes = mysql_table_sizes(pool, &tables).await?,
+                Self::Mysql(pool) => mysql_table_size(pool, table).await?,
+            };
+            sizes.push(TableSize {
+                table,
+                table_bytes,
+                index_bytes,
+                live_rows,
+                dead_rows,
+            });
         }
         Ok(sizes)
     }
@@ -257,11 +225,7 @@ impl AppPool {
     /// Rows in `kurir_inbox`.
     pub async fn inbox_rows(&self) -> anyhow::Result<i64> {
         let sql = "SELECT count(*) FROM kurir_inbox";
-        Ok(match self {
-            Self::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
-            Self::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
-            Self::Mysql(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
-        })
+        Ok(each_pool!(self, pool => sqlx::query_scalar(sql).fetch_one(pool).await?))
     }
 
     /// The server's version.
@@ -294,11 +258,7 @@ impl AppPool {
 
     /// Closes the pool.
     pub async fn close(&self) {
-        match self {
-            Self::Postgres(pool) => pool.close().await,
-            Self::Sqlite(pool) => pool.close().await,
-            Self::Mysql(pool) => pool.close().await,
-        }
+        each_pool!(self, pool => pool.close().await);
     }
 }
 
@@ -393,28 +353,19 @@ pub fn mysql_numbers() -> String {
     )
 }
 
-/// [`AppPool::table_sizes`] on MySQL: InnoDB's own estimates, refreshed by ANALYZE TABLE.
-async fn mysql_table_sizes(
+/// [`AppPool::table_sizes`] of one table on MySQL: InnoDB's own estimates, refreshed by ANALYZE
+/// TABLE; no dead rows.
+async fn mysql_table_size(
     pool: &MySqlPool,
-    tables: &[&'static str],
-) -> anyhow::Result<Vec<TableSize>> {
-    let mut sizes = Vec::new();
-    for &t in tables {
-        let (heap, indexes, rows): (i64, i64, i64) = sqlx::query_as(
-            "SELECT CAST(data_length AS SIGNED), CAST(index_length AS SIGNED), \
-                 CAST(table_rows AS SIGNED) FROM information_schema.tables \
-             WHERE table_schema = DATABASE() AND table_name = ?",
-        )
-        .bind(t)
-        .fetch_one(pool)
-        .await?;
-        sizes.push(TableSize {
-            table: t,
-            table_bytes: heap,
-            index_bytes: indexes,
-            live_rows: Some(rows),
-            dead_rows: None,
-        });
-    }
-    Ok(sizes)
+    table: &str,
+) -> anyhow::Result<(i64, i64, Option<i64>, Option<i64>)> {
+    let (heap, indexes, rows): (i64, i64, i64) = sqlx::query_as(
+        "SELECT CAST(data_length AS SIGNED), CAST(index_length AS SIGNED), \
+             CAST(table_rows AS SIGNED) FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name = ?",
+    )
+    .bind(table)
+    .fetch_one(pool)
+    .await?;
+    Ok((heap, indexes, Some(rows), None))
 }

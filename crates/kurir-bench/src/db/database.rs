@@ -35,33 +35,13 @@ impl Database {
             COUNTER.fetch_add(1, Ordering::Relaxed)
         );
         let url = match backend {
-            Backend::Postgres => {
-                let mut admin = sqlx::PgConnection::connect(server_url)
-                    .await
-                    .with_context(|| "cannot connect to PostgreSQL (see --database-url)")?;
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&mut admin)
-                    .await?;
-                admin.close().await?;
-                let mut url = url::Url::parse(server_url)?;
-                url.set_path(&format!("/{name}"));
-                url.to_string()
-            }
             Backend::Sqlite => {
                 let path: PathBuf = dir.join(format!("{name}.db"));
                 format!("sqlite://{}", path.display())
             }
-            Backend::Mysql => {
-                let mut admin = sqlx::MySqlConnection::connect(server_url)
-                    .await
-                    .with_context(|| "cannot connect to MySQL (see --mysql-url)")?;
-                sqlx::query(&format!("CREATE DATABASE {name}"))
-                    .execute(&mut admin)
-                    .await?;
-                admin.close().await?;
-                let mut url = url::Url::parse(server_url)?;
-                url.set_path(&format!("/{name}"));
-                url.to_string()
+            server => {
+                on_server(server, server_url, &format!("CREATE DATABASE {name}")).await?;
+                database_url(server_url, &name)?
             }
         };
         Ok(Self {
@@ -75,28 +55,21 @@ impl Database {
     /// Removes the database (PostgreSQL: `DROP DATABASE … WITH (FORCE)`; SQLite: the files).
     pub async fn remove(self) -> anyhow::Result<()> {
         match self.backend {
-            Backend::Postgres => {
-                let mut admin = sqlx::PgConnection::connect(&self.server_url).await?;
-                sqlx::query(&format!(
-                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                    self.name
-                ))
-                .execute(&mut admin)
-                .await?;
-                admin.close().await?;
-            }
             Backend::Sqlite => {
                 let path = self.url.trim_start_matches("sqlite://");
                 for suffix in ["", "-wal", "-shm"] {
                     let _ = std::fs::remove_file(format!("{path}{suffix}"));
                 }
             }
-            Backend::Mysql => {
-                let mut admin = sqlx::MySqlConnection::connect(&self.server_url).await?;
-                sqlx::query(&format!("DROP DATABASE IF EXISTS {}", self.name))
-                    .execute(&mut admin)
-                    .await?;
-                admin.close().await?;
+            server => {
+                // PostgreSQL's FORCE: kurir's pool may still hold connections to it.
+                let force = if server == Backend::Postgres {
+                    " WITH (FORCE)"
+                } else {
+                    ""
+                };
+                let drop = format!("DROP DATABASE IF EXISTS {}{force}", self.name);
+                on_server(server, &self.server_url, &drop).await?;
             }
         }
         Ok(())
@@ -160,4 +133,41 @@ impl Database {
             ),
         })
     }
+}
+
+/// Runs one statement (creating or dropping a scenario's database) on the `backend` server at
+/// `server_url`, over a connection of its own.
+async fn on_server(backend: Backend, server_url: &str, sql: &str) -> anyhow::Result<()> {
+    match backend {
+        Backend::Postgres => {
+            let hint = "PostgreSQL (see --database-url)";
+            execute_once::<sqlx::PgConnection>(server_url, sql, hint).await
+        }
+        Backend::Mysql => {
+            execute_once::<sqlx::MySqlConnection>(server_url, sql, "MySQL (see --mysql-url)").await
+        }
+        Backend::Sqlite => anyhow::bail!("SQLite has no server to run `{sql}` on"),
+    }
+}
+
+/// `server` names the server in the error when it cannot be reached (with the flag giving its
+/// URL).
+async fn execute_once<C>(server_url: &str, sql: &str, server: &str) -> anyhow::Result<()>
+where
+    C: Connection,
+    for<'c> &'c mut C: sqlx::Executor<'c, Database = C::Database>,
+{
+    let mut admin = C::connect(server_url)
+        .await
+        .with_context(|| format!("cannot connect to {server}"))?;
+    sqlx::raw_sql(sql).execute(&mut admin).await?;
+    admin.close().await?;
+    Ok(())
+}
+
+/// `server_url` naming the database `name`.
+fn database_url(server_url: &str, name: &str) -> anyhow::Result<String> {
+    let mut url = url::Url::parse(server_url)?;
+    url.set_path(&format!("/{name}"));
+    Ok(url.to_string())
 }

@@ -4,7 +4,7 @@
 use http::HeaderMap;
 
 use super::{
-    decode_hex, optional_header, required_header, EventIdSource, KeyKind, Verified, Verifier,
+    decode_hex, optional_header, required_header, EventIdSource, KeyKind, Signed, Verified,
     VerifyError,
 };
 
@@ -12,23 +12,23 @@ const SIGNATURE: &str = "x-hub-signature-256";
 const DELIVERY: &str = "x-github-delivery";
 const EVENT: &str = "x-github-event";
 
-pub(super) fn verify(
-    verifier: &Verifier,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Verified, VerifyError> {
+pub(super) fn read<'r>(headers: &'r HeaderMap, body: &'r [u8]) -> Result<Signed<'r>, VerifyError> {
     let hex = required_header(headers, SIGNATURE)?
         .strip_prefix("sha256=")
         .ok_or(VerifyError::MalformedHeader {
             header: SIGNATURE,
             reason: "missing the sha256= prefix",
         })?;
-    verifier.check_signature(KeyKind::Verbatim, &[body], &[decode_hex(SIGNATURE, hex)?])?;
-    Ok(Verified {
-        event_type: optional_header(headers, EVENT),
-        ..Verified::identified(
-            optional_header(headers, DELIVERY),
-            EventIdSource::UnsignedHeader,
-        )
+    Ok(Signed {
+        key: KeyKind::Verbatim,
+        message: vec![body],
+        signatures: vec![decode_hex(SIGNATURE, hex)?],
+        claims: Verified {
+            event_type: optional_header(headers, EVENT),
+            ..Verified::identified(
+                optional_header(headers, DELIVERY),
+                EventIdSource::UnsignedHeader,
+            )
+        },
     })
 }

@@ -6,27 +6,27 @@ use http::HeaderMap;
 
 use super::{
     body_json, decode_hex, json_string, optional_header, required_header, EventIdSource, KeyKind,
-    Verified, Verifier, VerifyError,
+    Signed, Verified, VerifyError,
 };
 
 const SIGNATURE: &str = "x-signature";
 const EVENT_ID: &str = "x-event-id";
 const IDEMPOTENCY_KEY: &str = "x-idempotency-key";
 
-pub(super) fn verify(
-    verifier: &Verifier,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Verified, VerifyError> {
+pub(super) fn read<'r>(headers: &'r HeaderMap, body: &'r [u8]) -> Result<Signed<'r>, VerifyError> {
     let value = required_header(headers, SIGNATURE)?;
     let hex = value.strip_prefix("sha256=").unwrap_or(value);
-    verifier.check_signature(KeyKind::Verbatim, &[body], &[decode_hex(SIGNATURE, hex)?])?;
-    Ok(Verified {
-        event_type: json_string(body_json(body).as_ref(), "/type"),
-        idempotency_key: optional_header(headers, IDEMPOTENCY_KEY),
-        ..Verified::identified(
-            optional_header(headers, EVENT_ID),
-            EventIdSource::UnsignedHeader,
-        )
+    Ok(Signed {
+        key: KeyKind::Verbatim,
+        message: vec![body],
+        signatures: vec![decode_hex(SIGNATURE, hex)?],
+        claims: Verified {
+            event_type: json_string(body_json(body).as_ref(), "/type"),
+            idempotency_key: optional_header(headers, IDEMPOTENCY_KEY),
+            ..Verified::identified(
+                optional_header(headers, EVENT_ID),
+                EventIdSource::UnsignedHeader,
+            )
+        },
     })
 }

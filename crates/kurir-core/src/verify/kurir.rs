@@ -6,21 +6,16 @@
 //! (kurir's envelope carries it), and the type its `event_type`, else the `X-Webhook-Event` header.
 //! An `X-Webhook-Event-Id` that disagrees with the body is refused by [`Verifier::verify`].
 
-use chrono::{DateTime, Utc};
+use chrono::DateTime;
 use http::HeaderMap;
 
 use super::{
     body_json, decode_hex, json_string, optional_header, required_header, EventIdSource, KeyKind,
-    Verified, Verifier, VerifyError,
+    Signed, Verified, VerifyError,
 };
 use crate::sign::headers::{WEBHOOK_EVENT, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP};
 
-pub(super) fn verify(
-    verifier: &Verifier,
-    headers: &HeaderMap,
-    body: &[u8],
-    now: DateTime<Utc>,
-) -> Result<Verified, VerifyError> {
+pub(super) fn read<'r>(headers: &'r HeaderMap, body: &'r [u8]) -> Result<Signed<'r>, VerifyError> {
     let timestamp_header = required_header(headers, WEBHOOK_TIMESTAMP)?;
     let signature = decode_hex(
         WEBHOOK_SIGNATURE,
@@ -32,20 +27,19 @@ pub(super) fn verify(
             reason: "not an RFC 3339 date-time",
         })?
         .to_utc();
-    verifier.check_timestamp(timestamp, now)?;
-    verifier.check_signature(
-        KeyKind::Verbatim,
-        &[timestamp_header.as_bytes(), b".", body],
-        &[signature],
-    )?;
     let json = body_json(body);
-    Ok(Verified {
-        event_type: json_string(json.as_ref(), "/event_type")
-            .or_else(|| optional_header(headers, WEBHOOK_EVENT)),
-        timestamp: Some(timestamp),
-        ..Verified::identified(
-            json_string(json.as_ref(), "/event_id"),
-            EventIdSource::SignedBody,
-        )
+    Ok(Signed {
+        key: KeyKind::Verbatim,
+        message: vec![timestamp_header.as_bytes(), b".", body],
+        signatures: vec![signature],
+        claims: Verified {
+            event_type: json_string(json.as_ref(), "/event_type")
+                .or_else(|| optional_header(headers, WEBHOOK_EVENT)),
+            timestamp: Some(timestamp),
+            ..Verified::identified(
+                json_string(json.as_ref(), "/event_id"),
+                EventIdSource::SignedBody,
+            )
+        },
     })
 }

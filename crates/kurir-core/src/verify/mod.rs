@@ -3,7 +3,8 @@
 //!
 //! This file owns the [`Verifier`] and the checks all schemes share (headers, timestamp window, "does
 //! any secret match"). `scheme` names the schemes, `outcome` holds what verification reports
-//! ([`Verified`], [`VerifyError`]), and each scheme's header format lives in its own submodule.
+//! ([`Verified`], [`VerifyError`]), and each scheme's header format lives in its own submodule,
+//! whose `read` turns a request into a [`Signed`] for the checks here.
 //! Storing events and answering HTTP is `kurir-receiver`'s job.
 
 mod github;
@@ -38,6 +39,20 @@ pub struct Verifier {
     scheme: Scheme,
     secrets: Vec<Secret>,
     tolerance: Duration,
+}
+
+/// What a scheme reads from a request, before anything is checked: the message it signs, with
+/// which key, the signatures sent, and what the request says of itself. Every scheme's is checked
+/// the same way ([`Verifier::check`]), so none can skip the timestamp window.
+struct Signed<'r> {
+    key: KeyKind,
+    /// The signed message in parts, HMACed as one.
+    message: Vec<&'r [u8]>,
+    /// The decoded signatures; any one matching suffices.
+    signatures: Vec<Vec<u8>>,
+    /// Returned once the checks pass. Its `timestamp`, where the scheme signs one, must be within
+    /// the tolerance.
+    claims: Verified,
 }
 
 /// Which key a scheme derives from a secret.
@@ -103,15 +118,25 @@ impl Verifier {
         body: &[u8],
         now: DateTime<Utc>,
     ) -> Result<Verified, VerifyError> {
-        match self.scheme {
-            Scheme::Kurir => kurir::verify(self, headers, body, now),
-            Scheme::StandardWebhooks => standard::verify(self, headers, body, now),
-            Scheme::Stripe => stripe::verify(self, headers, body, now),
-            Scheme::Github => github::verify(self, headers, body),
-            Scheme::Shopify => shopify::verify(self, headers, body),
-            Scheme::Slack => slack::verify(self, headers, body, now),
-            Scheme::HmacBody => hmac_body::verify(self, headers, body),
+        let signed = match self.scheme {
+            Scheme::Kurir => kurir::read(headers, body),
+            Scheme::StandardWebhooks => standard::read(headers, body),
+            Scheme::Stripe => stripe::read(headers, body),
+            Scheme::Github => github::read(headers, body),
+            Scheme::Shopify => shopify::read(headers, body),
+            Scheme::Slack => slack::read(headers, body),
+            Scheme::HmacBody => hmac_body::read(headers, body),
+        }?;
+        self.check(signed, now)
+    }
+
+    /// The timestamp window first (where the scheme signs a timestamp), then the signature.
+    fn check(&self, signed: Signed<'_>, now: DateTime<Utc>) -> Result<Verified, VerifyError> {
+        if let Some(timestamp) = signed.claims.timestamp {
+            self.check_timestamp(timestamp, now)?;
         }
+        self.check_signature(signed.key, &signed.message, &signed.signatures)?;
+        Ok(signed.claims)
     }
 
     /// Fails unless `timestamp` is within the tolerance of `now`, either way.

@@ -2,23 +2,17 @@
 //! `X-Slack-Request-Timestamp` in unix seconds. Events API bodies carry `event_id` and `event.type`;
 //! slash commands and interactions (form-encoded) carry neither.
 
-use chrono::{DateTime, Utc};
 use http::HeaderMap;
 
 use super::{
     body_json, decode_hex, json_string, parse_unix_seconds, required_header, EventIdSource,
-    KeyKind, Verified, Verifier, VerifyError,
+    KeyKind, Signed, Verified, VerifyError,
 };
 
 const SIGNATURE: &str = "x-slack-signature";
 const TIMESTAMP: &str = "x-slack-request-timestamp";
 
-pub(super) fn verify(
-    verifier: &Verifier,
-    headers: &HeaderMap,
-    body: &[u8],
-    now: DateTime<Utc>,
-) -> Result<Verified, VerifyError> {
+pub(super) fn read<'r>(headers: &'r HeaderMap, body: &'r [u8]) -> Result<Signed<'r>, VerifyError> {
     let timestamp_header = required_header(headers, TIMESTAMP)?;
     let hex = required_header(headers, SIGNATURE)?
         .strip_prefix("v0=")
@@ -28,21 +22,20 @@ pub(super) fn verify(
         })?;
     let signature = decode_hex(SIGNATURE, hex)?;
     let timestamp = parse_unix_seconds(TIMESTAMP, timestamp_header)?;
-    verifier.check_timestamp(timestamp, now)?;
-    verifier.check_signature(
-        KeyKind::Verbatim,
-        &[b"v0:", timestamp_header.as_bytes(), b":", body],
-        &[signature],
-    )?;
     let json = body_json(body);
     let event_type =
         json_string(json.as_ref(), "/event/type").or_else(|| json_string(json.as_ref(), "/type"));
-    Ok(Verified {
-        event_type,
-        timestamp: Some(timestamp),
-        ..Verified::identified(
-            json_string(json.as_ref(), "/event_id"),
-            EventIdSource::SignedBody,
-        )
+    Ok(Signed {
+        key: KeyKind::Verbatim,
+        message: vec![b"v0:", timestamp_header.as_bytes(), b":", body],
+        signatures: vec![signature],
+        claims: Verified {
+            event_type,
+            timestamp: Some(timestamp),
+            ..Verified::identified(
+                json_string(json.as_ref(), "/event_id"),
+                EventIdSource::SignedBody,
+            )
+        },
     })
 }

@@ -5,12 +5,11 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use chrono::{DateTime, Utc};
 use http::HeaderMap;
 
 use super::{
-    body_json, json_string, parse_unix_seconds, required_header, EventIdSource, KeyKind, Verified,
-    Verifier, VerifyError,
+    body_json, json_string, parse_unix_seconds, required_header, EventIdSource, KeyKind, Signed,
+    Verified, VerifyError,
 };
 use crate::sign::headers::{WEBHOOK_ID, WEBHOOK_SIGNATURE_STD, WEBHOOK_TIMESTAMP_STD};
 
@@ -33,12 +32,7 @@ const SVIX: HeaderNames = HeaderNames {
     signature: "svix-signature",
 };
 
-pub(super) fn verify(
-    verifier: &Verifier,
-    headers: &HeaderMap,
-    body: &[u8],
-    now: DateTime<Utc>,
-) -> Result<Verified, VerifyError> {
+pub(super) fn read<'r>(headers: &'r HeaderMap, body: &'r [u8]) -> Result<Signed<'r>, VerifyError> {
     let names = if !headers.contains_key(UNBRANDED.id) && headers.contains_key(SVIX.id) {
         SVIX
     } else {
@@ -48,16 +42,15 @@ pub(super) fn verify(
     let timestamp_header = required_header(headers, names.timestamp)?;
     let signatures = v1_signatures(names.signature, required_header(headers, names.signature)?)?;
     let timestamp = parse_unix_seconds(names.timestamp, timestamp_header)?;
-    verifier.check_timestamp(timestamp, now)?;
-    verifier.check_signature(
-        KeyKind::Standard,
-        &[id.as_bytes(), b".", timestamp_header.as_bytes(), b".", body],
-        &signatures,
-    )?;
-    Ok(Verified {
-        event_type: json_string(body_json(body).as_ref(), "/type"),
-        timestamp: Some(timestamp),
-        ..Verified::identified(Some(id.to_owned()), EventIdSource::SignedHeader)
+    Ok(Signed {
+        key: KeyKind::Standard,
+        message: vec![id.as_bytes(), b".", timestamp_header.as_bytes(), b".", body],
+        signatures,
+        claims: Verified {
+            event_type: json_string(body_json(body).as_ref(), "/type"),
+            timestamp: Some(timestamp),
+            ..Verified::identified(Some(id.to_owned()), EventIdSource::SignedHeader)
+        },
     })
 }
 

@@ -2,35 +2,28 @@
 //! HMAC-SHA256(secret string, t + "." + body). `v0` and unknown elements are ignored. The event id and
 //! type are the signed body's `id` and `type` fields.
 
-use chrono::{DateTime, Utc};
 use http::HeaderMap;
 
 use super::{
     body_json, decode_hex, json_string, parse_unix_seconds, required_header, EventIdSource,
-    KeyKind, Verified, Verifier, VerifyError,
+    KeyKind, Signed, Verified, VerifyError,
 };
 
 const SIGNATURE: &str = "stripe-signature";
 
-pub(super) fn verify(
-    verifier: &Verifier,
-    headers: &HeaderMap,
-    body: &[u8],
-    now: DateTime<Utc>,
-) -> Result<Verified, VerifyError> {
+pub(super) fn read<'r>(headers: &'r HeaderMap, body: &'r [u8]) -> Result<Signed<'r>, VerifyError> {
     let header = parse_header(required_header(headers, SIGNATURE)?)?;
     let timestamp = parse_unix_seconds(SIGNATURE, header.t)?;
-    verifier.check_timestamp(timestamp, now)?;
-    verifier.check_signature(
-        KeyKind::Verbatim,
-        &[header.t.as_bytes(), b".", body],
-        &header.v1,
-    )?;
     let json = body_json(body);
-    Ok(Verified {
-        event_type: json_string(json.as_ref(), "/type"),
-        timestamp: Some(timestamp),
-        ..Verified::identified(json_string(json.as_ref(), "/id"), EventIdSource::SignedBody)
+    Ok(Signed {
+        key: KeyKind::Verbatim,
+        message: vec![header.t.as_bytes(), b".", body],
+        signatures: header.v1,
+        claims: Verified {
+            event_type: json_string(json.as_ref(), "/type"),
+            timestamp: Some(timestamp),
+            ..Verified::identified(json_string(json.as_ref(), "/id"), EventIdSource::SignedBody)
+        },
     })
 }
 

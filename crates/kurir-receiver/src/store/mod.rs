@@ -1,9 +1,10 @@
 //! The inbox store: `kurir_inbox` on PostgreSQL or SQLite, behind one [`Inbox`] handle.
 //!
-//! Owns every SQL statement the crate runs and the migrations that create the table. Each operation
-//! has one implementation per backend (`postgres.rs`, `sqlite.rs`), one SQL statement each, with a doc
-//! line on its locking; this file composes them ([`Inbox::receive`] is insert, then read on a
-//! conflict) and turns rows into the crate's types. Deciding *when* to claim or retry is the
+//! Owns every SQL statement the crate runs and the migrations that create the table. A statement
+//! whose dialects differ only in text is written once per dialect side by side in `sql.rs`; the
+//! claim, whose shape differs, has one implementation per backend (`postgres.rs`, `sqlite.rs`,
+//! `mysql.rs`); each with a doc line on its locking. This file composes them ([`Inbox::receive`]
+//! is insert, then read on a conflict) and turns rows into the crate's types. Deciding *when* to claim or retry is the
 //! [`Runner`](crate::Runner)'s and the [`Processor`](crate::Processor)'s job, not the store's.
 //!
 //! Rows move `pending` → `processing` (leased: `lease_owner`, `lease_expires_at`, `attempts` + 1) →
@@ -17,6 +18,7 @@ mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 pub(crate) mod row;
+mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -25,7 +27,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::event::{EventRecord, InboxEvent, InboxStatus, VerifiedEvent};
-use row::{now_millis, NewRow};
+use row::{now_millis, Claim, NewRow};
 
 /// Why an inbox operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -230,7 +232,7 @@ impl Inbox {
     /// Creates `kurir_inbox` and its indexes if missing (see [`migrate_postgres`] and
     /// [`migrate_sqlite`]).
     pub async fn migrate(&self) -> Result<()> {
-        on_backend!(self, migrate())
+        sql::migrate(self).await
     }
 
     /// Closes the connection pool, waiting for connections in use to be returned (at shutdown).
@@ -278,11 +280,11 @@ impl Inbox {
         let new = NewRow::new(event, claim, now_millis());
         // A second round only if the conflicting row was deleted between the two statements.
         for _ in 0..2 {
-            if let Some(row) = on_backend!(self, insert_event(&new))? {
+            if let Some(row) = sql::insert_event(self, &new).await? {
                 let id = row.id;
                 return Ok((Receipt::New(row.into_record()?), id));
             }
-            if let Some(row) = on_backend!(self, get_event(new.source, new.event_id))? {
+            if let Some(row) = sql::get_event(self, new.source, new.event_id).await? {
                 let id = row.id;
                 return Ok((Receipt::Duplicate(row.into_record()?), id));
             }
@@ -294,7 +296,8 @@ impl Inbox {
 
     /// The state of one event, if stored.
     pub async fn status(&self, source: &str, event_id: &str) -> Result<Option<EventRecord>> {
-        on_backend!(self, get_event(source, event_id))?
+        sql::get_event(self, source, event_id)
+            .await?
             .map(row::RecordRow::into_record)
             .transpose()
     }
@@ -340,23 +343,26 @@ impl Inbox {
             return Ok(Vec::new());
         }
         let now = now_millis();
-        let lease_until = row::later(now, lease);
-        let rows = on_backend!(self, claim_due(owner, now, lease_until, limit, sources))?;
+        let claim = Claim {
+            owner,
+            now,
+            lease_until: row::later(now, lease),
+            limit,
+            sources,
+        };
+        let rows = on_backend!(self, claim_due(&claim))?;
         Ok(rows.into_iter().map(|r| r.into_claimed(owner)).collect())
     }
 
     /// Records how `claimed`'s attempt ended and releases its lease, unless the lease was lost.
     pub async fn complete(&self, claimed: &ClaimedEvent, completion: &Completion) -> Result<Fence> {
-        let (status, available_at, error) = row::completion_columns(completion, now_millis());
+        let columns = row::completion_columns(completion, now_millis());
         let fence = (
             claimed.row_id,
             claimed.owner.as_str(),
             claimed.event.attempt,
         );
-        let done = on_backend!(
-            self,
-            complete(fence, status, available_at, error, now_millis())
-        )?;
+        let done = sql::complete(self, fence, columns, now_millis()).await?;
         Ok(if done {
             Fence::Recorded
         } else {
@@ -368,7 +374,7 @@ impl Inbox {
     /// new set of attempts (for an operator, once the cause is fixed). `last_error` and
     /// `last_attempt_at` keep the previous values until the next attempt.
     pub async fn retry_now(&self, source: &str, event_id: &str) -> Result<RetryNow> {
-        if on_backend!(self, reschedule_failed(source, event_id, now_millis()))? {
+        if sql::reschedule_failed(self, source, event_id, now_millis()).await? {
             return Ok(RetryNow::Scheduled);
         }
         Ok(match self.status(source, event_id).await? {
@@ -408,20 +414,20 @@ fn inline_claim(
 /// they run with `ignore_missing`: versions applied by another migrator are not an error.
 #[cfg(feature = "postgres")]
 pub async fn migrate_postgres(pool: &sqlx::PgPool) -> Result<()> {
-    postgres::migrate(pool).await
+    Inbox::Postgres(pool.clone()).migrate().await
 }
 
 /// Creates `kurir_inbox` in a SQLite database, if missing. See [`migrate_postgres`].
 #[cfg(feature = "sqlite")]
 pub async fn migrate_sqlite(pool: &sqlx::SqlitePool) -> Result<()> {
-    sqlite::migrate(pool).await
+    Inbox::Sqlite(pool.clone()).migrate().await
 }
 
 /// Creates `kurir_inbox` in a MySQL or MariaDB database, if missing. See [`migrate_postgres`];
 /// MySQL commits each DDL statement on its own, so a migration cut short stays half applied.
 #[cfg(feature = "mysql")]
 pub async fn migrate_mysql(pool: &sqlx::MySqlPool) -> Result<()> {
-    mysql::migrate(pool).await
+    Inbox::Mysql(pool.clone()).migrate().await
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use http::{HeaderMap, HeaderName, HeaderValue};
+use sqlx::encode::IsNull;
 
 use super::{ClaimedEvent, Completion, StoreError};
 use crate::event::{EventRecord, InboxEvent, InboxStatus, VerifiedEvent};
@@ -136,8 +137,9 @@ impl<'a> NewRow<'a> {
 }
 
 /// A stored timestamp: PostgreSQL's `timestamptz`, SQLite's text (any form [`parse_sqlite_ts`]
-/// reads). What lets one row type below serve every backend; a new backend implements
-/// `sqlx::Type` and `sqlx::Decode` for it.
+/// reads; written in [`sqlite_ts`]'s), MySQL's `DATETIME(3)` in UTC. What lets one row type below
+/// serve every backend, and one bind every dialect; a new backend implements `sqlx::Type`,
+/// `sqlx::Decode` and `sqlx::Encode` for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Ts(pub DateTime<Utc>);
 
@@ -155,6 +157,16 @@ impl sqlx::Type<sqlx::Postgres> for Ts {
 impl<'r> sqlx::Decode<'r, sqlx::Postgres> for Ts {
     fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
         <DateTime<Utc> as sqlx::Decode<sqlx::Postgres>>::decode(value).map(Ts)
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl<'q> sqlx::Encode<'q, sqlx::Postgres> for Ts {
+    fn encode_by_ref(
+        &self,
+        buf: &mut sqlx::postgres::PgArgumentBuffer,
+    ) -> Result<IsNull, sqlx::error::BoxDynError> {
+        <DateTime<Utc> as sqlx::Encode<sqlx::Postgres>>::encode_by_ref(&self.0, buf)
     }
 }
 
@@ -178,6 +190,16 @@ impl<'r> sqlx::Decode<'r, sqlx::Sqlite> for Ts {
     }
 }
 
+#[cfg(feature = "sqlite")]
+impl<'q> sqlx::Encode<'q, sqlx::Sqlite> for Ts {
+    fn encode_by_ref(
+        &self,
+        buf: &mut Vec<sqlx::sqlite::SqliteArgumentValue<'q>>,
+    ) -> Result<IsNull, sqlx::error::BoxDynError> {
+        <String as sqlx::Encode<sqlx::Sqlite>>::encode(sqlite_ts(self.0), buf)
+    }
+}
+
 /// MySQL's `DATETIME(3)`, read as UTC (sqlx's sessions use the time zone `+00:00`).
 #[cfg(feature = "mysql")]
 impl sqlx::Type<sqlx::MySql> for Ts {
@@ -194,6 +216,28 @@ impl<'r> sqlx::Decode<'r, sqlx::MySql> for Ts {
     fn decode(value: sqlx::mysql::MySqlValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
         <DateTime<Utc> as sqlx::Decode<sqlx::MySql>>::decode(value).map(Ts)
     }
+}
+
+/// Bound as a `DATETIME` (`NaiveDateTime`): sqlx sends a `DateTime<Utc>` as a `TIMESTAMP`, which
+/// ends in 2038 and turns "never", year 9999, into NULL.
+#[cfg(feature = "mysql")]
+impl<'q> sqlx::Encode<'q, sqlx::MySql> for Ts {
+    fn encode_by_ref(&self, buf: &mut Vec<u8>) -> Result<IsNull, sqlx::error::BoxDynError> {
+        <chrono::NaiveDateTime as sqlx::Encode<sqlx::MySql>>::encode_by_ref(
+            &self.0.naive_utc(),
+            buf,
+        )
+    }
+}
+
+/// What a claim asks for: due rows (of `sources`, when given) leased to `owner` until
+/// `lease_until`, at most `limit`, the attempt starting `now`.
+pub(crate) struct Claim<'a> {
+    pub owner: &'a str,
+    pub now: DateTime<Utc>,
+    pub lease_until: DateTime<Utc>,
+    pub limit: u32,
+    pub sources: Option<&'a [String]>,
 }
 
 /// The status columns of one row, as every backend reads them (`attempts` is `int4` on

@@ -6,13 +6,11 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use kurir_receiver::Inbox;
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::mysql::MySqlConnectOptions;
+use sqlx::pool::PoolOptions;
+use sqlx::postgres::PgConnectOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{Connection, Executor};
-
-const PG_URL_VAR: &str = "KURIR_TEST_POSTGRES_URL";
-const MYSQL_URL_VAR: &str = "KURIR_TEST_MYSQL_URL";
 
 /// One test's database.
 pub struct TestDb {
@@ -23,14 +21,86 @@ pub struct TestDb {
 
 enum Cleanup {
     Sqlite(#[allow(dead_code)] tempfile::TempDir),
-    Postgres {
-        admin: Box<PgConnectOptions>,
+    /// The database `name` on `server`, reached through `admin_url`.
+    Server {
+        server: Server,
+        admin_url: String,
         name: String,
     },
-    Mysql {
-        admin: Box<MySqlConnectOptions>,
-        name: String,
-    },
+}
+
+/// A database server the tests create their databases on.
+#[derive(Clone, Copy)]
+enum Server {
+    Postgres,
+    Mysql,
+}
+
+impl Server {
+    /// The variable naming the server's URL.
+    fn url_var(self) -> &'static str {
+        match self {
+            Server::Postgres => "KURIR_TEST_POSTGRES_URL",
+            Server::Mysql => "KURIR_TEST_MYSQL_URL",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Server::Postgres => "PostgreSQL",
+            Server::Mysql => "MySQL",
+        }
+    }
+
+    /// Runs one statement (creating or dropping a database) over a connection of its own.
+    async fn execute(self, url: &str, sql: &str) -> Result<(), sqlx::Error> {
+        match self {
+            Server::Postgres => execute_once::<sqlx::PgConnection>(url, sql).await,
+            Server::Mysql => execute_once::<sqlx::MySqlConnection>(url, sql).await,
+        }
+    }
+
+    /// An inbox over the database `name` on the server at `url`.
+    async fn inbox(self, url: &str, name: &str) -> Inbox {
+        match self {
+            Server::Postgres => Inbox::from(
+                pool::<sqlx::Postgres>(PgConnectOptions::from_str(url).unwrap().database(name))
+                    .await,
+            ),
+            Server::Mysql => Inbox::from(
+                pool::<sqlx::MySql>(MySqlConnectOptions::from_str(url).unwrap().database(name))
+                    .await,
+            ),
+        }
+    }
+
+    /// Drops the database `name`, even while connections to it remain (PostgreSQL's `FORCE`).
+    fn drop_sql(self, name: &str) -> String {
+        match self {
+            Server::Postgres => format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            Server::Mysql => format!("DROP DATABASE IF EXISTS {name}"),
+        }
+    }
+}
+
+async fn execute_once<C>(url: &str, sql: &str) -> Result<(), sqlx::Error>
+where
+    C: Connection,
+    for<'c> &'c mut C: Executor<'c, Database = C::Database>,
+{
+    let mut conn = C::connect(url).await?;
+    conn.execute(sql).await?;
+    conn.close().await
+}
+
+async fn pool<DB: sqlx::Database>(
+    options: <DB::Connection as Connection>::Options,
+) -> sqlx::Pool<DB> {
+    PoolOptions::<DB>::new()
+        .max_connections(10)
+        .connect_with(options)
+        .await
+        .unwrap()
 }
 
 impl TestDb {
@@ -55,40 +125,6 @@ impl TestDb {
         Some(db)
     }
 
-    /// A new database on the server at `KURIR_TEST_MYSQL_URL`; `None` (after a notice) when the
-    /// variable is unset outside CI.
-    pub async fn mysql_empty() -> Option<TestDb> {
-        let Ok(url) = std::env::var(MYSQL_URL_VAR) else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{MYSQL_URL_VAR} must be set in CI: the MySQL tests cannot be skipped there"
-            );
-            eprintln!("notice: {MYSQL_URL_VAR} is unset, skipping the MySQL run of this test");
-            return None;
-        };
-        let admin = MySqlConnectOptions::from_str(&url).unwrap();
-        let name = format!("kurir_rcv_{}", uuid::Uuid::now_v7().simple());
-        let mut conn = sqlx::MySqlConnection::connect_with(&admin)
-            .await
-            .unwrap_or_else(|e| panic!("MySQL at {MYSQL_URL_VAR} is unreachable: {e}"));
-        conn.execute(format!("CREATE DATABASE {name}").as_str())
-            .await
-            .unwrap();
-        conn.close().await.unwrap();
-        let pool = MySqlPoolOptions::new()
-            .max_connections(10)
-            .connect_with(admin.clone().database(&name))
-            .await
-            .unwrap();
-        Some(TestDb {
-            inbox: Inbox::from(pool),
-            cleanup: Cleanup::Mysql {
-                admin: Box::new(admin),
-                name,
-            },
-        })
-    }
-
     /// A SQLite file in a new temporary directory, WAL mode, with a busy timeout.
     pub async fn sqlite_empty() -> TestDb {
         let dir = tempfile::tempdir().unwrap();
@@ -111,32 +147,35 @@ impl TestDb {
     /// A new database on the server at `KURIR_TEST_POSTGRES_URL`; `None` (after a notice) when the
     /// variable is unset outside CI.
     pub async fn postgres_empty() -> Option<TestDb> {
-        let Ok(url) = std::env::var(PG_URL_VAR) else {
+        TestDb::server_empty(Server::Postgres).await
+    }
+
+    /// A new database on the server at `KURIR_TEST_MYSQL_URL`, as [`TestDb::postgres_empty`].
+    pub async fn mysql_empty() -> Option<TestDb> {
+        TestDb::server_empty(Server::Mysql).await
+    }
+
+    /// A new database `kurir_rcv_<random>` on `server`, dropped with the `TestDb`.
+    async fn server_empty(server: Server) -> Option<TestDb> {
+        let (var, server_name) = (server.url_var(), server.name());
+        let Ok(url) = std::env::var(var) else {
             assert!(
                 std::env::var_os("CI").is_none(),
-                "{PG_URL_VAR} must be set in CI: the PostgreSQL tests cannot be skipped there"
+                "{var} must be set in CI: the {server_name} tests cannot be skipped there"
             );
-            eprintln!("notice: {PG_URL_VAR} is unset, skipping the PostgreSQL run of this test");
+            eprintln!("notice: {var} is unset, skipping the {server_name} run of this test");
             return None;
         };
-        let admin = PgConnectOptions::from_str(&url).unwrap();
         let name = format!("kurir_rcv_{}", uuid::Uuid::now_v7().simple());
-        let mut conn = sqlx::PgConnection::connect_with(&admin)
+        server
+            .execute(&url, &format!("CREATE DATABASE {name}"))
             .await
-            .unwrap_or_else(|e| panic!("PostgreSQL at {PG_URL_VAR} is unreachable: {e}"));
-        conn.execute(format!("CREATE DATABASE {name}").as_str())
-            .await
-            .unwrap();
-        conn.close().await.unwrap();
-        let pool = PgPoolOptions::new()
-            .max_connections(10)
-            .connect_with(admin.clone().database(&name))
-            .await
-            .unwrap();
+            .unwrap_or_else(|e| panic!("{server_name} at {var} is unreachable: {e}"));
         Some(TestDb {
-            inbox: Inbox::from(pool),
-            cleanup: Cleanup::Postgres {
-                admin: Box::new(admin),
+            inbox: server.inbox(&url, &name).await,
+            cleanup: Cleanup::Server {
+                server,
+                admin_url: url,
                 name,
             },
         })
@@ -209,41 +248,21 @@ impl TestDb {
 impl Drop for TestDb {
     /// Drops the server's database (on a thread of its own: `Drop` cannot await).
     fn drop(&mut self) {
-        if let Cleanup::Mysql { admin, name } = &self.cleanup {
-            let (admin, name) = (admin.as_ref().clone(), name.clone());
-            let dropped = std::thread::spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                runtime.block_on(async {
-                    let mut conn = sqlx::MySqlConnection::connect_with(&admin).await?;
-                    conn.execute(format!("DROP DATABASE IF EXISTS {name}").as_str())
-                        .await?;
-                    conn.close().await
-                })
-            })
-            .join();
-            if let Ok(Err(error)) = dropped {
-                eprintln!("could not drop test database mysql: {error}");
-            }
-            return;
-        }
-        let Cleanup::Postgres { admin, name } = &self.cleanup else {
+        let Cleanup::Server {
+            server,
+            admin_url,
+            name,
+        } = &self.cleanup
+        else {
             return;
         };
-        let (admin, name) = (admin.as_ref().clone(), name.clone());
+        let (server, url, sql) = (*server, admin_url.clone(), server.drop_sql(name));
         let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
+            tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .unwrap();
-            runtime.block_on(async {
-                let mut conn = sqlx::PgConnection::connect_with(&admin).await?;
-                conn.execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
-                    .await?;
-                conn.close().await
-            })
+                .unwrap()
+                .block_on(server.execute(&url, &sql))
         })
         .join();
         if let Ok(Err(error)) = dropped {
