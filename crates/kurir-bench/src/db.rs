@@ -67,6 +67,7 @@ macro_rules! each_pool {
         }
     };
 }
+pub(crate) use each_pool;
 
 fn new_event(n: u64) -> anyhow::Result<NewEvent> {
     let payload = serde_json::value::RawValue::from_string(PAYLOAD.to_owned())?;

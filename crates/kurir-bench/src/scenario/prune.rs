@@ -6,7 +6,7 @@
 //! p99 commit→receipt and the rows pruned during the run.
 
 use super::{produce, result, Ctx, Rig, Via};
-use crate::db::{AppPool, EVENT_TYPE, PAYLOAD};
+use crate::db::{each_pool, AppPool, EVENT_TYPE, PAYLOAD};
 use crate::report::ScenarioResult;
 use crate::stats::Deliveries;
 
@@ -89,101 +89,65 @@ async fn one(ctx: &Ctx, rate: f64, prune: bool) -> anyhow::Result<ScenarioResult
 /// `count` events delivered two days ago to `endpoint_id`, each with its `sent` delivery and
 /// one attempt, in bulk: what kurir would have left behind.
 async fn seed_delivered(app: &AppPool, count: i64, endpoint_id: &str) -> anyhow::Result<()> {
-    match app {
-        AppPool::Postgres(pool) => {
-            sqlx::query(
-                "INSERT INTO kurir_outbox (event_id, event_type, payload, occurred_at, created_at, \
-                     dispatched_at) \
-                 SELECT 'old-' || g, $2, $3::json, t, t, t \
-                 FROM generate_series(1, $1) AS g, (SELECT now() - interval '2 days' AS t) AS c",
-            )
-            .bind(count)
+    let (outbox, analyze) = match app {
+        AppPool::Postgres(_) => (OUTBOX_PG.to_owned(), "ANALYZE"),
+        AppPool::Sqlite(_) => (OUTBOX_SQLITE.to_owned(), "ANALYZE"),
+        AppPool::Mysql(_) => (
+            OUTBOX_MYSQL.replace("{numbers}", &crate::db::mysql_numbers()),
+            "ANALYZE TABLE kurir_outbox, kurir_deliveries, kurir_attempts",
+        ),
+    };
+    let dialect = |sql: &str| match app {
+        AppPool::Postgres(_) => sql.to_owned(),
+        AppPool::Sqlite(_) => sql.replace('$', "?"),
+        AppPool::Mysql(_) => sql.replace("$1", "?"),
+    };
+    each_pool!(app, pool => {
+        sqlx::query(&outbox)
             .bind(EVENT_TYPE)
             .bind(PAYLOAD)
-            .execute(pool)
-            .await?;
-            for sql in [DELIVERIES_PG, ATTEMPTS_PG] {
-                sqlx::query(sql).bind(endpoint_id).execute(pool).await?;
-            }
-            for t in ["kurir_outbox", "kurir_deliveries", "kurir_attempts"] {
-                sqlx::query(&format!("VACUUM ANALYZE {t}"))
-                    .execute(pool)
-                    .await?;
-            }
-        }
-        AppPool::Sqlite(pool) => {
-            sqlx::query(
-                "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < ?1), \
-                     c(t) AS (SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-2 days')) \
-                 INSERT INTO kurir_outbox (event_id, event_type, payload, occurred_at, created_at, \
-                     dispatched_at) \
-                 SELECT 'old-' || x, ?2, ?3, t, t, t FROM g, c",
-            )
             .bind(count)
-            .bind(EVENT_TYPE)
-            .bind(PAYLOAD)
             .execute(pool)
             .await?;
-            for sql in [DELIVERIES_PG, ATTEMPTS_PG] {
-                sqlx::query(&sql.replace('$', "?"))
-                    .bind(endpoint_id)
-                    .execute(pool)
-                    .await?;
-            }
-            sqlx::query("ANALYZE").execute(pool).await?;
+        for sql in [DELIVERIES, ATTEMPTS] {
+            sqlx::query(&dialect(sql)).bind(endpoint_id).execute(pool).await?;
         }
-        AppPool::Mysql(pool) => seed_delivered_mysql(pool, count, endpoint_id).await?,
-    }
+        sqlx::query(analyze).execute(pool).await?;
+    });
     Ok(())
 }
 
-/// One `sent` delivery per seeded event (the same text serves SQLite with `?1`).
-const DELIVERIES_PG: &str = "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, \
+/// The seeded events: `old-1` … (binds: the type, the payload, the count).
+const OUTBOX_PG: &str = "INSERT INTO kurir_outbox (event_id, event_type, payload, occurred_at, \
+        created_at, dispatched_at) \
+     SELECT 'old-' || g, $1, $2::json, t, t, t \
+     FROM generate_series(1, $3) AS g, (SELECT now() - interval '2 days' AS t) AS c";
+
+const OUTBOX_SQLITE: &str = "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g \
+        WHERE x < ?3), c(t) AS (SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-2 days')) \
+     INSERT INTO kurir_outbox (event_id, event_type, payload, occurred_at, created_at, \
+        dispatched_at) \
+     SELECT 'old-' || x, ?1, ?2, t, t, t FROM g, c";
+
+const OUTBOX_MYSQL: &str = "INSERT INTO kurir_outbox (event_id, event_type, payload, occurred_at, \
+        created_at, dispatched_at) \
+     SELECT CONCAT('old-', x.n), ?, ?, t, t, t \
+     FROM ({numbers}) AS x, (SELECT UTC_TIMESTAMP(3) - INTERVAL 2 DAY AS t) AS c WHERE x.n < ?";
+
+/// One `sent` delivery per seeded event (`$1`: the endpoint).
+const DELIVERIES: &str = "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, \
         status, attempt_count, available_at, sent_at, created_at, updated_at) \
      SELECT id, event_id, $1, 'sent', 1, created_at, created_at, created_at, created_at \
      FROM kurir_outbox WHERE event_id LIKE 'old-%'";
 
-/// One attempt per seeded delivery; `$1` (the endpoint) keeps the binding uniform.
-const ATTEMPTS_PG: &str = "INSERT INTO kurir_attempts (delivery_id, attempt, started_at, \
+/// One attempt per seeded delivery.
+const ATTEMPTS: &str = "INSERT INTO kurir_attempts (delivery_id, attempt, started_at, \
         duration_ms, status_code) \
      SELECT id, 1, created_at, 3, 200 FROM kurir_deliveries \
      WHERE endpoint_id = $1 AND status = 'sent'";
 
-async fn seed_delivered_mysql(
-    pool: &sqlx::MySqlPool,
-    count: i64,
-    endpoint_id: &str,
-) -> anyhow::Result<()> {
-    sqlx::query(&format!(
-        "INSERT INTO kurir_outbox (event_id, event_type, payload, occurred_at, created_at, \
-             dispatched_at) \
-         SELECT CONCAT('old-', x.n), ?, ?, t, t, t \
-         FROM ({}) AS x, (SELECT UTC_TIMESTAMP(3) - INTERVAL 2 DAY AS t) AS c WHERE x.n < ?",
-        crate::db::mysql_numbers()
-    ))
-    .bind(EVENT_TYPE)
-    .bind(PAYLOAD)
-    .bind(count)
-    .execute(pool)
-    .await?;
-    for sql in [DELIVERIES_PG, ATTEMPTS_PG] {
-        sqlx::query(&sql.replace("$1", "?"))
-            .bind(endpoint_id)
-            .execute(pool)
-            .await?;
-    }
-    sqlx::query("ANALYZE TABLE kurir_outbox, kurir_deliveries, kurir_attempts")
-        .execute(pool)
-        .await?;
-    Ok(())
-}
-
 /// Seeded events still in the outbox.
 async fn old_events_left(app: &AppPool) -> anyhow::Result<i64> {
     let sql = "SELECT count(*) FROM kurir_outbox WHERE event_id LIKE 'old-%'";
-    Ok(match app {
-        AppPool::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
-        AppPool::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
-        AppPool::Mysql(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
-    })
+    Ok(each_pool!(app, pool => sqlx::query_scalar(sql).fetch_one(pool).await?))
 }
