@@ -19,8 +19,8 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
 use crate::api::state::AppState;
 use crate::endpoint::{
-    Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint, Overrides,
-    OverridesUpdate,
+    Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint, OnDeadLetter,
+    Ordering, Overrides, OverridesUpdate,
 };
 use crate::redact::Sensitive;
 
@@ -48,6 +48,12 @@ pub struct EndpointView {
     pub max_in_flight: u32,
     /// Requests per second to it, all kurir processes together; `null`: no limit.
     pub rate_limit_per_second: Option<u32>,
+    /// `aggregate`: deliveries of events that share `aggregate_type` and `aggregate_id` are
+    /// attempted one at a time, in outbox order; `none`: no order.
+    pub ordering: Ordering,
+    /// With ordering: whether a dead-lettered delivery holds back the later ones of its
+    /// aggregate until it is replayed (`block`) or not (`skip`).
+    pub ordering_on_dead_letter: OnDeadLetter,
     /// Connect timeout override.
     pub connect_timeout_ms: Option<u32>,
     /// Response timeout override.
@@ -93,6 +99,8 @@ impl EndpointView {
             disabled_reason: e.disabled_reason,
             max_in_flight: e.max_in_flight,
             rate_limit_per_second: e.rate_limit_per_second,
+            ordering: e.ordering,
+            ordering_on_dead_letter: e.ordering_on_dead_letter,
             connect_timeout_ms: e.overrides.connect_timeout_ms,
             request_timeout_ms: e.overrides.request_timeout_ms,
             retry_initial_delay_ms: e.overrides.retry_initial_delay_ms,
@@ -148,6 +156,12 @@ pub struct CreateEndpoint {
     pub max_in_flight: Option<u32>,
     /// Requests per second, all kurir processes together (1 to 100000); absent: no limit.
     pub rate_limit_per_second: Option<u32>,
+    /// `none` (default) or `aggregate`: deliveries of events that share `aggregate_type` and
+    /// `aggregate_id` are attempted one at a time, in outbox order.
+    pub ordering: Option<Ordering>,
+    /// `block` (default): a dead-lettered delivery holds back the later ones of its aggregate
+    /// until it is replayed; `skip`: they go on.
+    pub ordering_on_dead_letter: Option<OnDeadLetter>,
     /// Connect timeout, overriding the global one.
     pub connect_timeout_ms: Option<u32>,
     /// Response timeout, overriding the global one.
@@ -185,6 +199,11 @@ pub struct UpdateEndpoint {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<u32>, nullable)]
     pub rate_limit_per_second: Option<Option<u32>>,
+    /// New ordering (`none` or `aggregate`): applies to the deliveries fanned out from then
+    /// on; turning it off releases the waiting ones at once.
+    pub ordering: Option<Ordering>,
+    /// New dead-letter policy of ordered delivery (`block` or `skip`); applies at once.
+    pub ordering_on_dead_letter: Option<OnDeadLetter>,
     /// Connect timeout override; `null` clears it.
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<u32>, nullable)]
@@ -279,6 +298,8 @@ pub async fn create(
         overrides,
         max_in_flight: body.max_in_flight,
         rate_limit_per_second: body.rate_limit_per_second,
+        ordering: body.ordering.unwrap_or_default(),
+        ordering_on_dead_letter: body.ordering_on_dead_letter.unwrap_or_default(),
     };
     new.validate()?;
     let endpoint = state.store.create_endpoint(new).await?;
@@ -371,6 +392,8 @@ pub async fn update(
         disabled_reason: body.disabled_reason,
         max_in_flight: body.max_in_flight,
         rate_limit_per_second: body.rate_limit_per_second,
+        ordering: body.ordering,
+        ordering_on_dead_letter: body.ordering_on_dead_letter,
         overrides,
     };
     update.validate()?;
