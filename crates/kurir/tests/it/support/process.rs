@@ -70,6 +70,12 @@ impl Kurir {
         proc_status_kib(self.pid(), "VmHWM:") * 1024
     }
 
+    /// Sends SIGKILL and waits for the process to be gone.
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reap kurir");
+    }
+
     /// Sends SIGTERM and waits (at most 30 s) for the process to exit.
     pub async fn terminate(&mut self) -> ExitStatus {
         let term = Command::new("kill")
