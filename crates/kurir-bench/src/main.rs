@@ -101,6 +101,7 @@ enum Scenario {
     Inbox,
     Idle,
     Soak,
+    Ordered,
     All,
 }
 
@@ -160,6 +161,7 @@ fn sizes(args: &Args, backend: Backend) -> Sizes {
         ceiling: Duration::from_secs(if smoke { 1 } else { 5 }),
         inbox_requests: if smoke { 300 } else { 20_000 },
         isolation_events: if smoke { 100 } else { (events / 5).max(100) },
+        ordered_events: if smoke { 300 } else { 20_000 },
         patience: Duration::from_secs(if smoke { 60 } else { 1200 }),
     }
 }
@@ -284,6 +286,7 @@ fn scenarios(s: Scenario) -> Vec<Scenario> {
             Scenario::Inbox,
             Scenario::Idle,
             Scenario::Soak,
+            Scenario::Ordered,
         ],
         one => vec![one],
     }
@@ -299,6 +302,7 @@ async fn run_scenario(ctx: &Ctx, s: Scenario) -> anyhow::Result<Vec<ScenarioResu
         Scenario::Inbox => scenario::inbox::run(ctx).await,
         Scenario::Idle => scenario::idle::run(ctx).await,
         Scenario::Soak => scenario::soak::run(ctx).await,
+        Scenario::Ordered => scenario::ordered::run(ctx).await,
         Scenario::All => unreachable!("expanded by scenarios()"),
     }
 }

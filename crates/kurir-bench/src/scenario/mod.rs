@@ -7,6 +7,7 @@ pub mod idle;
 pub mod inbox;
 pub mod isolation;
 pub mod latency;
+pub mod ordered;
 pub mod soak;
 pub mod throughput;
 
@@ -52,6 +53,8 @@ pub struct Sizes {
     pub inbox_requests: usize,
     /// Events of each `isolation` run (each goes to 10 endpoints).
     pub isolation_events: usize,
+    /// The most events of an `ordered` run (the one with 10,000 aggregates).
+    pub ordered_events: usize,
     /// Longest wait for deliveries before a scenario gives up.
     pub patience: Duration,
 }
@@ -253,6 +256,8 @@ pub fn add_process_figures(
 pub enum Via {
     /// `kurir::outbox::enqueue` in the application's transaction.
     Rust,
+    /// The same, the events spread over this many aggregates (event `n` is about `n % a`).
+    Grouped(u64),
     /// One plain SQL `INSERT` per event, autocommitted, on the application's own connection.
     Sql,
     /// `POST /v1/events` on kurir's admin API.
@@ -281,7 +286,7 @@ pub async fn produce(
     pace: Pace,
 ) -> anyhow::Result<f64> {
     let chunk = match via {
-        Via::Rust => pace.tx_size.max(1),
+        Via::Rust | Via::Grouped(_) => pace.tx_size.max(1),
         Via::Sql | Via::Api(..) => 1,
     };
     let chunks = count.div_ceil(chunk);
@@ -322,7 +327,8 @@ pub async fn produce(
 
 async fn write(app: &AppPool, via: &Via, ids: std::ops::Range<u64>) -> anyhow::Result<()> {
     match via {
-        Via::Rust => app.enqueue(ids).await,
+        Via::Rust => app.enqueue(ids, None).await,
+        Via::Grouped(a) => app.enqueue(ids, Some(*a)).await,
         Via::Sql => {
             for n in ids {
                 app.insert_plain(n).await?;
