@@ -165,9 +165,14 @@ async fn relay_all(store: &Store) {
     while store.relay_batch(100).await.unwrap().events > 0 {}
 }
 
-async fn each_aggregate_arrives_in_outbox_order_while_first_attempts_fail(db: TestDb) {
+/// The flaky receiver with an ordered endpoint (`/ordered`) and an unordered one (`/plain`),
+/// and `aggs` × `per` interleaved events written.
+async fn flaky_scenario(
+    db: &TestDb,
+    aggs: u64,
+    per: u64,
+) -> (Receiver, Arc<Mutex<Ledger>>, Arc<Mutex<HashSet<Place>>>) {
     let (rx, ordered, plain) = flaky_receiver().await;
-    let (aggs, per) = (5, 8);
     let mut new = NewEndpoint::new(rx.url("/ordered"));
     new.ordering = Ordering::Aggregate;
     db.store.create_endpoint(new).await.unwrap();
@@ -176,6 +181,12 @@ async fn each_aggregate_arrives_in_outbox_order_while_first_attempts_fail(db: Te
         .await
         .unwrap();
     enqueue_all(&db.store, interleaved(aggs, per)).await;
+    (rx, ordered, plain)
+}
+
+async fn each_aggregate_arrives_in_outbox_order_while_first_attempts_fail(db: TestDb) {
+    let (aggs, per) = (5, 8);
+    let (_rx, ordered, plain) = flaky_scenario(&db, aggs, per).await;
     relay_all(&db.store).await;
     let process = Process::start(&db.store, test_delivery_config(), "only");
     let total = (aggs * per) as usize;
@@ -305,27 +316,22 @@ async fn with_skip_a_dead_lettered_delivery_holds_nothing_back(db: TestDb) {
     assert_eq!(l.received.get(&1), Some(&vec![0, 1, 2]));
 }
 
-/// Runs each named `async fn name(db: TestDb)` on PostgreSQL, as `name::postgres`. MySQL and
-/// MariaDB run the same claim check (the single-process tests above cover them), but each of
-/// their claims reads every blocked row of a deep backlog with a locking read: three processes
-/// delivered 900 events in 30 aggregates slower than the 30 s a test waits.
-macro_rules! on_postgres {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                if let Some(db) = crate::support::TestDb::postgres().await {
-                    super::$name(db).await
-                }
-            }
-        }
-    )*};
+// On PostgreSQL. MySQL and MariaDB run the same claim check (the single-process tests above
+// cover them), but each of their claims reads every blocked row of a deep backlog with a locking
+// read: three processes delivered 900 events in 30 aggregates slower than a test waits (30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_keep_30_aggregates_in_order_on_postgres() {
+    if let Some(db) = TestDb::postgres().await {
+        three_processes_keep_30_aggregates_in_order(db).await
+    }
 }
 
-on_postgres!(
-    three_processes_keep_30_aggregates_in_order,
-    killed_and_restarted_processes_keep_the_order,
-);
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_and_restarted_processes_keep_the_order_on_postgres() {
+    if let Some(db) = TestDb::postgres().await {
+        killed_and_restarted_processes_keep_the_order(db).await
+    }
+}
 
 /// Aggregates and events per aggregate of the multi-process scenarios.
 const AGGS: u64 = 30;
@@ -340,22 +346,6 @@ fn serve(db: &TestDb, dir: &std::path::Path) -> Kurir {
     Kurir::spawn(cmd)
 }
 
-/// The ordered and the unordered endpoint of the flaky receiver, and the interleaved events.
-async fn multi_process_scenario(
-    db: &TestDb,
-) -> (Receiver, Arc<Mutex<Ledger>>, Arc<Mutex<HashSet<Place>>>) {
-    let (rx, ordered, plain) = flaky_receiver().await;
-    let mut new = NewEndpoint::new(rx.url("/ordered"));
-    new.ordering = Ordering::Aggregate;
-    db.store.create_endpoint(new).await.unwrap();
-    db.store
-        .create_endpoint(NewEndpoint::new(rx.url("/plain")))
-        .await
-        .unwrap();
-    enqueue_all(&db.store, interleaved(AGGS, PER)).await;
-    (rx, ordered, plain)
-}
-
 async fn all_arrived(ordered: &Mutex<Ledger>, plain: &Mutex<HashSet<Place>>) {
     let total = (AGGS * PER) as usize;
     eventually("every event at both endpoints", || async {
@@ -367,7 +357,7 @@ async fn all_arrived(ordered: &Mutex<Ledger>, plain: &Mutex<HashSet<Place>>) {
 
 async fn three_processes_keep_30_aggregates_in_order(db: TestDb) {
     let dir = tempfile::tempdir().unwrap();
-    let (_rx, ordered, plain) = multi_process_scenario(&db).await;
+    let (_rx, ordered, plain) = flaky_scenario(&db, AGGS, PER).await;
     let started = std::time::Instant::now();
     let processes: Vec<Kurir> = (0..3).map(|_| serve(&db, dir.path())).collect();
     all_arrived(&ordered, &plain).await;
@@ -388,7 +378,7 @@ async fn three_processes_keep_30_aggregates_in_order(db: TestDb) {
 
 async fn killed_and_restarted_processes_keep_the_order(db: TestDb) {
     let dir = tempfile::tempdir().unwrap();
-    let (_rx, ordered, plain) = multi_process_scenario(&db).await;
+    let (_rx, ordered, plain) = flaky_scenario(&db, AGGS, PER).await;
     let mut processes: Vec<Kurir> = (0..3).map(|_| serve(&db, dir.path())).collect();
     let third = (AGGS * PER / 3) as usize;
     eventually("a third of the ordered events", || async {
