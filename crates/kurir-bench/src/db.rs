@@ -69,20 +69,26 @@ macro_rules! each_pool {
 }
 pub(crate) use each_pool;
 
-fn new_event(n: u64) -> anyhow::Result<NewEvent> {
+fn new_event(n: u64, aggregates: Option<u64>) -> anyhow::Result<NewEvent> {
     let payload = serde_json::value::RawValue::from_string(PAYLOAD.to_owned())?;
+    let aggregate = aggregates.map_or(n, |a| n % a.max(1));
     Ok(NewEvent::raw(EVENT_TYPE, payload)?
         .event_id(EventId::parse(&event_id(n))?)
-        .aggregate("order", n.to_string()))
+        .aggregate("order", aggregate.to_string()))
 }
 
 impl AppPool {
-    /// One application transaction that records events `ids` with [`kurir::outbox::enqueue`].
-    pub async fn enqueue(&self, ids: std::ops::Range<u64>) -> anyhow::Result<()> {
+    /// One application transaction that records events `ids` with [`kurir::outbox::enqueue`];
+    /// event `n` is about aggregate `n`, or `n % a` with `aggregates` `Some(a)`.
+    pub async fn enqueue(
+        &self,
+        ids: std::ops::Range<u64>,
+        aggregates: Option<u64>,
+    ) -> anyhow::Result<()> {
         each_pool!(self, pool => {
             let mut tx = pool.begin().await?;
             for n in ids {
-                outbox::enqueue(&mut tx, new_event(n)?).await?;
+                outbox::enqueue(&mut tx, new_event(n, aggregates)?).await?;
             }
             tx.commit().await?;
         });

@@ -102,6 +102,7 @@ enum Scenario {
     Idle,
     Soak,
     Prune,
+    Ordered,
     All,
 }
 
@@ -162,6 +163,7 @@ fn sizes(args: &Args, backend: Backend) -> Sizes {
         inbox_requests: if smoke { 300 } else { 20_000 },
         isolation_events: if smoke { 100 } else { (events / 5).max(100) },
         prune_rows: if smoke { 3_000 } else { 1_000_000 },
+        ordered_events: if smoke { 300 } else { 20_000 },
         patience: Duration::from_secs(if smoke { 60 } else { 1200 }),
     }
 }
@@ -287,6 +289,7 @@ fn scenarios(s: Scenario) -> Vec<Scenario> {
             Scenario::Idle,
             Scenario::Soak,
             Scenario::Prune,
+            Scenario::Ordered,
         ],
         one => vec![one],
     }
@@ -303,6 +306,7 @@ async fn run_scenario(ctx: &Ctx, s: Scenario) -> anyhow::Result<Vec<ScenarioResu
         Scenario::Idle => scenario::idle::run(ctx).await,
         Scenario::Soak => scenario::soak::run(ctx).await,
         Scenario::Prune => scenario::prune::run(ctx).await,
+        Scenario::Ordered => scenario::ordered::run(ctx).await,
         Scenario::All => unreachable!("expanded by scenarios()"),
     }
 }

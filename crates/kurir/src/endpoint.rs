@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::limits;
 
+pub use ordering::{ordering_key, OnDeadLetter, Ordering};
 pub use overrides::{Overrides, OverridesUpdate};
 
 /// The default cap on concurrent requests to one endpoint from one kurir process.
@@ -161,6 +162,10 @@ pub struct Endpoint {
     pub max_in_flight: u32,
     /// Requests per second to it, all processes together; `None`: no limit.
     pub rate_limit_per_second: Option<u32>,
+    /// Whether its deliveries are attempted in outbox order per aggregate.
+    pub ordering: Ordering,
+    /// What a dead-lettered delivery does to the later ones of its aggregate.
+    pub ordering_on_dead_letter: OnDeadLetter,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
@@ -184,6 +189,10 @@ pub struct NewEndpoint {
     pub max_in_flight: Option<u32>,
     /// Requests per second, all processes together; `None`: no limit.
     pub rate_limit_per_second: Option<u32>,
+    /// Ordered delivery per aggregate, or none.
+    pub ordering: Ordering,
+    /// What a dead-lettered delivery does to the later ones of its aggregate.
+    pub ordering_on_dead_letter: OnDeadLetter,
 }
 
 impl NewEndpoint {
@@ -197,6 +206,8 @@ impl NewEndpoint {
             overrides: Overrides::default(),
             max_in_flight: None,
             rate_limit_per_second: None,
+            ordering: Ordering::None,
+            ordering_on_dead_letter: OnDeadLetter::Block,
         }
     }
 
@@ -229,6 +240,11 @@ pub struct EndpointUpdate {
     pub max_in_flight: Option<u32>,
     /// New rate limit: `Some(None)` removes it.
     pub rate_limit_per_second: Option<Option<u32>>,
+    /// New ordering: it applies to the deliveries fanned out from then on; turning it off
+    /// releases the deliveries already waiting at once.
+    pub ordering: Option<Ordering>,
+    /// New dead-letter policy: it applies at once, to every delivery waiting.
+    pub ordering_on_dead_letter: Option<OnDeadLetter>,
     /// Override changes: `Some(Some(v))` sets one, `Some(None)` clears it (back to the
     /// process-wide setting).
     pub overrides: OverridesUpdate,
@@ -347,6 +363,7 @@ impl Endpoint {
     }
 }
 
+mod ordering;
 mod overrides;
 #[cfg(test)]
 mod tests;

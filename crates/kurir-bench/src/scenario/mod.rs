@@ -7,6 +7,7 @@ pub mod idle;
 pub mod inbox;
 pub mod isolation;
 pub mod latency;
+pub mod ordered;
 pub mod prune;
 pub mod soak;
 pub mod throughput;
@@ -55,6 +56,8 @@ pub struct Sizes {
     pub isolation_events: usize,
     /// Old rows (events, deliveries, attempts) that `prune` seeds for kurir to prune.
     pub prune_rows: usize,
+    /// The most events of an `ordered` run (the one with 10,000 aggregates).
+    pub ordered_events: usize,
     /// Longest wait for deliveries before a scenario gives up.
     pub patience: Duration,
 }
@@ -265,6 +268,8 @@ pub fn add_process_figures(
 pub enum Via {
     /// `kurir::outbox::enqueue` in the application's transaction.
     Rust,
+    /// The same, the events spread over this many aggregates (event `n` is about `n % a`).
+    Grouped(u64),
     /// One plain SQL `INSERT` per event, autocommitted, on the application's own connection.
     Sql,
     /// `POST /v1/events` on kurir's admin API.
@@ -293,7 +298,7 @@ pub async fn produce(
     pace: Pace,
 ) -> anyhow::Result<f64> {
     let chunk = match via {
-        Via::Rust => pace.tx_size.max(1),
+        Via::Rust | Via::Grouped(_) => pace.tx_size.max(1),
         Via::Sql | Via::Api(..) => 1,
     };
     let chunks = count.div_ceil(chunk);
@@ -334,7 +339,8 @@ pub async fn produce(
 
 async fn write(app: &AppPool, via: &Via, ids: std::ops::Range<u64>) -> anyhow::Result<()> {
     match via {
-        Via::Rust => app.enqueue(ids).await,
+        Via::Rust => app.enqueue(ids, None).await,
+        Via::Grouped(a) => app.enqueue(ids, Some(*a)).await,
         Via::Sql => {
             for n in ids {
                 app.insert_plain(n).await?;

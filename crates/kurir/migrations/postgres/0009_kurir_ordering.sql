@@ -10,7 +10,11 @@ ALTER TABLE kurir_endpoints ADD COLUMN ordering_on_dead_letter TEXT NOT NULL DEF
     CHECK (ordering_on_dead_letter IN ('block', 'skip'));
 
 -- Set at fan-out, only for an endpoint whose ordering is 'aggregate' and an event that names its
--- aggregate; NULL otherwise, so unordered deliveries write nothing to the index below.
+-- aggregate; NULL otherwise, so unordered deliveries write nothing to the index below. The claim
+-- asks it whether an earlier delivery of the aggregate is unfinished: with the status before
+-- `outbox_id`, that is a probe per unfinished status, never a walk over the aggregate's sent
+-- history.
 ALTER TABLE kurir_deliveries ADD COLUMN ordering_key TEXT;
-CREATE INDEX kurir_deliveries_ordering ON kurir_deliveries (endpoint_id, ordering_key, outbox_id)
+CREATE INDEX kurir_deliveries_ordering
+    ON kurir_deliveries (endpoint_id, ordering_key, status, outbox_id)
     WHERE ordering_key IS NOT NULL;

@@ -8,5 +8,6 @@ ALTER TABLE kurir_endpoints ADD COLUMN ordering_on_dead_letter TEXT NOT NULL DEF
     CHECK (ordering_on_dead_letter IN ('block', 'skip'));
 
 ALTER TABLE kurir_deliveries ADD COLUMN ordering_key TEXT;
-CREATE INDEX kurir_deliveries_ordering ON kurir_deliveries (endpoint_id, ordering_key, outbox_id)
+CREATE INDEX kurir_deliveries_ordering
+    ON kurir_deliveries (endpoint_id, ordering_key, status, outbox_id)
     WHERE ordering_key IS NOT NULL;

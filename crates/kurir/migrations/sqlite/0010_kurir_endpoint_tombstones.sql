@@ -72,5 +72,5 @@ CREATE INDEX kurir_deliveries_event ON kurir_deliveries (event_id);
 CREATE INDEX kurir_deliveries_status ON kurir_deliveries (status, created_at);
 CREATE INDEX kurir_deliveries_status_id ON kurir_deliveries (status, id DESC);
 CREATE INDEX kurir_deliveries_endpoint_id ON kurir_deliveries (endpoint_id, id DESC);
-CREATE INDEX kurir_deliveries_ordering ON kurir_deliveries (endpoint_id, ordering_key, outbox_id)
+CREATE INDEX kurir_deliveries_ordering ON kurir_deliveries (endpoint_id, ordering_key, status, outbox_id)
     WHERE ordering_key IS NOT NULL;

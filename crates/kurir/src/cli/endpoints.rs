@@ -89,6 +89,28 @@ pub struct EndpointFields {
     /// Concurrent requests to the endpoint per kurir process.
     #[arg(long)]
     pub max_in_flight: Option<u32>,
+    /// Ordered delivery per aggregate.
+    #[command(flatten)]
+    pub ordering: OrderingFields,
+}
+
+/// The ordering settings, on create and update.
+#[derive(Debug, Args)]
+pub struct OrderingFields {
+    /// `aggregate`: deliveries of events sharing an aggregate go one at a time, in outbox order.
+    #[arg(long, value_parser = ["none", "aggregate"])]
+    pub ordering: Option<String>,
+    /// With ordering: whether a dead-lettered delivery holds back the rest of its aggregate.
+    #[arg(long, value_parser = ["block", "skip"])]
+    pub ordering_on_dead_letter: Option<String>,
+}
+
+impl OrderingFields {
+    fn insert_into(self, body: &mut Map<String, Value>) {
+        insert_given(body, "ordering", self.ordering.map(Value::from));
+        let policy = self.ordering_on_dead_letter.map(Value::from);
+        insert_given(body, "ordering_on_dead_letter", policy);
+    }
 }
 
 /// Fields of `endpoints update`.
@@ -115,6 +137,9 @@ pub struct UpdateFields {
     /// New per-process concurrency.
     #[arg(long)]
     pub max_in_flight: Option<u32>,
+    /// Ordered delivery per aggregate.
+    #[command(flatten)]
+    pub ordering: OrderingFields,
 }
 
 /// Runs an endpoint command.
@@ -171,6 +196,7 @@ fn create_body(f: EndpointFields) -> Value {
     );
     insert_given(&mut body, "secret", f.secret.map(|s| s.into_inner().into()));
     insert_given(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
+    f.ordering.insert_into(&mut body);
     Value::Object(body)
 }
 
@@ -187,6 +213,7 @@ fn update_body(f: UpdateFields) -> Value {
     );
     insert_given(&mut body, "disabled_reason", f.reason.map(Value::from));
     insert_given(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
+    f.ordering.insert_into(&mut body);
     Value::Object(body)
 }
 
@@ -215,6 +242,8 @@ fn show(e: &Value) {
             "disabled_reason",
             "max_in_flight",
             "rate_limit_per_second",
+            "ordering",
+            "ordering_on_dead_letter",
             "connect_timeout_ms",
             "request_timeout_ms",
             "retry_initial_delay_ms",

@@ -35,6 +35,7 @@ pub mod rates;
 pub mod record;
 pub mod sweep;
 
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,6 +46,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::DeliveryConfig;
 use crate::delivery::Completion;
+use crate::endpoint::Ordering;
 use crate::metrics::Metrics;
 use crate::store::{EndpointSlot, Store};
 use breakers::{Breakers, Gate};
@@ -93,6 +95,12 @@ pub struct Dispatcher {
     owner: String,
     lanes: Arc<Lanes>,
     completions_rx: Mutex<Option<mpsc::Receiver<Completion>>>,
+    /// Notified by the completion writer when it recorded a finished delivery.
+    finished: Arc<Notify>,
+    /// Some endpoint orders its deliveries per aggregate (as of the last claim): a finished
+    /// delivery may then unblock the next of its aggregate, so the loop claims again at once
+    /// instead of waiting for the poll.
+    any_ordered: AtomicBool,
 }
 
 impl Dispatcher {
@@ -116,6 +124,8 @@ impl Dispatcher {
             config,
             owner,
             completions_rx: Mutex::new(Some(rx)),
+            finished: Arc::new(Notify::new()),
+            any_ordered: AtomicBool::new(false),
         }
     }
 
@@ -196,6 +206,8 @@ impl Dispatcher {
     ) -> Result<Vec<EndpointSlot>, crate::store::StoreError> {
         // Read at every claim: a rotated secret or a disabled endpoint counts from the next one.
         let endpoints = self.store.enabled_endpoints().await?;
+        let ordered = endpoints.iter().any(|e| e.ordering == Ordering::Aggregate);
+        self.any_ordered.store(ordered, Relaxed);
         let share = free.div_ceil(endpoints.len().max(1)) as u32;
         let gated = endpoints
             .into_iter()
@@ -260,6 +272,7 @@ impl Dispatcher {
             self.owner.clone(),
             self.lanes.metrics.get().cloned(),
             shutdown.clone(),
+            self.finished.clone(),
         );
         let writer = tokio::spawn(writer.run(rx));
         let recorder = tokio::spawn(self.breakers.clone().run_recorder());
@@ -278,6 +291,7 @@ impl Dispatcher {
                 _ = shutdown.cancelled() => break,
                 _ = wake.notified() => {}
                 _ = self.lanes.freed.notified() => {}
+                _ = self.finished.notified(), if self.any_ordered.load(Relaxed) => {}
                 _ = tokio::time::sleep_until(until) => {}
             }
         }

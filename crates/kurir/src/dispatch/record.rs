@@ -12,13 +12,14 @@
 //! what is unrecorded is left to its lease. A database that answers is waited for as usual.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::delivery::Completion;
+use crate::delivery::{Completion, NextState};
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError};
 
@@ -43,6 +44,9 @@ pub(super) struct Writer {
     shutdown: CancellationToken,
     /// A write ran out of patience at shutdown: the database counts as down.
     gave_up: AtomicBool,
+    /// Notified when a recorded batch finished a delivery (sent or dead-lettered): the next
+    /// delivery of its aggregate may now be claimable (see `store::ordering`).
+    finished: Arc<Notify>,
 }
 
 /// How one write ended.
@@ -62,6 +66,7 @@ impl Writer {
         owner: String,
         metrics: Option<Metrics>,
         shutdown: CancellationToken,
+        finished: Arc<Notify>,
     ) -> Self {
         Self {
             store,
@@ -69,6 +74,7 @@ impl Writer {
             metrics,
             shutdown,
             gave_up: AtomicBool::new(false),
+            finished,
         }
     }
 
@@ -87,6 +93,9 @@ impl Writer {
                 }
             }
             self.record(&batch).await;
+            if batch.iter().any(|c| !matches!(c.next, NextState::Retry(_))) {
+                self.finished.notify_one();
+            }
             batch.clear();
         }
     }

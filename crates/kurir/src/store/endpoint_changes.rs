@@ -46,6 +46,12 @@ pub(crate) fn endpoint_changes(update: &EndpointUpdate) -> Vec<(&'static str, Co
     if let Some(limit) = update.rate_limit_per_second {
         changes.push(("rate_limit_per_second", Int(limit.map(i64::from))));
     }
+    if let Some(o) = update.ordering {
+        changes.push(("ordering", Text(o.as_str().into())));
+    }
+    if let Some(p) = update.ordering_on_dead_letter {
+        changes.push(("ordering_on_dead_letter", Text(p.as_str().into())));
+    }
     let o = &update.overrides;
     let ms = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
     for (column, change) in [

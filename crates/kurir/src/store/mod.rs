@@ -32,6 +32,7 @@ mod enqueue;
 pub mod inbox;
 pub mod mysql;
 pub mod notify;
+mod ordering;
 pub mod postgres;
 pub mod rates;
 mod records;
@@ -183,6 +184,8 @@ pub(crate) fn endpoint_from_new(new: NewEndpoint, now: DateTime<Utc>) -> Endpoin
             .max_in_flight
             .unwrap_or(crate::endpoint::DEFAULT_MAX_IN_FLIGHT),
         rate_limit_per_second: new.rate_limit_per_second,
+        ordering: new.ordering,
+        ordering_on_dead_letter: new.ordering_on_dead_letter,
         created_at: now,
         updated_at: now,
     }

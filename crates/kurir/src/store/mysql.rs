@@ -47,7 +47,8 @@ pub(super) const ENDPOINT_COLUMNS: &str = "CAST(id AS CHAR) AS id, CAST(url AS C
     enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
     request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
     circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
-    created_at, updated_at";
+    CAST(ordering AS CHAR) AS ordering, \
+    CAST(ordering_on_dead_letter AS CHAR) AS ordering_on_dead_letter, created_at, updated_at";
 
 /// kurir's tables in a MySQL or MariaDB database.
 #[derive(Clone, Debug)]
@@ -133,9 +134,9 @@ impl MySqlStore {
         let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
             previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
             retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, created_at, \
-            updated_at) \
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), \
+            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
+            ordering_on_dead_letter, created_at, updated_at) \
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), \
                 UTC_TIMESTAMP(3))";
         let mut conn = self.pool.acquire().await?;
         bind_endpoint(sqlx::query(sql), e, &self.secrets)
@@ -219,6 +220,8 @@ fn bind_endpoint<'q>(
         .bind(o.circuit_failure_threshold.map(i64::from))
         .bind(o.circuit_cooldown_ms.map(|v| v as i64))
         .bind(e.rate_limit_per_second.map(i64::from))
+        .bind(e.ordering.as_str())
+        .bind(e.ordering_on_dead_letter.as_str())
 }
 
 #[cfg(test)]

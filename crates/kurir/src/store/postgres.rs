@@ -5,6 +5,7 @@ mod admin;
 mod endpoints;
 mod leases;
 mod notify;
+mod relay;
 
 use std::str::FromStr;
 
@@ -13,9 +14,8 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPool
 use sqlx::query::Query;
 use sqlx::{Connection, Postgres, Row};
 
-use super::rows::{FanOutRow, OutboxHead};
-use super::rules::{fan_out, gone_endpoints, next_at, next_status};
-use super::{RelayOutcome, Result, StoreError};
+use super::rules::{gone_endpoints, next_at, next_status};
+use super::{Result, StoreError};
 use crate::delivery::Completion;
 use crate::endpoint::Endpoint;
 
@@ -25,7 +25,7 @@ const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event
     retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
     circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
     max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
-    created_at, updated_at";
+    ordering, ordering_on_dead_letter, created_at, updated_at";
 
 /// The fenced update of a completion batch (see [`PgStore::complete_deliveries`]).
 const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, \
@@ -140,73 +140,15 @@ impl PgStore {
         let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
             previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
             retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, created_at, \
-            updated_at) \
+            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
+            ordering_on_dead_letter, created_at, updated_at) \
             VALUES ($1, $2, $3, $4::json, $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
-                $16, $17, now(), now()) \
+                $16, $17, $18, $19, now(), now()) \
             RETURNING created_at";
         let row = bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .fetch_one(&self.pool)
             .await?;
         Ok(row.try_get("created_at")?)
-    }
-
-    /// Locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP LOCKED` (so concurrent
-    /// relays take disjoint batches), inserts their deliveries and marks them dispatched, all in
-    /// one transaction, which holds [`FAN_OUT_LOCK`] shared (relays never wait for each other
-    /// on it, only for an endpoint's deletion).
-    ///
-    /// An idle relay costs one index probe (no transaction, no lock) per look.
-    pub(super) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
-        let pending: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)",
-        )
-        .fetch_one(&self.bookkeeping)
-        .await?;
-        if !pending {
-            return Ok(RelayOutcome::default());
-        }
-        let mut tx = self.bookkeeping.begin().await?;
-        // Before the endpoints are read: their snapshot then shows every deletion that
-        // committed, and none can commit until this transaction does.
-        sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
-            .bind(FAN_OUT_LOCK)
-            .execute(&mut *tx)
-            .await?;
-        let events: Vec<OutboxHead> = sqlx::query_as(
-            "SELECT id, event_id, event_type, created_at FROM kurir_outbox \
-             WHERE dispatched_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED",
-        )
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await?;
-        if events.is_empty() {
-            return Ok(RelayOutcome::default());
-        }
-        let targets: Vec<FanOutRow> = sqlx::query_as(
-            "SELECT id, event_types::text AS event_types, created_at FROM kurir_endpoints \
-             WHERE enabled AND deleted_at IS NULL",
-        )
-        .fetch_all(&mut *tx)
-        .await?;
-        let fan_out = fan_out(events, targets)?;
-        let inserted = sqlx::query(
-            "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
-             SELECT * FROM unnest($1::int8[], $2::text[], $3::text[]) \
-             ON CONFLICT (outbox_id, endpoint_id) DO NOTHING",
-        )
-        .bind(&fan_out.outbox_ids)
-        .bind(&fan_out.event_ids)
-        .bind(&fan_out.endpoint_ids)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        sqlx::query("UPDATE kurir_outbox SET dispatched_at = now() WHERE id = ANY($1)")
-            .bind(&fan_out.dispatched)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(fan_out.outcome(inserted))
     }
 
     /// One transaction: inserts every attempt, moves each delivery on only where its last lease
@@ -325,6 +267,8 @@ fn bind_endpoint<'q>(
         .bind(o.circuit_failure_threshold.map(|v| v as i32))
         .bind(o.circuit_cooldown_ms.map(|v| v as i64))
         .bind(e.rate_limit_per_second.map(|v| v as i32))
+        .bind(e.ordering.as_str())
+        .bind(e.ordering_on_dead_letter.as_str())
 }
 
 #[cfg(test)]

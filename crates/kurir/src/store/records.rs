@@ -19,12 +19,12 @@ const GET_ENDPOINT: Sql = Sql {
         retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
         circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
         max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
-        created_at, updated_at \
+        ordering, ordering_on_dead_letter, created_at, updated_at \
         FROM kurir_endpoints WHERE id = $1 AND deleted_at IS NULL",
     sqlite: "SELECT id, url, description, event_types, secret, previous_secrets, enabled, \
         disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
         retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
-        max_in_flight, rate_limit_per_second, created_at, updated_at \
+        max_in_flight, rate_limit_per_second, ordering, ordering_on_dead_letter, created_at, updated_at \
         FROM kurir_endpoints WHERE id = ?1 AND deleted_at IS NULL",
     mysql: "SELECT CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
         CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
@@ -32,7 +32,8 @@ const GET_ENDPOINT: Sql = Sql {
         enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
         request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
         circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
-        created_at, updated_at \
+        CAST(ordering AS CHAR) AS ordering, \
+        CAST(ordering_on_dead_letter AS CHAR) AS ordering_on_dead_letter, created_at, updated_at \
         FROM kurir_endpoints WHERE id = $1 AND deleted_at IS NULL",
 };
 
@@ -43,13 +44,13 @@ const LIST_ENDPOINTS: Sql = Sql {
         retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
         circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
         max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
-        created_at, updated_at \
+        ordering, ordering_on_dead_letter, created_at, updated_at \
         FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT $1) \
         ORDER BY created_at, id",
     sqlite: "SELECT id, url, description, event_types, secret, previous_secrets, enabled, \
         disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
         retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
-        max_in_flight, rate_limit_per_second, created_at, updated_at \
+        max_in_flight, rate_limit_per_second, ordering, ordering_on_dead_letter, created_at, updated_at \
         FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT ?1) \
         ORDER BY created_at, id",
     mysql: "SELECT CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
@@ -58,7 +59,8 @@ const LIST_ENDPOINTS: Sql = Sql {
         enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
         request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
         circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
-        created_at, updated_at \
+        CAST(ordering AS CHAR) AS ordering, \
+        CAST(ordering_on_dead_letter AS CHAR) AS ordering_on_dead_letter, created_at, updated_at \
         FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT $1) \
         ORDER BY created_at, id",
 };

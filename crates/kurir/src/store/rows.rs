@@ -131,6 +131,8 @@ pub(crate) struct EndpointRow {
     pub circuit_cooldown_ms: Option<i64>,
     pub max_in_flight: i64,
     pub rate_limit_per_second: Option<i64>,
+    pub ordering: String,
+    pub ordering_on_dead_letter: String,
     pub created_at: Ts,
     pub updated_at: Ts,
 }
@@ -152,6 +154,18 @@ impl EndpointRow {
         let secret = kurir_core::secret::Secret::parse(&codec.open(&self.secret)?)
             .map_err(|e| corrupt(format!("secret of {}: {e}", self.id)))?;
         let u32_of = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
+        let ordering = crate::endpoint::Ordering::from_stored(&self.ordering)
+            .ok_or_else(|| corrupt(format!("ordering of {}: '{}'", self.id, self.ordering)))?;
+        let on_dead_letter = crate::endpoint::OnDeadLetter::from_stored(
+            &self.ordering_on_dead_letter,
+        )
+        .ok_or_else(|| {
+            let stored = &self.ordering_on_dead_letter;
+            corrupt(format!(
+                "ordering_on_dead_letter of {}: '{stored}'",
+                self.id
+            ))
+        })?;
         Ok(crate::endpoint::Endpoint {
             id: crate::endpoint::EndpointId::from_stored(self.id),
             url: self.url,
@@ -172,6 +186,8 @@ impl EndpointRow {
             },
             max_in_flight: u32_of(Some(self.max_in_flight)).unwrap_or(1).max(1),
             rate_limit_per_second: u32_of(self.rate_limit_per_second),
+            ordering,
+            ordering_on_dead_letter: on_dead_letter,
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,
         })
@@ -308,6 +324,8 @@ pub(crate) struct OutboxHead {
     pub id: i64,
     pub event_id: String,
     pub event_type: String,
+    pub aggregate_type: Option<String>,
+    pub aggregate_id: Option<String>,
     pub created_at: Ts,
 }
 
@@ -316,6 +334,7 @@ pub(crate) struct OutboxHead {
 pub(crate) struct FanOutRow {
     pub id: String,
     pub event_types: String,
+    pub ordering: String,
     pub created_at: Ts,
 }
 

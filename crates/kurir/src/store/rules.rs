@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use super::rows::{FanOutRow, OutboxHead};
 use super::{Result, StoreError};
 use crate::delivery::NextState;
+use crate::endpoint::{ordering_key, Ordering};
 
 /// The delivery status a completion leads to.
 pub(crate) fn next_status(next: &NextState) -> &'static str {
@@ -38,6 +39,7 @@ pub(crate) fn gone_endpoints(done: &[crate::delivery::Completion]) -> Vec<&str> 
 pub(crate) struct FanOutTarget {
     pub id: String,
     pub filter: crate::endpoint::EventFilter,
+    pub ordering: Ordering,
     pub created_at: DateTime<Utc>,
 }
 
@@ -56,21 +58,28 @@ impl TryFrom<FanOutRow> for FanOutTarget {
             table: "kurir_endpoints",
             message: format!("event_types of {}: {e}", row.id),
         })?;
+        let ordering = Ordering::from_stored(&row.ordering).ok_or_else(|| StoreError::Corrupt {
+            table: "kurir_endpoints",
+            message: format!("ordering of {}: '{}'", row.id, row.ordering),
+        })?;
         Ok(Self {
             id: row.id,
             filter,
+            ordering,
             created_at: row.created_at.0,
         })
     }
 }
 
-/// What one relay batch writes: a delivery per (event, wanting endpoint), as parallel columns,
-/// and the outbox rows to mark dispatched.
+/// What one relay batch writes: a delivery per (event, wanting endpoint), as parallel columns
+/// (with its ordering key, see [`crate::endpoint::ordering_key`]), and the outbox rows to mark
+/// dispatched.
 #[derive(Default)]
 pub(crate) struct FanOut {
     pub outbox_ids: Vec<i64>,
     pub event_ids: Vec<String>,
     pub endpoint_ids: Vec<String>,
+    pub ordering_keys: Vec<Option<String>>,
     pub dispatched: Vec<i64>,
     pub events_by_type: BTreeMap<String, u64>,
 }
@@ -91,6 +100,11 @@ pub(crate) fn fan_out(events: Vec<OutboxHead>, targets: Vec<FanOutRow>) -> Resul
             out.outbox_ids.push(event.id);
             out.event_ids.push(event.event_id.clone());
             out.endpoint_ids.push(target.id.clone());
+            out.ordering_keys.push(ordering_key(
+                target.ordering,
+                event.aggregate_type.as_deref(),
+                event.aggregate_id.as_deref(),
+            ));
         }
         out.dispatched.push(event.id);
         *out.events_by_type.entry(event.event_type).or_default() += 1;
@@ -99,6 +113,30 @@ pub(crate) fn fan_out(events: Vec<OutboxHead>, targets: Vec<FanOutRow>) -> Resul
 }
 
 impl FanOut {
+    /// The first outbox row of the batch, when the batch holds keyed deliveries: they may be
+    /// written only after every earlier batch (see `store::ordering`).
+    pub fn ordered_from(&self) -> Option<i64> {
+        self.ordering_keys
+            .iter()
+            .any(Option::is_some)
+            .then(|| self.dispatched.iter().copied().min())
+            .flatten()
+    }
+
+    /// The deliveries as JSON arrays `[outbox_id, event_id, endpoint_id, ordering_key]`, for the
+    /// dialects that bind rows as one JSON text.
+    pub fn json_rows(&self) -> String {
+        let rows = (self.outbox_ids.iter())
+            .zip(&self.event_ids)
+            .zip(&self.endpoint_ids)
+            .zip(&self.ordering_keys)
+            .map(|(((outbox_id, event_id), endpoint_id), key)| {
+                serde_json::json!([outbox_id, event_id, endpoint_id, key])
+            })
+            .collect();
+        serde_json::Value::Array(rows).to_string()
+    }
+
     /// The relay batch's outcome, given how many deliveries the insert created.
     pub fn outcome(self, inserted: u64) -> super::RelayOutcome {
         super::RelayOutcome {

@@ -26,7 +26,7 @@ use crate::endpoint::Endpoint;
 const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
     enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
     retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
-    max_in_flight, rate_limit_per_second, created_at, updated_at";
+    max_in_flight, rate_limit_per_second, ordering, ordering_on_dead_letter, created_at, updated_at";
 
 /// The completions of [`SqliteStore::complete_deliveries`] as rows `x`, from one flat JSON array
 /// of ten values per completion (`?1`): each value is read once, never re-parsed.
@@ -194,9 +194,10 @@ impl SqliteStore {
         let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
             previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
             retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, created_at, \
-            updated_at) \
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?18)";
+            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
+            ordering_on_dead_letter, created_at, updated_at) \
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
+                ?20, ?20)";
         bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .bind(sqlite_ts(e.created_at))
             .execute(&self.pool)
@@ -223,8 +224,8 @@ impl SqliteStore {
         }
         let mut tx = self.begin_immediate().await?;
         let events: Vec<OutboxHead> = sqlx::query_as(
-            "SELECT id, event_id, event_type, created_at FROM kurir_outbox \
-             WHERE dispatched_at IS NULL ORDER BY id LIMIT ?1",
+            "SELECT id, event_id, event_type, aggregate_type, aggregate_id, created_at \
+             FROM kurir_outbox WHERE dispatched_at IS NULL ORDER BY id LIMIT ?1",
         )
         .bind(i64::from(limit))
         .fetch_all(&mut *tx)
@@ -233,27 +234,23 @@ impl SqliteStore {
             return Ok(RelayOutcome::default());
         }
         let targets: Vec<FanOutRow> = sqlx::query_as(
-            "SELECT id, event_types, created_at FROM kurir_endpoints \
+            "SELECT id, event_types, ordering, created_at FROM kurir_endpoints \
                  WHERE enabled AND deleted_at IS NULL",
         )
         .fetch_all(&mut *tx)
         .await?;
+        // One writer at a time: batches commit in outbox order (see `store::ordering`).
         let fan_out = fan_out(events, targets)?;
-        let pairs: Vec<_> = (fan_out.outbox_ids.iter())
-            .zip(&fan_out.event_ids)
-            .zip(&fan_out.endpoint_ids)
-            .map(|((outbox_id, event_id), endpoint_id)| {
-                serde_json::json!([outbox_id, event_id, endpoint_id])
-            })
-            .collect();
         let now = sqlite_ts(now_millis());
         let inserted = sqlx::query(
-            "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, available_at, created_at, updated_at) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), ?2, ?2, ?2 \
+            "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, ordering_key, \
+                 available_at, created_at, updated_at) \
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+                 json_extract(value, '$[2]'), json_extract(value, '$[3]'), ?2, ?2, ?2 \
              FROM json_each(?1) WHERE true \
              ON CONFLICT (outbox_id, endpoint_id) DO NOTHING",
         )
-        .bind(serde_json::Value::Array(pairs).to_string())
+        .bind(fan_out.json_rows())
         .bind(&now)
         .execute(&mut *tx)
         .await?
@@ -376,6 +373,8 @@ fn bind_endpoint<'q>(
                 .map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
         )
         .bind(e.rate_limit_per_second.map(i64::from))
+        .bind(e.ordering.as_str())
+        .bind(e.ordering_on_dead_letter.as_str())
 }
 
 #[cfg(test)]

@@ -174,6 +174,8 @@ async fn create(
         circuit_failure_threshold: None,
         circuit_cooldown_ms: None,
         rate_limit_per_second: None,
+        ordering: None,
+        ordering_on_dead_letter: None,
     };
     let (_, created) = api::create(State(state.clone()), ApiJson(body)).await?;
     let mut e = created.0;

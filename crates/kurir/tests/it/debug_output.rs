@@ -114,6 +114,8 @@ fn api_bodies_and_views_show_no_secret_in_debug() {
         disabled_reason: None,
         max_in_flight: 16,
         rate_limit_per_second: None,
+        ordering: Default::default(),
+        ordering_on_dead_letter: Default::default(),
         connect_timeout_ms: None,
         request_timeout_ms: None,
         retry_initial_delay_ms: None,

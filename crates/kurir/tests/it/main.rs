@@ -25,6 +25,7 @@ mod listener;
 mod logs;
 mod metrics;
 mod operator;
+mod ordering;
 mod orphans;
 mod out_of_order;
 mod outbox;

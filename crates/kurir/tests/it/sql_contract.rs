@@ -165,9 +165,9 @@ async fn migrate_before_the_contract(store: &Store) {
             migrator.migrations = migrator
                 .migrations
                 .iter()
-                // 0008 adds endpoint columns the store's endpoint writes name; it touches
-                // nothing the contract (0005) does.
-                .filter(|m| m.version < 5 || m.version == 8)
+                // 0008 and 0009 add endpoint columns the store's endpoint writes name; they
+                // touch nothing the contract (0005) does.
+                .filter(|m| m.version < 5 || m.version == 8 || m.version == 9)
                 .cloned()
                 .collect::<Vec<_>>()
                 .into();

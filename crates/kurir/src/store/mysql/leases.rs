@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::{bind_all, in_list, MySqlStore};
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
+use crate::store::ordering::{dead_letter_status, ordered};
 use crate::store::{
     Claim, EndpointSlot, Leased, Orphan, OrphanReason, Requeued, Result, LEASE_EXPIRED,
     LEASE_RELEASED,
@@ -23,11 +24,19 @@ use crate::store::{
 /// One endpoint's oldest due rows whose event exists, locked, with what the lease leaves as it
 /// was and the attempt count it increments (so nothing is read again). `due_at` is the
 /// generated column that holds `available_at` only while a row is due (migration 0001), so the
-/// index range reads due rows alone.
+/// index range reads due rows alone. Of an ordered endpoint's aggregate only the head is taken
+/// (see `store::ordering`; the third bind tells whether the endpoint is ordered, the fourth the
+/// status a dead-letter holds): the check is a consistent read, which the outer `FOR UPDATE`
+/// does not make a locking one.
 const DUE_SQL: &str = "SELECT d.id, d.outbox_id, d.attempt_count, \
          CAST(d.`trigger` AS CHAR) AS `trigger`, d.available_at FROM kurir_deliveries AS d \
      WHERE d.endpoint_id = ? AND d.due_at <= UTC_TIMESTAMP(3) \
        AND EXISTS (SELECT 1 FROM kurir_outbox AS o WHERE o.id = d.outbox_id) \
+       AND (d.ordering_key IS NULL OR NOT ? OR NOT EXISTS ( \
+         SELECT 1 FROM kurir_deliveries AS p WHERE p.endpoint_id = d.endpoint_id \
+           AND p.ordering_key = d.ordering_key \
+           AND p.status IN ('pending', 'processing', 'failed', ?) \
+           AND p.outbox_id < d.outbox_id)) \
      ORDER BY d.due_at LIMIT ? FOR UPDATE SKIP LOCKED";
 
 /// The due rows of one endpoint up to a time whose outbox row is gone, locked.
@@ -256,6 +265,8 @@ async fn lease_slot<'a>(
 ) -> Result<(Vec<Leased<'a>>, Option<DateTime<Utc>>)> {
     let due = sqlx::query(DUE_SQL)
         .bind(slot.endpoint.id.as_str())
+        .bind(ordered(&slot.endpoint))
+        .bind(dead_letter_status(&slot.endpoint))
         .bind(i64::from(want))
         .fetch_all(&mut **tx)
         .await?;

@@ -4,8 +4,10 @@
 
 use super::{bind_all, datetime, in_list, MySqlStore};
 use crate::delivery::Completion;
+use crate::store::ordering::EARLIER_BATCHES;
 use crate::store::rows::{FanOutRow, OutboxHead};
 use crate::store::rules::{fan_out, gone_endpoints, next_at, next_status};
+use crate::store::sql::positional;
 use crate::store::{RelayOutcome, Result};
 
 /// The completions of [`MySqlStore::complete_deliveries`] as rows `x`, from one JSON array of
@@ -23,7 +25,10 @@ impl MySqlStore {
     /// never a gap the relay steps over: it looks by `dispatched_at IS NULL`, not past an id),
     /// reads the enabled endpoints `LOCK IN SHARE MODE` (relays share it; an endpoint's
     /// deletion waits for this batch, and a batch that starts after it sees the endpoint gone),
-    /// inserts the deliveries and marks the rows dispatched.
+    /// inserts the deliveries and marks the rows dispatched. A batch with deliveries to keep in
+    /// order first waits for the earlier undispatched rows another transaction holds (see
+    /// `store::ordering`): another relay's batch, or here also an application's insert of an
+    /// earlier event not yet committed.
     ///
     /// An idle relay costs one index probe (no transaction, no lock) per look.
     pub(in crate::store) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
@@ -38,7 +43,8 @@ impl MySqlStore {
         let mut tx = self.pool.begin().await?;
         let events: Vec<OutboxHead> = sqlx::query_as(
             "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, \
-                 created_at FROM kurir_outbox \
+                 CAST(aggregate_type AS CHAR) AS aggregate_type, \
+                 CAST(aggregate_id AS CHAR) AS aggregate_id, created_at FROM kurir_outbox \
              WHERE dispatched_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
         )
         .bind(i64::from(limit))
@@ -51,28 +57,27 @@ impl MySqlStore {
             return Ok(RelayOutcome::default());
         }
         let endpoints: Vec<FanOutRow> = sqlx::query_as(
-            "SELECT CAST(id AS CHAR) AS id, CAST(event_types AS CHAR) AS event_types, created_at \
+            "SELECT CAST(id AS CHAR) AS id, CAST(event_types AS CHAR) AS event_types, \
+                 CAST(ordering AS CHAR) AS ordering, created_at \
              FROM kurir_endpoints WHERE enabled AND deleted_at IS NULL LOCK IN SHARE MODE",
         )
         .fetch_all(&mut *tx)
         .await?;
         let out = fan_out(events, endpoints)?;
-        let pairs: Vec<serde_json::Value> = (out.outbox_ids.iter())
-            .zip(&out.event_ids)
-            .zip(&out.endpoint_ids)
-            .map(|((outbox_id, event_id), endpoint_id)| {
-                serde_json::json!([outbox_id, event_id, endpoint_id])
-            })
-            .collect();
+        if let Some(first) = out.ordered_from() {
+            let (sql, _) = positional(EARLIER_BATCHES);
+            sqlx::query(&sql).bind(first).execute(&mut *tx).await?;
+        }
         // IGNORE skips a pair that already has its delivery (the unique key); the values are
         // kurir's own, so no other error can be downgraded by it.
         let inserted = sqlx::query(
-            "INSERT IGNORE INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
-             SELECT x.outbox_id, x.event_id, x.endpoint_id FROM JSON_TABLE(?, '$[*]' COLUMNS ( \
+            "INSERT IGNORE INTO kurir_deliveries (outbox_id, event_id, endpoint_id, ordering_key) \
+             SELECT x.outbox_id, x.event_id, x.endpoint_id, x.ordering_key \
+             FROM JSON_TABLE(?, '$[*]' COLUMNS ( \
                  outbox_id BIGINT PATH '$[0]', event_id VARCHAR(256) PATH '$[1]', \
-                 endpoint_id VARCHAR(255) PATH '$[2]')) AS x",
+                 endpoint_id VARCHAR(255) PATH '$[2]', ordering_key VARCHAR(520) PATH '$[3]')) AS x",
         )
-        .bind(serde_json::Value::Array(pairs).to_string())
+        .bind(out.json_rows())
         .execute(&mut *tx)
         .await?
         .rows_affected();

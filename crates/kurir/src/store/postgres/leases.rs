@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::PgStore;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
+use crate::store::ordering::{dead_letter_status, ordered};
 use crate::store::{
     Claim, EndpointSlot, Orphan, OrphanReason, Requeued, Result, StoreError, LEASE_EXPIRED,
     LEASE_RELEASED,
@@ -31,14 +32,19 @@ macro_rules! claim_sql {
     ($orphans:literal, $tail:literal) => {
         concat!(
             "WITH slots AS ( \
-                SELECT * FROM unnest($2::text[], $3::int4[], $4::float8[]) \
-                    AS s(endpoint_id, lim, lease_s) \
+                SELECT * FROM unnest($2::text[], $3::int4[], $4::float8[], $6::bool[], \
+                    $7::text[]) AS s(endpoint_id, lim, lease_s, ordered, dead_letter) \
              ), due AS ( \
                 SELECT c.id, c.available_at, s.endpoint_id FROM slots s CROSS JOIN LATERAL ( \
                     SELECT d.id, d.available_at FROM kurir_deliveries d \
                     WHERE d.endpoint_id = s.endpoint_id AND d.status IN ('pending', 'failed') \
                       AND d.available_at <= now() \
                       AND (SELECT o.id FROM kurir_outbox o WHERE o.id = d.outbox_id) IS NOT NULL \
+                      AND (d.ordering_key IS NULL OR NOT s.ordered OR NOT EXISTS ( \
+                        SELECT 1 FROM kurir_deliveries p WHERE p.endpoint_id = d.endpoint_id \
+                          AND p.ordering_key = d.ordering_key \
+                          AND p.status IN ('pending', 'processing', 'failed', s.dead_letter) \
+                          AND p.outbox_id < d.outbox_id)) \
                     ORDER BY d.available_at LIMIT s.lim \
                     FOR UPDATE OF d SKIP LOCKED \
                 ) c LIMIT $5 ",
@@ -61,7 +67,8 @@ macro_rules! claim_sql {
 }
 
 /// The claim: only deliveries whose outbox row exists are taken, so an orphan never takes a
-/// claim's place.
+/// claim's place; of an ordered endpoint's aggregate only the head (see `store::ordering`:
+/// `$6` tells whether a slot's endpoint is ordered, `$7` the status a dead-letter holds).
 const CLAIM_SQL: &str = claim_sql!("", "SELECT FALSE AS orphan, * FROM leased");
 
 /// The claim that also removes the orphans it reads past (see `OrphanLooks` for when).
@@ -71,7 +78,7 @@ const CLAIM_SQL: &str = claim_sql!("", "SELECT FALSE AS orphan, * FROM leased");
 /// was not cut short by the overall limit. `orphaned` removes the rows within that bound whose
 /// outbox row is gone, and `forgotten` their attempts (the hot tables have no foreign keys, see
 /// migration 0004). Orphans tied with a claimed row are reached by a later look. The walk
-/// reads at most `$6` rows ([`ORPHAN_WALK`]): mostly the rows just claimed, read again; a
+/// reads at most `$8` rows ([`ORPHAN_WALK`]): mostly the rows just claimed, read again; a
 /// longer run of orphans is removed over several claims. It takes no lock of its own (the
 /// deletion locks what it deletes), so it never holds up another process's claim.
 const CLAIM_LOOKING_SQL: &str = claim_sql!(
@@ -86,8 +93,8 @@ const CLAIM_LOOKING_SQL: &str = claim_sql!(
                     SELECT x.id, x.outbox_id FROM kurir_deliveries x \
                     WHERE x.endpoint_id = r.endpoint_id AND x.status IN ('pending', 'failed') \
                       AND x.available_at <= now() AND x.available_at < r.before \
-                    ORDER BY x.available_at LIMIT $6 \
-                ) h LIMIT $6 \
+                    ORDER BY x.available_at LIMIT $8 \
+                ) h LIMIT $8 \
             ) w WHERE (SELECT o.id FROM kurir_outbox o WHERE o.id = w.outbox_id) IS NULL)) \
         RETURNING d.id, d.endpoint_id, d.event_id \
      ), forgotten AS ( \
@@ -178,6 +185,11 @@ impl PgStore {
             .map(|s| s.limit.try_into().unwrap_or(i32::MAX))
             .collect();
         let leases: Vec<f64> = slots.iter().map(|s| s.lease.as_secs_f64()).collect();
+        let ordered: Vec<bool> = slots.iter().map(|s| ordered(&s.endpoint)).collect();
+        let dead_letter: Vec<&str> = slots
+            .iter()
+            .map(|s| dead_letter_status(&s.endpoint))
+            .collect();
         let looking = self.orphan_looks.due();
         let sql = if looking {
             CLAIM_LOOKING_SQL
@@ -189,7 +201,9 @@ impl PgStore {
             .bind(&ids)
             .bind(&limits)
             .bind(&leases)
-            .bind(i64::from(limit));
+            .bind(i64::from(limit))
+            .bind(&ordered)
+            .bind(&dead_letter);
         if looking {
             query = query.bind(ORPHAN_WALK);
         }

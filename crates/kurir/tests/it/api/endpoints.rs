@@ -9,6 +9,7 @@ on_both_backends!(
     endpoints_are_created_read_listed_changed_and_deleted,
     circuit_breaker_settings_are_overrides_and_the_circuit_is_shown,
     a_rate_limit_is_set_shown_cleared_and_bounded,
+    ordering_settings_default_change_and_refuse_unknown_values,
 );
 
 async fn endpoints_are_created_read_listed_changed_and_deleted(app: TestApp) {
@@ -184,4 +185,56 @@ async fn a_rate_limit_is_set_shown_cleared_and_bounded(app: TestApp) {
         .await;
     assert_eq!(status, StatusCode::OK, "{changed}");
     assert_eq!(changed["rate_limit_per_second"], json!(null));
+}
+
+/// Issue 15: `ordering` and `ordering_on_dead_letter` on create, patch and get; unknown values
+/// are refused naming the field.
+async fn ordering_settings_default_change_and_refuse_unknown_values(app: TestApp) {
+    let plain = app
+        .create_endpoint("https://partner.example/plain", json!({}))
+        .await;
+    assert_eq!(plain["ordering"], "none");
+    assert_eq!(plain["ordering_on_dead_letter"], "block");
+    let created = app
+        .create_endpoint(
+            "https://partner.example/hooks",
+            json!({"ordering": "aggregate", "ordering_on_dead_letter": "skip"}),
+        )
+        .await;
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(created["ordering"], "aggregate");
+    assert_eq!(created["ordering_on_dead_letter"], "skip");
+    let path = format!("/v1/endpoints/{id}");
+    for (field, value) in [
+        ("ordering", "ordered"),
+        ("ordering", "Aggregate"),
+        ("ordering_on_dead_letter", "drop"),
+    ] {
+        let (status, body) = app.patch(&path, json!({ field: value })).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{field}={value}: {body}");
+        assert_eq!(body["error"]["code"], "invalid_field", "{body}");
+        assert_eq!(body["error"]["field"], field, "{body}");
+        let (status, body) = app
+            .post(
+                "/v1/endpoints",
+                json!({"url": "https://partner.example/x", field: value}),
+            )
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "create {field}={value}: {body}"
+        );
+        assert_eq!(body["error"]["field"], field, "{body}");
+    }
+    let (status, changed) = app
+        .patch(
+            &path,
+            json!({"ordering": "none", "ordering_on_dead_letter": "block"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{changed}");
+    let (_, shown) = app.get(&path).await;
+    assert_eq!(shown["ordering"], "none");
+    assert_eq!(shown["ordering_on_dead_letter"], "block");
 }

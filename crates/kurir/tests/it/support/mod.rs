@@ -348,15 +348,23 @@ where
 
 /// Enqueues `n` events of `event_type` in one transaction of the caller kind (the Rust API).
 pub async fn enqueue_events(store: &Store, event_type: &str, n: usize) -> Vec<String> {
-    use kurir::outbox::{enqueue, NewEvent};
-    let mut ids = Vec::with_capacity(n);
+    use kurir::outbox::NewEvent;
+    let events = (0..n).map(|i| {
+        NewEvent::json(event_type, &serde_json::json!({"n": i, "note": "hello"}))
+            .unwrap()
+            .aggregate("order", i.to_string())
+    });
+    enqueue_all(store, events.collect()).await
+}
+
+/// Enqueues `events`, in order, in one transaction of the caller kind (the Rust API); their ids.
+pub async fn enqueue_all(store: &Store, events: Vec<kurir::outbox::NewEvent>) -> Vec<String> {
+    use kurir::outbox::enqueue;
+    let mut ids = Vec::with_capacity(events.len());
     macro_rules! run {
         ($pool:expr) => {{
             let mut tx = $pool.begin().await.unwrap();
-            for i in 0..n {
-                let ev = NewEvent::json(event_type, &serde_json::json!({"n": i, "note": "hello"}))
-                    .unwrap()
-                    .aggregate("order", i.to_string());
+            for ev in events {
                 ids.push(enqueue(&mut tx, ev).await.unwrap().to_string());
             }
             tx.commit().await.unwrap();
