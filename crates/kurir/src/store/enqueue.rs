@@ -32,8 +32,29 @@ macro_rules! insert_event {
             .bind($event.payload.get())
             .execute($conn)
             .await
-            .map(drop)
     };
+}
+
+/// PostgreSQL's insert for a transaction that goes on after a taken id (the API's batches): a
+/// unique violation would abort the whole transaction, so a taken id inserts nothing instead.
+const INSERT_EVENT_UNLESS_TAKEN_PG: &str = "INSERT INTO kurir_outbox \
+    (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
+    VALUES ($1, $2, $3, $4, $5, COALESCE($6, now()), $7::json) \
+    ON CONFLICT (event_id) DO NOTHING";
+
+/// Inserts `event` on PostgreSQL unless its id is taken: its id, or `DuplicateEventId`, with the
+/// caller's transaction still usable either way.
+pub(super) async fn insert_event_unless_taken_pg(
+    conn: &mut sqlx::PgConnection,
+    event: &NewEvent,
+) -> Result<EventId, crate::outbox::EnqueueError> {
+    event.validate()?;
+    let id = event.event_id.clone().unwrap_or_else(EventId::new_v7);
+    let done = insert_event!(INSERT_EVENT_UNLESS_TAKEN_PG, conn, id, event)?;
+    if done.rows_affected() == 0 {
+        return Err(crate::outbox::EnqueueError::DuplicateEventId(id));
+    }
+    Ok(id)
 }
 
 impl OutboxDatabase for sqlx::Postgres {
@@ -42,7 +63,7 @@ impl OutboxDatabase for sqlx::Postgres {
         id: &EventId,
         event: &NewEvent,
     ) -> Result<(), sqlx::Error> {
-        insert_event!(INSERT_EVENT.postgres, conn, id, event)
+        insert_event!(INSERT_EVENT.postgres, conn, id, event).map(drop)
     }
 }
 
@@ -52,7 +73,7 @@ impl OutboxDatabase for sqlx::Sqlite {
         id: &EventId,
         event: &NewEvent,
     ) -> Result<(), sqlx::Error> {
-        insert_event!(INSERT_EVENT.sqlite, conn, id, event)
+        insert_event!(INSERT_EVENT.sqlite, conn, id, event).map(drop)
     }
 }
 
@@ -64,6 +85,6 @@ impl OutboxDatabase for sqlx::MySql {
     ) -> Result<(), sqlx::Error> {
         // Each value is bound once, in order, so the `?` text takes the binds as they come.
         let (text, _) = super::sql::positional(INSERT_EVENT.mysql);
-        insert_event!(&text, conn, id, event)
+        insert_event!(&text, conn, id, event).map(drop)
     }
 }

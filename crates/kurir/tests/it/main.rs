@@ -19,6 +19,7 @@ mod endpoint_writes;
 mod faults;
 mod gateway;
 mod idle;
+mod ingest;
 mod leases;
 mod listener;
 mod logs;
