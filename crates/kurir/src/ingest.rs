@@ -37,11 +37,11 @@ pub struct Ingest {
 }
 
 impl Ingest {
-    /// Starts the writers on the current runtime: one on SQLite (it has one write lock), a few
-    /// elsewhere so that one batch gathers while another commits. They stop when every clone of
-    /// this is dropped.
+    /// Starts the writers on the current runtime: one on SQLite (it has one write lock), two
+    /// elsewhere so that one batch gathers while the other commits (more would only split the
+    /// queue into smaller batches). They stop when every clone of this is dropped.
     pub fn start(store: Store) -> Self {
-        let writers = if store.backend() == "sqlite" { 1 } else { 4 };
+        let writers = if store.backend() == "sqlite" { 1 } else { 2 };
         let (jobs, rx) = mpsc::channel(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
         for _ in 0..writers {

@@ -112,11 +112,19 @@ async fn one(
     if endpoints > 1 {
         r.at_least("delivered ÷ accepted", ratio, 0.95, "");
     }
-    if !waits.is_empty() {
+    if let Some(samples) = waits.get("samples") {
+        let commits = waits.get("transactions committed").copied().unwrap_or(0);
+        r.metric(
+            "postgres_commits_per_event",
+            commits as f64 / events as f64,
+            "",
+        );
         r.notes.push(format!(
-            "PostgreSQL waits of active backends, sampled every {SAMPLE_EVERY:?}: {}",
-            wait_summary(&waits)
+            "PostgreSQL's active backends, {samples} samples every {SAMPLE_EVERY:?}: waits: {}",
+            summary(&waits, "wait")
         ));
+        r.notes
+            .push(format!("statements: {}", summary(&waits, "statement")));
     }
     r.notes.push(format!(
         "{CONNECTIONS} keep-alive connections; CPU figures are per 1,000 events; an event's 'commit' is when its answer arrived"
@@ -231,8 +239,10 @@ async fn post(
     Ok(())
 }
 
-/// Counts `wait_event_type:wait_event` (or `CPU` when none) of the database's active backends
-/// every [`SAMPLE_EVERY`] while `running`; empty on other backends than PostgreSQL.
+/// Counts, every [`SAMPLE_EVERY`] while `running`, what the database's active backends wait on
+/// (`wait …`: `wait_event_type:wait_event`, or `CPU` when none) and run (`statement …`: the
+/// start of the query), plus the transactions committed meanwhile; empty on other backends
+/// than PostgreSQL.
 async fn sample_waits(
     app: AppPool,
     running: Arc<AtomicBool>,
@@ -241,30 +251,45 @@ async fn sample_waits(
     let AppPool::Postgres(pool) = app else {
         return Ok(counts);
     };
+    let commits = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()";
+    let first: i64 = sqlx::query_scalar(commits).fetch_one(&pool).await?;
+    let mut samples = 0u64;
     while running.load(Ordering::Relaxed) {
-        let rows: Vec<(Option<String>, Option<String>)> = sqlx::query_as(
-            "SELECT wait_event_type, wait_event FROM pg_stat_activity \
+        let rows: Vec<(Option<String>, Option<String>, String)> = sqlx::query_as(
+            "SELECT wait_event_type, wait_event, left(regexp_replace(query, '\\s+', ' ', 'g'), 48) \
+             FROM pg_stat_activity \
              WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()",
         )
         .fetch_all(&pool)
         .await?;
-        for (kind, event) in rows {
-            let key = match (kind, event) {
+        for (kind, event, query) in rows {
+            let wait = match (kind, event) {
                 (Some(k), Some(e)) => format!("{k}:{e}"),
                 _ => "CPU".to_owned(),
             };
-            *counts.entry(key).or_default() += 1;
+            *counts.entry(format!("wait {wait}")).or_default() += 1;
+            *counts.entry(format!("statement {query}")).or_default() += 1;
         }
+        samples += 1;
         tokio::time::sleep(SAMPLE_EVERY).await;
     }
+    let last: i64 = sqlx::query_scalar(commits).fetch_one(&pool).await?;
+    // Statistics reach pg_stat_database up to a second late: a floor, not an exact count.
+    counts.insert(
+        "transactions committed".into(),
+        (last - first).max(0) as u64,
+    );
+    counts.insert("samples".into(), samples);
     Ok(counts)
 }
 
-/// The waits, most frequent first.
-fn wait_summary(waits: &BTreeMap<String, u64>) -> String {
-    let mut v: Vec<_> = waits.iter().collect();
-    v.sort_by(|a, b| b.1.cmp(a.1));
-    let total: u64 = waits.values().sum();
+/// One kind of [`sample_waits`]' counts (`wait` or `statement`), most frequent first.
+fn summary(counts: &BTreeMap<String, u64>, kind: &str) -> String {
+    let mut v: Vec<(&str, u64)> = counts
+        .iter()
+        .filter_map(|(k, n)| Some((k.strip_prefix(kind)?.strip_prefix(' ')?, *n)))
+        .collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1));
     let parts: Vec<String> = v.iter().map(|(k, n)| format!("{k} {n}")).collect();
-    format!("{total} samples: {}", parts.join(", "))
+    parts.join(", ")
 }

@@ -70,6 +70,21 @@ async fn a_batch_means_what_each_publish_meant_alone(db: TestDb) {
         },
         "the key's second use in the batch answers with the first's event"
     );
+    // Without keys, PostgreSQL records a batch with one multi-row insert: the same answers.
+    let unkeyed = [
+        item(Some("new-2"), 4, None),
+        item(Some("stored-1"), 0, None),
+        item(Some("new-2"), 4, None),
+    ];
+    let done = s.publish_events(&unkeyed).await.unwrap().unwrap();
+    assert_eq!(
+        done,
+        [
+            Published::Created("new-2".into()),
+            Published::EventIdExists("stored-1".into()),
+            Published::EventIdExists("new-2".into()),
+        ]
+    );
     let page = s
         .list_events(&kurir::store::EventQuery {
             limit: 50,
@@ -77,7 +92,7 @@ async fn a_batch_means_what_each_publish_meant_alone(db: TestDb) {
         })
         .await
         .unwrap();
-    assert_eq!(page.len(), 3, "stored-1, new-1 and the keyed event only");
+    assert_eq!(page.len(), 4, "stored-1, new-1, the keyed event and new-2 only");
 }
 
 async fn an_event_that_fails_does_not_fail_its_batch_mates(db: TestDb) {

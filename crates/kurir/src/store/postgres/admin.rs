@@ -5,7 +5,7 @@ use sqlx::postgres::PgConnection;
 use super::PgStore;
 use crate::outbox::{EnqueueError, NewEvent};
 use crate::store::admin::{IdempotencyKey, PublishItem, Published, ReplayRecord, ReplayRequest};
-use crate::store::enqueue::insert_event_unless_taken_pg;
+use crate::store::enqueue::{insert_event_unless_taken_pg, insert_events_unless_taken_pg};
 use crate::store::rows::ReplayRow;
 use crate::store::Result;
 
@@ -44,6 +44,20 @@ impl PgStore {
         items: &[PublishItem],
     ) -> Result<Option<Vec<Published>>, EnqueueError> {
         let mut tx = self.pool.begin().await?;
+        if items.iter().all(|i| i.key.is_none()) {
+            // No key to look up or record: one multi-row insert says which events are new.
+            let events: Vec<&NewEvent> = items.iter().map(|i| &i.event).collect();
+            let done = insert_events_unless_taken_pg(&mut tx, &events)
+                .await?
+                .into_iter()
+                .map(|(inserted, id)| match inserted {
+                    true => Published::Created(id.to_string()),
+                    false => Published::EventIdExists(id.to_string()),
+                })
+                .collect();
+            tx.commit().await?;
+            return Ok(Some(done));
+        }
         let mut done = Vec::with_capacity(items.len());
         for item in items {
             match publish_in(&mut tx, &item.event, item.key.as_ref()).await? {
