@@ -74,16 +74,32 @@ async fn one(
     let client = super::ceiling::kurir_like_client()?;
     let posted = post_all(client, base_url, rig.recorder.clone(), base, events, mode).await?;
     let expected = (events * endpoints) as u64;
-    if !rig.wait_for(expected, ctx.sizes.patience).await {
-        r.notes.push(format!(
-            "gave up after {:?}: {} of {expected} deliveries arrived",
-            ctx.sizes.patience,
-            rig.recorder.received()
-        ));
-    }
+    rig.wait_or_note(&mut r, expected, ctx.sizes.patience).await;
     sampling.store(false, Ordering::Relaxed);
     let waits = sampler.await??;
     let d = Deliveries::collect(&rig.recorder, 0..endpoints);
+    record(&mut r, &d, posted, raw, (events, endpoints), ctx.backend);
+    r.metric("duplicates", rig.recorder.duplicates() as f64, "");
+    record_profile(&mut r, &waits, events);
+    r.notes.push(format!(
+        "{CONNECTIONS} keep-alive connections; CPU figures are per 1,000 events; an event's 'commit' is when its answer arrived"
+    ));
+    r.rate_series = d.rate_series(d.first_commit, 0.25);
+    r.latency_cdf = crate::stats::cdf(&d.latencies);
+    rig.finish(&mut r, events).await?;
+    r.load_end = crate::machine::load_average();
+    Ok(r)
+}
+
+/// The figures and targets of one run of `events` events to `endpoints` endpoints.
+fn record(
+    r: &mut ScenarioResult,
+    d: &Deliveries,
+    posted: Posted,
+    raw: f64,
+    (events, endpoints): (usize, usize),
+    backend: Backend,
+) {
     let delivered = d.end_to_end_rate();
     let accepted = rate(
         events,
@@ -93,7 +109,6 @@ async fn one(
     let lat = percentiles(&mut lat);
     r.metric("events", events as f64, "");
     r.metric("deliveries", d.received as f64, "");
-    r.metric("duplicates", rig.recorder.duplicates() as f64, "");
     r.metric("accepted_events_per_s", accepted, "/s");
     r.metric("deliveries_per_s", delivered, "/s");
     let ratio = delivered / (accepted * endpoints as f64);
@@ -105,35 +120,32 @@ async fn one(
     r.metric("answer_to_receipt_p99", e2e.p99, "ms");
     r.metric("raw_posts_per_s", raw, "/s");
     r.metric("ratio_to_raw_posts", delivered / raw, "");
-    if endpoints == 1 && ctx.backend == Backend::Postgres {
+    if endpoints == 1 && backend == Backend::Postgres {
         r.at_least("deliveries/s", delivered, 6_000.0, "/s");
         r.at_least("ratio to raw POSTs/s", delivered / raw, 0.12, "");
     }
     if endpoints > 1 {
         r.at_least("delivered ÷ accepted", ratio, 0.95, "");
     }
-    if let Some(samples) = waits.get("samples") {
-        let commits = waits.get("transactions committed").copied().unwrap_or(0);
-        r.metric(
-            "postgres_commits_per_event",
-            commits as f64 / events as f64,
-            "",
-        );
-        r.notes.push(format!(
-            "PostgreSQL's active backends, {samples} samples every {SAMPLE_EVERY:?}: waits: {}",
-            summary(&waits, "wait")
-        ));
-        r.notes
-            .push(format!("statements: {}", summary(&waits, "statement")));
-    }
+}
+
+/// PostgreSQL's commits per event, waits and statements, from [`sample_waits`].
+fn record_profile(r: &mut ScenarioResult, waits: &BTreeMap<String, u64>, events: usize) {
+    let Some(samples) = waits.get("samples") else {
+        return;
+    };
+    let commits = waits.get("transactions committed").copied().unwrap_or(0);
+    r.metric(
+        "postgres_commits_per_event",
+        commits as f64 / events as f64,
+        "",
+    );
     r.notes.push(format!(
-        "{CONNECTIONS} keep-alive connections; CPU figures are per 1,000 events; an event's 'commit' is when its answer arrived"
+        "PostgreSQL's active backends, {samples} samples every {SAMPLE_EVERY:?}: waits: {}",
+        summary(waits, "wait")
     ));
-    r.rate_series = d.rate_series(d.first_commit, 0.25);
-    r.latency_cdf = crate::stats::cdf(&d.latencies);
-    rig.finish(&mut r, events).await?;
-    r.load_end = crate::machine::load_average();
-    Ok(r)
+    r.notes
+        .push(format!("statements: {}", summary(waits, "statement")));
 }
 
 /// What the clients saw.

@@ -204,6 +204,16 @@ impl Rig {
         true
     }
 
+    /// [`Rig::wait_for`] `count` deliveries; a note in `r` if they did not all arrive.
+    pub async fn wait_or_note(&self, r: &mut ScenarioResult, count: u64, patience: Duration) {
+        if !self.wait_for(count, patience).await {
+            r.notes.push(format!(
+                "gave up after {patience:?}: {} of {count} deliveries arrived",
+                self.recorder.received()
+            ));
+        }
+    }
+
     /// Stops kurir and adds its peak RSS and CPU per 1,000 `units` to `r`; drops the database.
     pub async fn finish(mut self, r: &mut ScenarioResult, units: usize) -> anyhow::Result<()> {
         if let Some(k) = self.kurir.take() {

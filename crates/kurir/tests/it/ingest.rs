@@ -92,7 +92,11 @@ async fn a_batch_means_what_each_publish_meant_alone(db: TestDb) {
         })
         .await
         .unwrap();
-    assert_eq!(page.len(), 4, "stored-1, new-1, the keyed event and new-2 only");
+    assert_eq!(
+        page.len(),
+        4,
+        "stored-1, new-1, the keyed event and new-2 only"
+    );
 }
 
 async fn an_event_that_fails_does_not_fail_its_batch_mates(db: TestDb) {
