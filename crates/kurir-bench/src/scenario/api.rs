@@ -301,7 +301,7 @@ fn summary(counts: &BTreeMap<String, u64>, kind: &str) -> String {
         .iter()
         .filter_map(|(k, n)| Some((k.strip_prefix(kind)?.strip_prefix(' ')?, *n)))
         .collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     let parts: Vec<String> = v.iter().map(|(k, n)| format!("{k} {n}")).collect();
     parts.join(", ")
 }
