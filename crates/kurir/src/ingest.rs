@@ -102,11 +102,34 @@ pub async fn publish_all(
     }
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        out.push(
-            store
+        let mut tries = 1;
+        let result = loop {
+            let result = store
                 .publish_event(item.event.clone(), item.key.as_ref())
-                .await,
-        );
+                .await;
+            match result {
+                Err(e) if deadlocked(&e) && tries < DEADLOCK_TRIES => tries += 1,
+                result => break result,
+            }
+        };
+        out.push(result);
     }
     out
+}
+
+/// How often one event is tried when the database breaks a deadlock by failing it.
+const DEADLOCK_TRIES: u32 = 3;
+
+/// Whether the database failed the transaction to break a deadlock (or a serialization
+/// conflict): nothing was written, and the same publish may succeed at once. Batches make them
+/// possible where single publishes made none: two batches insert the same event ids or keys in
+/// different orders, and on InnoDB, when a batch holding an id rolls back, the publishes that
+/// waited for that id each hold a shared lock on it and deadlock each other's insert.
+fn deadlocked(e: &EnqueueError) -> bool {
+    match e {
+        EnqueueError::Database(sqlx::Error::Database(d)) => {
+            matches!(d.code().as_deref(), Some("40001" | "40P01"))
+        }
+        _ => false,
+    }
 }
