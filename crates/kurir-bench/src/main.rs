@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, `idle`,
-//!   `soak`, and the rig they share (fresh database, sink, endpoints, kurir under test).
+//!   `soak`, `api`, and the rig they share (fresh database, sink, endpoints, kurir under test).
 //! - [`child`]: the process under test: this executable re-entered as `kurir serve`, so its
 //!   memory and CPU are measured on their own.
 //! - [`sink`]: the loopback HTTP sink that records when each delivery arrived.
@@ -62,7 +62,7 @@ struct Args {
     /// Events per throughput run [default: 50000].
     #[arg(long)]
     events: Option<usize>,
-    /// Endpoints for `throughput` [default: both 1 and 10].
+    /// Endpoints for `throughput` and `api` [default: both 1 and 10].
     #[arg(long)]
     endpoints: Option<usize>,
     /// Pending deliveries for `backlog` [default: 1000000 on PostgreSQL, 200000 on SQLite and
@@ -103,6 +103,7 @@ enum Scenario {
     Soak,
     Prune,
     Ordered,
+    Api,
     All,
 }
 
@@ -290,6 +291,7 @@ fn scenarios(s: Scenario) -> Vec<Scenario> {
             Scenario::Soak,
             Scenario::Prune,
             Scenario::Ordered,
+            Scenario::Api,
         ],
         one => vec![one],
     }
@@ -307,6 +309,7 @@ async fn run_scenario(ctx: &Ctx, s: Scenario) -> anyhow::Result<Vec<ScenarioResu
         Scenario::Soak => scenario::soak::run(ctx).await,
         Scenario::Prune => scenario::prune::run(ctx).await,
         Scenario::Ordered => scenario::ordered::run(ctx).await,
+        Scenario::Api => scenario::api::run(ctx).await,
         Scenario::All => unreachable!("expanded by scenarios()"),
     }
 }

@@ -41,6 +41,7 @@
 //! - [`listener`]: the HTTP listener: connection cap, header and body deadlines, bounded drain.
 //!
 //! The data:
+//! - [`ingest`]: group commit of the API's publishes: concurrent requests share a transaction.
 //! - [`outbox`]: the transactional write, the only writer of `kurir_outbox`.
 //! - [`store`]: one API over the dialects (PostgreSQL and SQLite): every database operation.
 //! - [`endpoint`], [`delivery`]: the vocabulary: endpoints and their filters, delivery states.
@@ -59,6 +60,7 @@ pub mod dispatch;
 pub mod encryption;
 pub mod endpoint;
 pub mod gateway;
+pub mod ingest;
 pub mod limits;
 pub mod listener;
 pub mod metrics;

@@ -179,9 +179,18 @@ pub async fn enqueue<DB: OutboxDatabase>(
     tx: &mut sqlx::Transaction<'_, DB>,
     event: NewEvent,
 ) -> Result<EventId, EnqueueError> {
+    insert::<DB>(&mut **tx, &event).await
+}
+
+/// [`enqueue`] on a connection the caller holds in a transaction. On PostgreSQL a duplicate id
+/// aborts that transaction; on SQLite and MySQL only the statement is undone.
+pub(crate) async fn insert<DB: OutboxDatabase>(
+    conn: &mut DB::Connection,
+    event: &NewEvent,
+) -> Result<EventId, EnqueueError> {
     event.validate()?;
     let id = event.event_id.clone().unwrap_or_else(EventId::new_v7);
-    match DB::insert_event(&mut **tx, &id, &event).await {
+    match DB::insert_event(conn, &id, event).await {
         Ok(()) => Ok(id),
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
             Err(EnqueueError::DuplicateEventId(id))

@@ -1,6 +1,7 @@
 //! The scenarios of issue 7 (and issue 11's `idle`, issue 16's `soak`), one module each, and what they share: the [`Ctx`] of a run and the
 //! [`Rig`] (fresh database, sink, endpoints, kurir under test) most of them stand up.
 
+pub mod api;
 pub mod backlog;
 pub mod ceiling;
 pub mod idle;
@@ -218,6 +219,16 @@ impl Rig {
         true
     }
 
+    /// [`Rig::wait_for`] `count` deliveries; a note in `r` if they did not all arrive.
+    pub async fn wait_or_note(&self, r: &mut ScenarioResult, count: u64, patience: Duration) {
+        if !self.wait_for(count, patience).await {
+            r.notes.push(format!(
+                "gave up after {patience:?}: {} of {count} deliveries arrived",
+                self.recorder.received()
+            ));
+        }
+    }
+
     /// Stops kurir and adds its peak RSS and CPU per 1,000 `units` to `r`; drops the database.
     pub async fn finish(mut self, r: &mut ScenarioResult, units: usize) -> anyhow::Result<()> {
         if let Some(k) = self.kurir.take() {
@@ -337,6 +348,14 @@ pub async fn produce(
     Ok(crate::stats::rate(count, hi.saturating_sub(lo)))
 }
 
+/// The body of `POST /v1/events` for event `n`: about 300 bytes, as the application's events.
+pub fn api_event(n: u64) -> String {
+    format!(
+        r#"{{"event_type":"{EVENT_TYPE}","event_id":"{}","aggregate_type":"order","aggregate_id":"{n}","data":{PAYLOAD}}}"#,
+        event_id(n)
+    )
+}
+
 async fn write(app: &AppPool, via: &Via, ids: std::ops::Range<u64>) -> anyhow::Result<()> {
     match via {
         Via::Rust => app.enqueue(ids, None).await,
@@ -349,10 +368,7 @@ async fn write(app: &AppPool, via: &Via, ids: std::ops::Range<u64>) -> anyhow::R
         }
         Via::Api(client, base_url) => {
             for n in ids {
-                let body = format!(
-                    r#"{{"event_type":"{EVENT_TYPE}","event_id":"{}","aggregate_type":"order","aggregate_id":"{n}","data":{PAYLOAD}}}"#,
-                    event_id(n)
-                );
+                let body = api_event(n);
                 let resp = client
                     .post(format!("{base_url}/v1/events"))
                     .bearer_auth(ADMIN_TOKEN)

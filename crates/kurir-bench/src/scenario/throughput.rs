@@ -42,13 +42,7 @@ pub async fn one(ctx: &Ctx, events: usize, endpoints: usize) -> anyhow::Result<S
     };
     let enqueue_rate = produce(&rig.app, &Via::Rust, &rig.recorder, base, events, pace).await?;
     let expected = (events * endpoints) as u64;
-    if !rig.wait_for(expected, ctx.sizes.patience).await {
-        r.notes.push(format!(
-            "gave up after {:?}: {} of {expected} deliveries arrived",
-            ctx.sizes.patience,
-            rig.recorder.received()
-        ));
-    }
+    rig.wait_or_note(&mut r, expected, ctx.sizes.patience).await;
     let d = Deliveries::collect(&rig.recorder, 0..endpoints);
     let rate = d.end_to_end_rate();
     let lat = d.latency();

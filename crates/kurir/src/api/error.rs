@@ -128,27 +128,34 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The status and the error as answered; a server error is logged here, once.
+    pub fn detail(&self) -> (StatusCode, ErrorDetail) {
         let (status, code) = self.status_and_code();
-        match &self {
+        match self {
             Self::Internal(e) => tracing::error!(error = %e, "admin API request failed"),
             Self::Unavailable(e) => {
                 tracing::warn!(error = %e, "request refused: the database is unavailable")
             }
             _ => {}
         }
-        let field = match &self {
+        let field = match self {
             Self::InvalidField { field, .. } => Some(field.clone()),
             _ => None,
         };
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: code.to_owned(),
-                message: self.to_string(),
-                field,
-            },
+        let detail = ErrorDetail {
+            code: code.to_owned(),
+            message: self.to_string(),
+            field,
         };
+        (status, detail)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, error) = self.detail();
+        let body = ErrorBody { error };
         let mut response = (status, Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(

@@ -23,7 +23,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
 use crate::api::state::AppState;
 use crate::outbox::{valid_aggregate, NewEvent, MAX_AGGREGATE_BYTES};
-use crate::store::{EventQuery, IdempotencyKey, Published, StoredEvent};
+use crate::store::{EventQuery, IdempotencyKey, PublishItem, Published, StoredEvent};
 
 /// The header that makes a publish idempotent.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -138,7 +138,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
         .map_err(|e| bad(&e.to_string().replace("event id", "key")))
 }
 
-fn new_event(b: &PublishEvent) -> Result<NewEvent, ApiError> {
+pub(super) fn new_event(b: &PublishEvent) -> Result<NewEvent, ApiError> {
     let mut event = NewEvent::raw(&b.event_type, b.data.clone())?;
     if let Some(v) = b.version {
         if v < 1 {
@@ -219,11 +219,44 @@ pub async fn publish(
         key,
         request_hash: request_hash(&body),
     });
-    match state.store.publish_event(event, key.as_ref()).await? {
+    let item = PublishItem {
+        event,
+        key: key.clone(),
+    };
+    let published = state.ingest.publish(item).await?;
+    Ok(
+        match settle(&state, &body, key.as_ref(), published).await? {
+            Outcome::Accepted(event_id) => {
+                (StatusCode::ACCEPTED, Json(Accepted { event_id })).into_response()
+            }
+            Outcome::Repeat(original) => {
+                (StatusCode::OK, Json(EventView::try_from(original)?)).into_response()
+            }
+        },
+    )
+}
+
+/// What a publish came to, for its answer.
+pub(super) enum Outcome {
+    /// Newly recorded (`202`).
+    Accepted(String),
+    /// Already recorded with the same content: the original (`200`), nothing created.
+    Repeat(StoredEvent),
+}
+
+/// Turns what the store did with `body` into its answer: a repeat of a key or an `event_id`
+/// with different content is a `409`. Wakes the relay for a new event.
+pub(super) async fn settle(
+    state: &AppState,
+    body: &PublishEvent,
+    key: Option<&IdempotencyKey>,
+    published: Published,
+) -> Result<Outcome, ApiError> {
+    match published {
         Published::Created(event_id) => {
             state.relay_wake.wake();
             tracing::info!(event_id = %event_id, event_type = %body.event_type, "event accepted");
-            Ok((StatusCode::ACCEPTED, Json(Accepted { event_id })).into_response())
+            Ok(Outcome::Accepted(event_id))
         }
         Published::KeyExists {
             event_id,
@@ -235,12 +268,11 @@ pub async fn publish(
                     message: "this Idempotency-Key was already used for a different request".into(),
                 });
             }
-            let original = EventView::try_from(stored(&state, &event_id).await?)?;
-            Ok((StatusCode::OK, Json(original)).into_response())
+            Ok(Outcome::Repeat(stored(state, &event_id).await?))
         }
         Published::EventIdExists(event_id) => {
-            let original = stored(&state, &event_id).await?;
-            if !same_content(&original, &body) {
+            let original = stored(state, &event_id).await?;
+            if !same_content(&original, body) {
                 return Err(ApiError::Conflict {
                     code: "event_id_conflict",
                     message: format!(
@@ -248,7 +280,7 @@ pub async fn publish(
                     ),
                 });
             }
-            Ok((StatusCode::OK, Json(EventView::try_from(original)?)).into_response())
+            Ok(Outcome::Repeat(original))
         }
     }
 }

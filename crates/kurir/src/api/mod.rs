@@ -1,7 +1,7 @@
 //! The admin API under `/v1`: JSON over HTTP, bearer-token authenticated.
 //!
 //! One resource per module, each with its `router()` at the bottom: [`endpoints`],
-//! [`endpoint_test`], [`events`], [`deliveries`], [`replays`], [`stats`], [`sources`] and
+//! [`endpoint_test`], [`events`], [`events_batch`], [`deliveries`], [`replays`], [`stats`], [`sources`] and
 //! [`inbox_events`] (the inbox gateway's), [`openapi`] (the one route without a token). Cross-cutting pieces: [`auth`] (the
 //! token check), [`error`] (the one error shape), [`extract`] (body and query parsing that names
 //! the field at fault), [`page`] (cursor pagination). Every request gets an `x-request-id`
@@ -14,6 +14,7 @@ pub mod endpoint_test;
 pub mod endpoints;
 pub mod error;
 pub mod events;
+pub mod events_batch;
 pub mod extract;
 pub mod inbox_events;
 pub mod openapi;
@@ -44,6 +45,7 @@ pub fn router(state: AppState) -> Router {
         .merge(endpoints::router())
         .merge(endpoint_test::router())
         .merge(events::router())
+        .merge(events_batch::router(limit))
         .merge(deliveries::router())
         .merge(replays::router())
         .merge(stats::router())

@@ -8,7 +8,10 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::ResponseBuilder;
 use utoipa::{Modify, OpenApi};
 
-use super::{deliveries, endpoint_test, endpoints, events, inbox_events, replays, sources, stats};
+use super::{
+    deliveries, endpoint_test, endpoints, events, events_batch, inbox_events, replays, sources,
+    stats,
+};
 use crate::api::state::AppState;
 use crate::gateway::routes;
 
@@ -26,7 +29,7 @@ use crate::gateway::routes;
     ),
     paths(
         endpoints::create, endpoints::list, endpoints::show, endpoints::update, endpoints::delete,
-        endpoints::rotate_secret, endpoint_test::test, events::publish, events::show,
+        endpoints::rotate_secret, endpoint_test::test, events::publish, events_batch::publish_batch, events::show,
         events::list, deliveries::list, replays::replay_event, replays::replay_bulk,
         replays::preview, replays::list, stats::stats, sources::create, sources::list,
         sources::show, sources::update, sources::delete, inbox_events::list, inbox_events::retry,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::admin_token::AdminToken;
 use crate::gateway::Gateway;
+use crate::ingest::Ingest;
 use crate::metrics::Metrics;
 use crate::probe::Probe;
 use crate::store::Store;
@@ -32,15 +33,19 @@ pub struct AppState {
     pub metrics_require_token: bool,
     /// The inbox gateway: the sources its runner serves, and the runner's wake-up.
     pub gateway: Gateway,
+    /// Group commit of `POST /v1/events`.
+    pub ingest: Ingest,
     /// Endpoint checks: the URL warning and the test event, with this process's delivery settings.
     pub probe: Arc<Probe>,
 }
 
 impl AppState {
     /// State for `store`, `admin` and `gateway`, with fresh wake-ups (this process's only) and
-    /// the default body limit.
+    /// the default body limit. Starts the publish writers ([`Ingest::start`]), so it must be
+    /// called on a Tokio runtime.
     pub fn new(store: Store, admin: AdminToken, gateway: Gateway) -> Self {
         Self {
+            ingest: Ingest::start(store.clone()),
             store,
             admin: Arc::new(admin),
             gateway,

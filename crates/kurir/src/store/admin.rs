@@ -37,6 +37,15 @@ pub enum Published {
     EventIdExists(String),
 }
 
+/// One event to publish with [`Store::publish_events`], and its `Idempotency-Key` if any.
+#[derive(Clone, Debug)]
+pub struct PublishItem {
+    /// The event.
+    pub event: NewEvent,
+    /// The key it came with.
+    pub key: Option<IdempotencyKey>,
+}
+
 /// Filters of the event listing; every `None` matches all.
 #[derive(Clone, Debug, Default)]
 pub struct EventQuery {
@@ -178,6 +187,18 @@ impl Store {
         key: Option<&IdempotencyKey>,
     ) -> Result<Published, EnqueueError> {
         on_backend!(self, s => s.publish_event(event, key).await)
+    }
+
+    /// Records `items` in one transaction, each exactly as [`Store::publish_event`] would have
+    /// recorded it alone, in order (a later item sees the earlier ones: a repeated key or event
+    /// id answers as a repeat of the first). All or nothing: an error rolls back every item, and
+    /// so does a key another transaction inserted meanwhile (`Ok(None)`); either way the caller
+    /// publishes the items one at a time, so no item fails because of another.
+    pub async fn publish_events(
+        &self,
+        items: &[PublishItem],
+    ) -> Result<Option<Vec<Published>>, EnqueueError> {
+        on_backend!(self, s => s.publish_events(items).await)
     }
 
     /// Moves every `sent` or `dead_letter` delivery matching the filter back to `pending` (same

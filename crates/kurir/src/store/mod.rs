@@ -60,8 +60,8 @@ use crate::delivery::{ClaimedDelivery, Completion};
 use crate::endpoint::{Endpoint, EndpointId, EndpointUpdate, NewEndpoint};
 
 pub use admin::{
-    DeliveryListItem, DeliveryQuery, EventQuery, IdempotencyKey, Published, ReplayFilter,
-    ReplayRecord, ReplayRequest, Stats, StatusCount,
+    DeliveryListItem, DeliveryQuery, EventQuery, IdempotencyKey, PublishItem, Published,
+    ReplayFilter, ReplayRecord, ReplayRequest, Stats, StatusCount,
 };
 pub use backlog::Backlog;
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};

@@ -20,6 +20,7 @@ mod faults;
 mod gateway;
 mod history;
 mod idle;
+mod ingest;
 mod leases;
 mod listener;
 mod logs;

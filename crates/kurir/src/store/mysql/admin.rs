@@ -6,7 +6,9 @@ use sqlx::mysql::MySqlConnection;
 
 use super::MySqlStore;
 use crate::outbox::{self, EnqueueError, NewEvent};
-use crate::store::admin::{IdempotencyKey, Published, ReplayFilter, ReplayRecord, ReplayRequest};
+use crate::store::admin::{
+    IdempotencyKey, PublishItem, Published, ReplayFilter, ReplayRecord, ReplayRequest,
+};
 use crate::store::rows::ReplayRow;
 use crate::store::Result;
 
@@ -23,31 +25,49 @@ impl MySqlStore {
         let mut tx = self.pool.begin().await?;
         // Every way out ends the transaction explicitly: a dropped one is rolled back only when
         // its connection is next used, and a failed duplicate insert holds a lock until then.
-        if let Some(key) = key {
-            if let Some(found) = find_idempotency_key(&mut tx, &key.key).await? {
+        match publish_in(&mut tx, &event, key).await {
+            Ok(Step::Done(published)) => {
+                tx.commit().await?;
+                Ok(published)
+            }
+            Ok(Step::KeyTaken(event_id)) => {
                 tx.rollback().await?;
-                return Ok(found);
+                let key = key.map(|k| k.key.as_str()).unwrap_or_default();
+                let mut conn = self.pool.acquire().await?;
+                Ok(find_idempotency_key(&mut conn, key)
+                    .await?
+                    .unwrap_or(Published::Created(event_id)))
+            }
+            Err(e) => {
+                tx.rollback().await?;
+                Err(e)
             }
         }
-        let event_id = match outbox::enqueue(&mut tx, event).await {
-            Ok(id) => id.to_string(),
-            Err(EnqueueError::DuplicateEventId(id)) => {
-                tx.rollback().await?;
-                return Ok(Published::EventIdExists(id.to_string()));
-            }
-            Err(e) => return Err(e),
-        };
-        if let Some(key) = key {
-            if !insert_idempotency_key(&mut tx, key, &event_id).await? {
-                tx.rollback().await?;
-                let mut conn = self.pool.acquire().await?;
-                return Ok(find_idempotency_key(&mut conn, &key.key)
-                    .await?
-                    .unwrap_or(Published::Created(event_id)));
+    }
+
+    /// [`Self::publish_event`]'s steps for every item, in one transaction (see
+    /// [`crate::store::Store::publish_events`]).
+    pub(in crate::store) async fn publish_events(
+        &self,
+        items: &[PublishItem],
+    ) -> Result<Option<Vec<Published>>, EnqueueError> {
+        let mut tx = self.pool.begin().await?;
+        let mut done = Vec::with_capacity(items.len());
+        for item in items {
+            match publish_in(&mut tx, &item.event, item.key.as_ref()).await {
+                Ok(Step::Done(published)) => done.push(published),
+                Ok(Step::KeyTaken(_)) => {
+                    tx.rollback().await?;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    tx.rollback().await?;
+                    return Err(e);
+                }
             }
         }
         tx.commit().await?;
-        Ok(Published::Created(event_id))
+        Ok(Some(done))
     }
 
     /// One transaction: the update (which locks the rows it moves), then the audit row with its
@@ -83,6 +103,41 @@ impl MySqlStore {
 const REPLAY_SELECT: &str = "SELECT id, CAST(actor AS CHAR) AS actor, \
     CAST(reason AS CHAR) AS reason, CAST(filter AS CHAR) AS filter, count, created_at \
     FROM kurir_replays";
+
+/// What [`publish_in`] did.
+enum Step {
+    /// Decided: what the caller answers once the transaction commits.
+    Done(Published),
+    /// The event was inserted but a concurrent transaction holds its key: roll back.
+    KeyTaken(String),
+}
+
+/// One publish inside the caller's transaction. A taken event id undoes only its own statement
+/// (InnoDB), so the transaction goes on.
+async fn publish_in(
+    conn: &mut MySqlConnection,
+    event: &NewEvent,
+    key: Option<&IdempotencyKey>,
+) -> Result<Step, EnqueueError> {
+    if let Some(key) = key {
+        if let Some(found) = find_idempotency_key(conn, &key.key).await? {
+            return Ok(Step::Done(found));
+        }
+    }
+    let event_id = match outbox::insert::<sqlx::MySql>(conn, event).await {
+        Ok(id) => id.to_string(),
+        Err(EnqueueError::DuplicateEventId(id)) => {
+            return Ok(Step::Done(Published::EventIdExists(id.to_string())))
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(key) = key {
+        if !insert_idempotency_key(conn, key, &event_id).await? {
+            return Ok(Step::KeyTaken(event_id));
+        }
+    }
+    Ok(Step::Done(Published::Created(event_id)))
+}
 
 /// Reads the key's row, inside the caller's transaction.
 async fn find_idempotency_key(

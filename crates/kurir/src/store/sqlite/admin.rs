@@ -5,7 +5,9 @@ use sqlx::sqlite::SqliteConnection;
 
 use super::SqliteStore;
 use crate::outbox::{self, EnqueueError, NewEvent};
-use crate::store::admin::{IdempotencyKey, Published, ReplayFilter, ReplayRecord, ReplayRequest};
+use crate::store::admin::{
+    IdempotencyKey, PublishItem, Published, ReplayFilter, ReplayRecord, ReplayRequest,
+};
 use crate::store::rows::ReplayRow;
 use crate::store::{now_millis, sqlite_ts, Result};
 
@@ -19,23 +21,25 @@ impl SqliteStore {
         key: Option<&IdempotencyKey>,
     ) -> Result<Published, EnqueueError> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        if let Some(key) = key {
-            if let Some(found) = find_idempotency_key(&mut tx, &key.key).await? {
-                return Ok(found);
-            }
-        }
-        let event_id = match outbox::enqueue(&mut tx, event).await {
-            Ok(id) => id.to_string(),
-            Err(EnqueueError::DuplicateEventId(id)) => {
-                return Ok(Published::EventIdExists(id.to_string()))
-            }
-            Err(e) => return Err(e),
-        };
-        if let Some(key) = key {
-            insert_idempotency_key(&mut tx, key, &event_id).await?;
+        let published = publish_in(&mut tx, &event, key).await?;
+        tx.commit().await?;
+        Ok(published)
+    }
+
+    /// [`Self::publish_event`]'s steps for every item, in one `BEGIN IMMEDIATE` transaction: one
+    /// write lock and one sync for all of them. No concurrent writer can take a key meanwhile,
+    /// so the answer is never `None`.
+    pub(in crate::store) async fn publish_events(
+        &self,
+        items: &[PublishItem],
+    ) -> Result<Option<Vec<Published>>, EnqueueError> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut done = Vec::with_capacity(items.len());
+        for item in items {
+            done.push(publish_in(&mut tx, &item.event, item.key.as_ref()).await?);
         }
         tx.commit().await?;
-        Ok(Published::Created(event_id))
+        Ok(Some(done))
     }
 
     /// One `BEGIN IMMEDIATE` transaction: the update, then the audit row with its count.
@@ -48,6 +52,31 @@ impl SqliteStore {
         row.try_into()
     }
 }
+/// One publish inside the caller's write transaction. A taken event id fails only its own
+/// statement, so the transaction goes on.
+async fn publish_in(
+    conn: &mut SqliteConnection,
+    event: &NewEvent,
+    key: Option<&IdempotencyKey>,
+) -> Result<Published, EnqueueError> {
+    if let Some(key) = key {
+        if let Some(found) = find_idempotency_key(conn, &key.key).await? {
+            return Ok(found);
+        }
+    }
+    let event_id = match outbox::insert::<sqlx::Sqlite>(conn, event).await {
+        Ok(id) => id.to_string(),
+        Err(EnqueueError::DuplicateEventId(id)) => {
+            return Ok(Published::EventIdExists(id.to_string()))
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(key) = key {
+        insert_idempotency_key(conn, key, &event_id).await?;
+    }
+    Ok(Published::Created(event_id))
+}
+
 /// Reads the key's row, inside the caller's write transaction.
 async fn find_idempotency_key(
     conn: &mut SqliteConnection,

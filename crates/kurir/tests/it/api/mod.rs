@@ -4,6 +4,7 @@ pub mod support;
 
 mod auth;
 mod bad_input;
+mod batch;
 mod database_away;
 mod endpoints;
 mod events;

@@ -91,6 +91,7 @@ async fn the_openapi_document_lists_every_route(app: TestApp) {
         ("post", "/v1/endpoints/{id}/rotate-secret"),
         ("post", "/v1/endpoints/{id}/test"),
         ("post", "/v1/events"),
+        ("post", "/v1/events/batch"),
         ("get", "/v1/events"),
         ("get", "/v1/events/{event_id}"),
         ("post", "/v1/events/{event_id}/replay"),

@@ -1,0 +1,161 @@
+//! `POST /v1/events/batch`: up to [`MAX_BATCH_EVENTS`] events in one request and one
+//! transaction, with a result per event.
+//!
+//! Each event is checked and recorded exactly as `POST /v1/events` would record it alone, in
+//! order: a bad event gets its own `400` naming the field (`events[3].event_type`) and the
+//! others are still recorded; an `event_id` already stored, or repeated earlier in the batch,
+//! answers `200` when the content is the same and `409` when it differs. The request itself is
+//! refused only when it is not a batch at all: malformed JSON, no `events` array, more than
+//! [`MAX_BATCH_EVENTS`] events, a body over the batch limit (`413`), or an `Idempotency-Key`.
+//!
+//! No `Idempotency-Key` on a batch: one key for many events could not say which of them a
+//! retry repeats. Give each event an `event_id` instead; a retried batch then answers `200` for
+//! every event already recorded and records only the rest.
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::ToSchema;
+
+use super::error::{ApiError, ErrorBody, ErrorDetail};
+use super::events::{new_event, settle, Outcome, PublishEvent, IDEMPOTENCY_KEY};
+use super::extract::{parse_json, ApiJson, BodyLimit};
+use crate::api::state::AppState;
+use crate::store::PublishItem;
+
+/// Most events in one batch.
+pub const MAX_BATCH_EVENTS: usize = 1000;
+
+/// How many times the admin API's body limit a batch may be: room for [`MAX_BATCH_EVENTS`]
+/// events of the usual size (a few hundred bytes each) under the default limit.
+pub const BATCH_BODY_FACTOR: usize = 16;
+
+/// Body of `POST /v1/events/batch`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PublishBatch {
+    /// 1 to 1,000 events, each as the body of `POST /v1/events`.
+    #[schema(value_type = Vec<PublishEvent>)]
+    pub events: Vec<Box<RawValue>>,
+}
+
+/// What became of one event of a batch.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchItemResult {
+    /// What `POST /v1/events` would have answered for this event alone: `202` recorded, `200`
+    /// already recorded with the same content (nothing created), `400` invalid (see `error`),
+    /// `409` its `event_id` is taken by different content, `413` its data is over the limit,
+    /// `503` the database was unavailable (retry it).
+    pub status: u16,
+    /// The event's id, unless it was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
+    /// Why it was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorDetail>,
+}
+
+/// Answer of `POST /v1/events/batch`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchResults {
+    /// One per event, in the request's order.
+    pub results: Vec<BatchItemResult>,
+}
+
+impl BatchItemResult {
+    fn ok(status: StatusCode, event_id: String) -> Self {
+        Self {
+            status: status.as_u16(),
+            event_id: Some(event_id),
+            error: None,
+        }
+    }
+
+    /// The error `e` of event `index`, its field named within the batch.
+    fn refused(index: usize, e: ApiError) -> Self {
+        let e = match e {
+            ApiError::InvalidField { field, message } => {
+                ApiError::field(format!("events[{index}].{field}"), message)
+            }
+            other => other,
+        };
+        let (status, error) = e.detail();
+        Self {
+            status: status.as_u16(),
+            event_id: None,
+            error: Some(error),
+        }
+    }
+}
+
+/// Records up to 1,000 events in one transaction, with a result per event.
+#[utoipa::path(post, path = "/v1/events/batch", operation_id = "publish_events", tag = "events",
+    request_body = PublishBatch,
+    responses((status = 200, description = "Every event's result, in order (each as POST /v1/events would answer it)", body = BatchResults),
+              (status = 400, description = "Not a batch: malformed, no events, more than 1,000, or an Idempotency-Key header", body = ErrorBody),
+              (status = 408, description = "The body did not arrive within the HTTP body timeout", body = ErrorBody),
+              (status = 413, description = "The body is over the batch limit", body = ErrorBody)))]
+pub async fn publish_batch(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(batch): ApiJson<PublishBatch>,
+) -> Result<Json<BatchResults>, ApiError> {
+    if headers.contains_key(IDEMPOTENCY_KEY) {
+        return Err(ApiError::field(
+            "Idempotency-Key",
+            "is not taken on a batch: give each event an event_id, which makes each idempotent",
+        ));
+    }
+    if batch.events.is_empty() || batch.events.len() > MAX_BATCH_EVENTS {
+        return Err(ApiError::field(
+            "events",
+            format!(
+                "must hold 1 to {MAX_BATCH_EVENTS} events, not {}",
+                batch.events.len()
+            ),
+        ));
+    }
+    let mut results: Vec<Option<BatchItemResult>> = Vec::with_capacity(batch.events.len());
+    let mut bodies = Vec::new();
+    let mut items = Vec::new();
+    for (i, raw) in batch.events.iter().enumerate() {
+        let checked = parse_json::<PublishEvent>(raw.get().as_bytes())
+            .and_then(|body| new_event(&body).map(|event| (body, event)));
+        match checked {
+            Ok((body, event)) => {
+                results.push(None);
+                bodies.push((i, body));
+                items.push(PublishItem { event, key: None });
+            }
+            Err(e) => results.push(Some(BatchItemResult::refused(i, e))),
+        }
+    }
+    let published = crate::ingest::publish_all(&state.store, &items).await;
+    for ((i, body), done) in bodies.iter().zip(published) {
+        let settled = match done {
+            Ok(p) => settle(&state, body, None, p).await,
+            Err(e) => Err(e.into()),
+        };
+        results[*i] = Some(match settled {
+            Ok(Outcome::Accepted(id)) => BatchItemResult::ok(StatusCode::ACCEPTED, id),
+            Ok(Outcome::Repeat(original)) => BatchItemResult::ok(StatusCode::OK, original.event_id),
+            Err(e) => BatchItemResult::refused(*i, e),
+        });
+    }
+    Ok(Json(BatchResults {
+        results: results.into_iter().flatten().collect(),
+    }))
+}
+
+/// The batch route, with its own body limit: `limit` is the admin API's.
+pub fn router(limit: usize) -> Router<AppState> {
+    let limit = limit.saturating_mul(BATCH_BODY_FACTOR);
+    // Layers on this router only, inside the admin API's: they set the limit this route reads.
+    Router::new()
+        .route("/events/batch", post(publish_batch))
+        .layer(Extension(BodyLimit(limit)))
+        .layer(DefaultBodyLimit::max(limit))
+}
