@@ -236,11 +236,7 @@ impl AppPool {
              WHERE o.dispatched_at IS NOT NULL AND o.refused_reason IS NULL \
                AND (SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id = o.id) \
                  < (SELECT count(*) FROM kurir_endpoints e WHERE e.created_at <= o.created_at)";
-        Ok(match self {
-            Self::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
-            Self::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
-            Self::Mysql(pool) => sqlx::query_scalar(sql).fetch_one(pool).await?,
-        })
+        Ok(each_pool!(self, pool => sqlx::query_scalar(sql).fetch_one(pool).await?))
     }
 
     /// Rows in `kurir_inbox`.
