@@ -229,6 +229,16 @@ impl AppPool {
         Ok(sizes)
     }
 
+    /// Relayed events with fewer deliveries than the endpoints that existed when they were
+    /// written (every endpoint the harness creates takes every event): events kurir lost.
+    pub async fn lost_events(&self) -> anyhow::Result<i64> {
+        let sql = "SELECT count(*) FROM kurir_outbox o \
+             WHERE o.dispatched_at IS NOT NULL AND o.refused_reason IS NULL \
+               AND (SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id = o.id) \
+                 < (SELECT count(*) FROM kurir_endpoints e WHERE e.created_at <= o.created_at)";
+        Ok(each_pool!(self, pool => sqlx::query_scalar(sql).fetch_one(pool).await?))
+    }
+
     /// Rows in `kurir_inbox`.
     pub async fn inbox_rows(&self) -> anyhow::Result<i64> {
         let sql = "SELECT count(*) FROM kurir_inbox";

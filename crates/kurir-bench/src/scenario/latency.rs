@@ -98,6 +98,10 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         offset += n;
         results.push(r);
     }
+    // The phases share one database: the last one carries the check of them all.
+    if let Some(last) = results.last_mut() {
+        rig.record_lost_events(last).await?;
+    }
     rig.finish(&mut ScenarioResult::default(), 0).await?;
     out.extend(results);
     Ok(out)

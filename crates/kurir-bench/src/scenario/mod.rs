@@ -229,7 +229,15 @@ impl Rig {
         }
     }
 
-    /// Stops kurir and adds its peak RSS and CPU per 1,000 `units` to `r`; drops the database.
+    /// Adds to `r` the target that no event was lost (see [`AppPool::lost_events`]).
+    pub async fn record_lost_events(&self, r: &mut ScenarioResult) -> anyhow::Result<()> {
+        let lost = self.app.lost_events().await?;
+        r.at_most("events lost", lost as f64, 0.0, "");
+        Ok(())
+    }
+
+    /// Stops kurir and adds its peak RSS and CPU per 1,000 `units` to `r`, and whether an event
+    /// was lost; drops the database.
     pub async fn finish(mut self, r: &mut ScenarioResult, units: usize) -> anyhow::Result<()> {
         if let Some(k) = self.kurir.take() {
             let (pg, own) = (machine::postgres_cpu_seconds(), machine::own_cpu_seconds());
@@ -251,6 +259,7 @@ impl Rig {
                 );
             }
         }
+        self.record_lost_events(r).await?;
         self.sink.stop();
         self.app.close().await;
         self.db.remove().await

@@ -20,7 +20,7 @@ on_both_backends!(
 
 /// Runs `sql` as an operator would: on PostgreSQL any session (the hot tables have no foreign
 /// keys); on SQLite the `sqlite3` shell, whose foreign keys are off unless asked for.
-async fn by_hand(db: &TestDb, sql: &str) -> u64 {
+pub(crate) async fn by_hand(db: &TestDb, sql: &str) -> u64 {
     match &db.store {
         Store::Postgres(pg) => sqlx::query(sql)
             .execute(pg.pool())
@@ -44,7 +44,7 @@ async fn by_hand(db: &TestDb, sql: &str) -> u64 {
     }
 }
 
-fn slot(e: &Endpoint, limit: u32) -> EndpointSlot {
+pub(crate) fn slot(e: &Endpoint, limit: u32) -> EndpointSlot {
     EndpointSlot {
         endpoint: Arc::new(e.clone()),
         limit,
