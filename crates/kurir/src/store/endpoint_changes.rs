@@ -86,7 +86,7 @@ pub(crate) fn endpoint_changes(update: &EndpointUpdate) -> Vec<(&'static str, Co
 /// `previous_secrets` (JSON) of endpoint `id`: the old secret signs for `grace` more (none when
 /// zero), and rotated-out secrets already expired are dropped. Returns the new
 /// `previous_secrets` as JSON.
-pub(crate) fn rotated_secrets(
+fn rotated_secrets(
     id: &str,
     secret: &str,
     previous: &str,
@@ -111,4 +111,53 @@ pub(crate) fn rotated_secrets(
         previous.insert(0, old);
     }
     serde_json::to_string(&previous).map_err(|e| corrupt(format!("previous_secrets of {id}: {e}")))
+}
+
+/// Appends each of `changes` (`, column = value`) to an `UPDATE kurir_endpoints SET …`, then
+/// the condition naming endpoint `id`. `json_cast` follows a JSON value's placeholder
+/// (PostgreSQL's `::json`; the other dialects keep JSON as text).
+pub(crate) fn push_changes<'a, DB>(
+    q: &mut sqlx::QueryBuilder<'a, DB>,
+    changes: &[(&'static str, ColumnValue)],
+    json_cast: &str,
+    id: &'a str,
+) where
+    DB: sqlx::Database,
+    String: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    Option<String>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    bool: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    Option<i64>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    for (column, value) in changes {
+        q.push(", ").push(*column).push(" = ");
+        match value.clone() {
+            ColumnValue::Text(v) => q.push_bind(v),
+            ColumnValue::Json(v) => q.push_bind(v).push(json_cast),
+            ColumnValue::NullableText(v) => q.push_bind(v),
+            ColumnValue::Bool(v) => q.push_bind(v),
+            ColumnValue::Int(v) => q.push_bind(v),
+        };
+    }
+    // A tombstone (a deleted endpoint) is no endpoint: never changed, never revived.
+    q.push(" WHERE deleted_at IS NULL AND id = ").push_bind(id);
+}
+
+/// [`rotated_secrets`] over the columns as stored (`secret` and `previous_secrets`, each sealed
+/// with `codec`): the new `previous_secrets`, sealed.
+pub(crate) fn rotated_sealed(
+    codec: &super::SecretCodec,
+    id: &str,
+    (secret, previous): (String, String),
+    grace: Duration,
+    now: DateTime<Utc>,
+) -> Result<String> {
+    let previous = rotated_secrets(
+        id,
+        &codec.open(&secret)?,
+        &codec.open_list(&previous)?,
+        grace,
+        now,
+    )?;
+    codec.seal_list(&previous)
 }

@@ -41,14 +41,7 @@ use super::{Result, StoreError};
 use crate::endpoint::Endpoint;
 
 /// An endpoint row, its text columns cast so they decode (see the module docs).
-pub(super) const ENDPOINT_COLUMNS: &str = "CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
-    CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
-    CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
-    enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
-    request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
-    circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
-    CAST(ordering AS CHAR) AS ordering, \
-    CAST(ordering_on_dead_letter AS CHAR) AS ordering_on_dead_letter, created_at, updated_at";
+pub(super) const ENDPOINT_COLUMNS: &str = super::rows::endpoint_columns!(mysql);
 
 /// kurir's tables in a MySQL or MariaDB database.
 #[derive(Clone, Debug)]
@@ -65,10 +58,7 @@ impl MySqlStore {
     /// connection is opened first, so an unreachable database fails with the driver's own reason
     /// (refused, unknown host, authentication) rather than a pool timeout.
     pub async fn connect(url: &str) -> Result<Self> {
-        let connect_err = |source| StoreError::Connect {
-            backend: "mysql",
-            source,
-        };
+        let connect_err = StoreError::connecting("mysql");
         let options = MySqlConnectOptions::from_str(url).map_err(connect_err)?;
         let mut probe = MySqlConnection::connect_with(&options)
             .await
@@ -109,23 +99,8 @@ impl MySqlStore {
         &self.pool
     }
 
-    pub(super) async fn migrate(&self) -> Result<()> {
-        // As on the other dialects: kurir-receiver's migrations (versions from 1000) share the
-        // `_sqlx_migrations` table, each migrator ignoring the other's versions.
-        let mut migrator = sqlx::migrate!("./migrations/mysql");
-        migrator.set_ignore_missing(true);
-        migrator.run(&self.pool).await?;
-        kurir_receiver::migrate_mysql(&self.pool).await?;
-        Ok(())
-    }
-
     pub(super) async fn close(&self) {
         self.pool.close().await;
-    }
-
-    pub(super) async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
     }
 
     /// Inserts the row, then reads back `created_at`: the database's clock sets it, so the relay

@@ -23,10 +23,7 @@ use super::{ensure_sqlite_file, now_millis, sqlite_ts, RelayOutcome, Result, Sto
 use crate::delivery::Completion;
 use crate::endpoint::Endpoint;
 
-const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
-    enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
-    retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
-    max_in_flight, rate_limit_per_second, ordering, ordering_on_dead_letter, created_at, updated_at";
+const ENDPOINT_COLUMNS: &str = super::rows::endpoint_columns!(sqlite);
 
 /// The completions of [`SqliteStore::complete_deliveries`] as rows `x`, from one flat JSON array
 /// of ten values per completion (`?1`): each value is read once, never re-parsed.
@@ -92,10 +89,7 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if missing) the database file in WAL mode.
     pub async fn connect(url: &str) -> Result<Self> {
-        let connect_err = |source| StoreError::Connect {
-            backend: "sqlite",
-            source,
-        };
+        let connect_err = StoreError::connecting("sqlite");
         ensure_sqlite_file(url).map_err(|e| connect_err(sqlx::Error::Io(e)))?;
         let options = SqliteConnectOptions::from_str(url)
             .map_err(connect_err)?
@@ -147,25 +141,9 @@ impl SqliteStore {
         &self.pool
     }
 
-    pub(super) async fn migrate(&self) -> Result<()> {
-        // kurir-receiver keeps its own migrations (versions from 1000) in the same
-        // `_sqlx_migrations` table; each migrator ignores the other's versions. Running both
-        // keeps kurir_inbox as the receiver expects it, whichever created it first.
-        let mut migrator = sqlx::migrate!("./migrations/sqlite");
-        migrator.set_ignore_missing(true);
-        migrator.run(&self.pool).await?;
-        kurir_receiver::migrate_sqlite(&self.pool).await?;
-        Ok(())
-    }
-
     pub(super) async fn close(&self) {
         self.bookkeeping.close().await;
         self.pool.close().await;
-    }
-
-    pub(super) async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
     }
 
     /// A bookkeeping write transaction, on the `bookkeeping` connection: takes the write lock,
@@ -391,7 +369,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("kurir.db").display());
         let store = SqliteStore::connect(&url).await.unwrap();
-        store.migrate().await.unwrap();
+        crate::store::Store::Sqlite(store.clone())
+            .migrate()
+            .await
+            .unwrap();
 
         let mut app = sqlx::SqliteConnection::connect(&url).await.unwrap();
         app.execute("BEGIN IMMEDIATE").await.unwrap();
