@@ -161,3 +161,43 @@ pub(crate) fn rotated_sealed(
     )?;
     codec.seal_list(&previous)
 }
+
+/// Binds `e`'s columns, in the order of an endpoint insert's placeholders, on a dialect whose
+/// integer columns all take an `i64` (SQLite, MySQL; PostgreSQL's `int4` ones take an `i32`).
+pub(crate) fn bind_endpoint<'q, DB>(
+    q: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
+    e: &'q crate::endpoint::Endpoint,
+    codec: &super::SecretCodec,
+) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
+where
+    DB: sqlx::Database,
+    &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    &'q String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    String: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    bool: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<&'q str>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let o = &e.overrides;
+    let ms = |v: Option<u64>| v.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
+    q.bind(e.id.as_str())
+        .bind(&e.url)
+        .bind(&e.description)
+        .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
+        .bind(codec.seal(e.secret.expose()))
+        .bind(codec.seal_previous(&e.previous_secrets))
+        .bind(e.enabled)
+        .bind(e.disabled_reason.as_deref())
+        .bind(o.connect_timeout_ms.map(i64::from))
+        .bind(o.request_timeout_ms.map(i64::from))
+        .bind(ms(o.retry_initial_delay_ms))
+        .bind(ms(o.retry_max_delay_ms))
+        .bind(o.retry_max_attempts.map(i64::from))
+        .bind(i64::from(e.max_in_flight))
+        .bind(o.circuit_failure_threshold.map(i64::from))
+        .bind(ms(o.circuit_cooldown_ms))
+        .bind(e.rate_limit_per_second.map(i64::from))
+        .bind(e.ordering.as_str())
+        .bind(e.ordering_on_dead_letter.as_str())
+}

@@ -66,7 +66,9 @@ pub use admin::{
 pub use backlog::Backlog;
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
 pub(crate) use claims::{Leased, OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
-pub(crate) use endpoint_changes::{endpoint_changes, push_changes, rotated_sealed, ColumnValue};
+pub(crate) use endpoint_changes::{
+    bind_endpoint, endpoint_changes, push_changes, rotated_sealed, ColumnValue,
+};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use mysql::MySqlStore;
 pub use postgres::PgStore;

@@ -114,7 +114,7 @@ impl MySqlStore {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), \
                 UTC_TIMESTAMP(3))";
         let mut conn = self.pool.acquire().await?;
-        bind_endpoint(sqlx::query(sql), e, &self.secrets)
+        super::bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .execute(&mut *conn)
             .await?;
         let created_at = sqlx::query_scalar("SELECT created_at FROM kurir_endpoints WHERE id = ?")
@@ -170,33 +170,6 @@ where
 /// A timestamp as `JSON_TABLE` reads it into a `DATETIME(3)` column: UTC, milliseconds.
 pub(super) fn datetime(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
-}
-
-fn bind_endpoint<'q>(
-    q: Query<'q, MySql, MySqlArguments>,
-    e: &'q Endpoint,
-    codec: &super::SecretCodec,
-) -> Query<'q, MySql, MySqlArguments> {
-    let o = &e.overrides;
-    q.bind(e.id.as_str())
-        .bind(&e.url)
-        .bind(&e.description)
-        .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
-        .bind(codec.seal(e.secret.expose()))
-        .bind(codec.seal_previous(&e.previous_secrets))
-        .bind(e.enabled)
-        .bind(e.disabled_reason.as_deref())
-        .bind(o.connect_timeout_ms.map(i64::from))
-        .bind(o.request_timeout_ms.map(i64::from))
-        .bind(o.retry_initial_delay_ms.map(|v| v as i64))
-        .bind(o.retry_max_delay_ms.map(|v| v as i64))
-        .bind(o.retry_max_attempts.map(i64::from))
-        .bind(i64::from(e.max_in_flight))
-        .bind(o.circuit_failure_threshold.map(i64::from))
-        .bind(o.circuit_cooldown_ms.map(|v| v as i64))
-        .bind(e.rate_limit_per_second.map(i64::from))
-        .bind(e.ordering.as_str())
-        .bind(e.ordering_on_dead_letter.as_str())
 }
 
 #[cfg(test)]

@@ -10,10 +10,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::query::Query;
 use sqlx::sqlite::{
-    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::Sqlite;
 
@@ -176,7 +174,7 @@ impl SqliteStore {
             ordering_on_dead_letter, created_at, updated_at) \
             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
                 ?20, ?20)";
-        bind_endpoint(sqlx::query(sql), e, &self.secrets)
+        super::bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .bind(sqlite_ts(e.created_at))
             .execute(&self.pool)
             .await?;
@@ -323,36 +321,6 @@ async fn disable_gone(conn: &mut sqlx::SqliteConnection, gone: &[&str], now: &st
     .execute(conn)
     .await?;
     Ok(())
-}
-
-fn bind_endpoint<'q>(
-    q: Query<'q, Sqlite, SqliteArguments<'q>>,
-    e: &'q Endpoint,
-    codec: &super::SecretCodec,
-) -> Query<'q, Sqlite, SqliteArguments<'q>> {
-    let o = &e.overrides;
-    q.bind(e.id.as_str())
-        .bind(&e.url)
-        .bind(&e.description)
-        .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
-        .bind(codec.seal(e.secret.expose()))
-        .bind(codec.seal_previous(&e.previous_secrets))
-        .bind(e.enabled)
-        .bind(e.disabled_reason.as_deref())
-        .bind(o.connect_timeout_ms.map(i64::from))
-        .bind(o.request_timeout_ms.map(i64::from))
-        .bind(o.retry_initial_delay_ms.map(|v| v as i64))
-        .bind(o.retry_max_delay_ms.map(|v| v as i64))
-        .bind(o.retry_max_attempts.map(i64::from))
-        .bind(i64::from(e.max_in_flight))
-        .bind(o.circuit_failure_threshold.map(i64::from))
-        .bind(
-            o.circuit_cooldown_ms
-                .map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
-        )
-        .bind(e.rate_limit_per_second.map(i64::from))
-        .bind(e.ordering.as_str())
-        .bind(e.ordering_on_dead_letter.as_str())
 }
 
 #[cfg(test)]
