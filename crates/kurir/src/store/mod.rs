@@ -67,7 +67,7 @@ pub use backlog::Backlog;
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
 pub(crate) use claims::{Leased, OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
 pub(crate) use endpoint_changes::{
-    bind_endpoint, endpoint_changes, push_changes, rotated_sealed, ColumnValue,
+    bind_endpoint, bind_endpoint_text, endpoint_changes, push_changes, rotated_sealed, ColumnValue,
 };
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use mysql::MySqlStore;

@@ -106,13 +106,11 @@ impl MySqlStore {
     /// Inserts the row, then reads back `created_at`: the database's clock sets it, so the relay
     /// compares it with event times from the same clock.
     pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
-        let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
-            previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
-            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
-            ordering_on_dead_letter, created_at, updated_at) \
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), \
-                UTC_TIMESTAMP(3))";
+        let sql = concat!(
+            super::rows::insert_endpoint!(),
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), \
+                UTC_TIMESTAMP(3))"
+        );
         let mut conn = self.pool.acquire().await?;
         super::bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .execute(&mut *conn)

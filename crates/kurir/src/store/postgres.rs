@@ -112,14 +112,12 @@ impl PgStore {
     /// Inserts the row; the database's clock sets `created_at`, so the relay compares it with
     /// event times from the same clock.
     pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
-        let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
-            previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
-            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
-            ordering_on_dead_letter, created_at, updated_at) \
-            VALUES ($1, $2, $3, $4::json, $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+        let sql = concat!(
+            super::rows::insert_endpoint!(),
+            "VALUES ($1, $2, $3, $4::json, $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
                 $16, $17, $18, $19, now(), now()) \
-            RETURNING created_at";
+            RETURNING created_at"
+        );
         let row = bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .fetch_one(&self.pool)
             .await?;
@@ -225,14 +223,7 @@ fn bind_endpoint<'q>(
     codec: &super::SecretCodec,
 ) -> Query<'q, Postgres, PgArguments> {
     let o = &e.overrides;
-    q.bind(e.id.as_str())
-        .bind(&e.url)
-        .bind(&e.description)
-        .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
-        .bind(codec.seal(e.secret.expose()))
-        .bind(codec.seal_previous(&e.previous_secrets))
-        .bind(e.enabled)
-        .bind(e.disabled_reason.as_deref())
+    super::bind_endpoint_text(q, e, codec)
         .bind(o.connect_timeout_ms.map(|v| v as i32))
         .bind(o.request_timeout_ms.map(|v| v as i32))
         .bind(o.retry_initial_delay_ms.map(|v| v as i64))

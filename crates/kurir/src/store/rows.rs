@@ -143,6 +143,19 @@ macro_rules! endpoint_columns {
 }
 pub(crate) use endpoint_columns;
 
+/// An endpoint insert up to its `VALUES`, in the order [`super::bind_endpoint`] binds (a
+/// literal, for `concat!`).
+macro_rules! insert_endpoint {
+    () => {
+        "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
+            previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
+            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
+            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
+            ordering_on_dead_letter, created_at, updated_at) "
+    };
+}
+pub(crate) use insert_endpoint;
+
 /// An endpoint row before its JSON columns are decoded (see `EndpointRow::into_endpoint`).
 #[derive(sqlx::FromRow)]
 pub(crate) struct EndpointRow {

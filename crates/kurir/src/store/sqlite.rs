@@ -167,13 +167,11 @@ impl SqliteStore {
     }
 
     pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
-        let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
-            previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
-            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
-            ordering_on_dead_letter, created_at, updated_at) \
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-                ?20, ?20)";
+        let sql = concat!(
+            super::rows::insert_endpoint!(),
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
+                ?20, ?20)"
+        );
         super::bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .bind(sqlite_ts(e.created_at))
             .execute(&self.pool)
