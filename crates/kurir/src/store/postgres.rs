@@ -223,7 +223,7 @@ fn bind_endpoint<'q>(
     codec: &super::SecretCodec,
 ) -> Query<'q, Postgres, PgArguments> {
     let o = &e.overrides;
-    super::bind_endpoint_text(q, e, codec)
+    super::bind_endpoint_text!(q, e, codec)
         .bind(o.connect_timeout_ms.map(|v| v as i32))
         .bind(o.request_timeout_ms.map(|v| v as i32))
         .bind(o.retry_initial_delay_ms.map(|v| v as i64))
