@@ -195,10 +195,7 @@ mod tests {
         applications.close().await;
         let backlog = store.backlog().await.unwrap();
         store.close().await;
-        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-            .execute(&admin)
-            .await
-            .unwrap();
+        crate::store::postgres::tests::drop_database(&admin, &name).await;
         for plan in plans {
             assert!(
                 !plan.contains("kurir_deliveries_pkey") && !plan.contains("Seq Scan"),

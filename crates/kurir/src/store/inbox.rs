@@ -278,10 +278,7 @@ mod tests {
         .await
         .unwrap();
         pool.close().await;
-        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-            .execute(&admin)
-            .await
-            .unwrap();
+        super::super::postgres::tests::drop_database(&admin, &name).await;
         let plan = plan.to_string();
         assert!(
             plan.contains("kurir_inbox_status_updated") && !plan.contains("Seq Scan"),

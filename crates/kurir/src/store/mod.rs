@@ -66,7 +66,9 @@ pub use admin::{
 pub use backlog::Backlog;
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
 pub(crate) use claims::{Leased, OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
-pub(crate) use endpoint_changes::{endpoint_changes, rotated_secrets, ColumnValue};
+pub(crate) use endpoint_changes::{
+    bind_endpoint, bind_endpoint_text, endpoint_changes, push_changes, rotated_sealed, ColumnValue,
+};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use mysql::MySqlStore;
 pub use postgres::PgStore;
@@ -111,6 +113,13 @@ pub enum StoreError {
     /// Any other database error.
     #[error(transparent)]
     Database(#[from] sqlx::Error),
+}
+
+impl StoreError {
+    /// What a failure to reach `backend`'s database becomes, for `map_err` while connecting.
+    fn connecting(backend: &'static str) -> impl Fn(sqlx::Error) -> Self + Copy {
+        move |source| Self::Connect { backend, source }
+    }
 }
 
 /// The result type of store operations.
@@ -245,7 +254,18 @@ impl Store {
     /// Applies the embedded migrations, kurir-receiver's inbox migrations included; a no-op when
     /// they are already applied.
     pub async fn migrate(&self) -> Result<()> {
-        on_backend!(self, s => s.migrate().await)
+        // kurir-receiver keeps its own migrations (versions from 1000) in the same
+        // `_sqlx_migrations` table; each migrator ignores the other's versions. Running both
+        // keeps kurir_inbox as the receiver expects it, whichever created it first.
+        let mut migrator = match self {
+            Self::Postgres(_) => sqlx::migrate!("./migrations/postgres"),
+            Self::Sqlite(_) => sqlx::migrate!("./migrations/sqlite"),
+            Self::Mysql(_) => sqlx::migrate!("./migrations/mysql"),
+        };
+        migrator.set_ignore_missing(true);
+        on_backend!(self, s => migrator.run(s.pool()).await)?;
+        self.inbox().migrate().await?;
+        Ok(())
     }
 
     /// The inbox gateway's table, `kurir_inbox`, on the same connection pool.
@@ -264,7 +284,8 @@ impl Store {
 
     /// Whether the database answers (readiness).
     pub async fn ping(&self) -> Result<()> {
-        on_backend!(self, s => s.ping().await)
+        on_backend!(self, s => sqlx::query("SELECT 1").execute(s.pool()).await.map(drop))?;
+        Ok(())
     }
 
     /// Stores a new endpoint, generating its id and (unless given) its secret.

@@ -41,14 +41,7 @@ use super::{Result, StoreError};
 use crate::endpoint::Endpoint;
 
 /// An endpoint row, its text columns cast so they decode (see the module docs).
-pub(super) const ENDPOINT_COLUMNS: &str = "CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
-    CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
-    CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
-    enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
-    request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
-    circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
-    CAST(ordering AS CHAR) AS ordering, \
-    CAST(ordering_on_dead_letter AS CHAR) AS ordering_on_dead_letter, created_at, updated_at";
+pub(super) const ENDPOINT_COLUMNS: &str = super::rows::endpoint_columns!(mysql);
 
 /// kurir's tables in a MySQL or MariaDB database.
 #[derive(Clone, Debug)]
@@ -65,10 +58,7 @@ impl MySqlStore {
     /// connection is opened first, so an unreachable database fails with the driver's own reason
     /// (refused, unknown host, authentication) rather than a pool timeout.
     pub async fn connect(url: &str) -> Result<Self> {
-        let connect_err = |source| StoreError::Connect {
-            backend: "mysql",
-            source,
-        };
+        let connect_err = StoreError::connecting("mysql");
         let options = MySqlConnectOptions::from_str(url).map_err(connect_err)?;
         let mut probe = MySqlConnection::connect_with(&options)
             .await
@@ -109,37 +99,20 @@ impl MySqlStore {
         &self.pool
     }
 
-    pub(super) async fn migrate(&self) -> Result<()> {
-        // As on the other dialects: kurir-receiver's migrations (versions from 1000) share the
-        // `_sqlx_migrations` table, each migrator ignoring the other's versions.
-        let mut migrator = sqlx::migrate!("./migrations/mysql");
-        migrator.set_ignore_missing(true);
-        migrator.run(&self.pool).await?;
-        kurir_receiver::migrate_mysql(&self.pool).await?;
-        Ok(())
-    }
-
     pub(super) async fn close(&self) {
         self.pool.close().await;
-    }
-
-    pub(super) async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
     }
 
     /// Inserts the row, then reads back `created_at`: the database's clock sets it, so the relay
     /// compares it with event times from the same clock.
     pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
-        let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
-            previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
-            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
-            ordering_on_dead_letter, created_at, updated_at) \
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), \
-                UTC_TIMESTAMP(3))";
+        let sql = concat!(
+            super::rows::insert_endpoint!(),
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), \
+                UTC_TIMESTAMP(3))"
+        );
         let mut conn = self.pool.acquire().await?;
-        bind_endpoint(sqlx::query(sql), e, &self.secrets)
+        super::bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .execute(&mut *conn)
             .await?;
         let created_at = sqlx::query_scalar("SELECT created_at FROM kurir_endpoints WHERE id = ?")
@@ -195,33 +168,6 @@ where
 /// A timestamp as `JSON_TABLE` reads it into a `DATETIME(3)` column: UTC, milliseconds.
 pub(super) fn datetime(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
-}
-
-fn bind_endpoint<'q>(
-    q: Query<'q, MySql, MySqlArguments>,
-    e: &'q Endpoint,
-    codec: &super::SecretCodec,
-) -> Query<'q, MySql, MySqlArguments> {
-    let o = &e.overrides;
-    q.bind(e.id.as_str())
-        .bind(&e.url)
-        .bind(&e.description)
-        .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
-        .bind(codec.seal(e.secret.expose()))
-        .bind(codec.seal_previous(&e.previous_secrets))
-        .bind(e.enabled)
-        .bind(e.disabled_reason.as_deref())
-        .bind(o.connect_timeout_ms.map(i64::from))
-        .bind(o.request_timeout_ms.map(i64::from))
-        .bind(o.retry_initial_delay_ms.map(|v| v as i64))
-        .bind(o.retry_max_delay_ms.map(|v| v as i64))
-        .bind(o.retry_max_attempts.map(i64::from))
-        .bind(i64::from(e.max_in_flight))
-        .bind(o.circuit_failure_threshold.map(i64::from))
-        .bind(o.circuit_cooldown_ms.map(|v| v as i64))
-        .bind(e.rate_limit_per_second.map(i64::from))
-        .bind(e.ordering.as_str())
-        .bind(e.ordering_on_dead_letter.as_str())
 }
 
 #[cfg(test)]

@@ -19,13 +19,7 @@ use super::{Result, StoreError};
 use crate::delivery::Completion;
 use crate::endpoint::Endpoint;
 
-const ENDPOINT_COLUMNS: &str = "id, url, description, event_types::text AS event_types, secret, \
-    previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
-    connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
-    retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
-    circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
-    max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
-    ordering, ordering_on_dead_letter, created_at, updated_at";
+const ENDPOINT_COLUMNS: &str = super::rows::endpoint_columns!(postgres);
 
 /// The fenced update of a completion batch (see [`PgStore::complete_deliveries`]).
 const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, \
@@ -68,10 +62,7 @@ impl PgStore {
     /// One connection is opened first, so an unreachable database fails with the driver's own
     /// reason (refused, unknown host, authentication) rather than a pool timeout.
     pub async fn connect(url: &str) -> Result<Self> {
-        let connect_err = |source| StoreError::Connect {
-            backend: "postgres",
-            source,
-        };
+        let connect_err = StoreError::connecting("postgres");
         let options = PgConnectOptions::from_str(url).map_err(connect_err)?;
         let probe = PgConnection::connect_with(&options)
             .await
@@ -113,38 +104,20 @@ impl PgStore {
         &self.pool
     }
 
-    pub(super) async fn migrate(&self) -> Result<()> {
-        // kurir-receiver keeps its own migrations (versions from 1000) in the same
-        // `_sqlx_migrations` table; each migrator ignores the other's versions. Running both
-        // keeps kurir_inbox as the receiver expects it, whichever created it first.
-        let mut migrator = sqlx::migrate!("./migrations/postgres");
-        migrator.set_ignore_missing(true);
-        migrator.run(&self.pool).await?;
-        kurir_receiver::migrate_postgres(&self.pool).await?;
-        Ok(())
-    }
-
     pub(super) async fn close(&self) {
         self.bookkeeping.close().await;
         self.pool.close().await;
     }
 
-    pub(super) async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
-
     /// Inserts the row; the database's clock sets `created_at`, so the relay compares it with
     /// event times from the same clock.
     pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
-        let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
-            previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
-            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
-            ordering_on_dead_letter, created_at, updated_at) \
-            VALUES ($1, $2, $3, $4::json, $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+        let sql = concat!(
+            super::rows::insert_endpoint!(),
+            "VALUES ($1, $2, $3, $4::json, $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
                 $16, $17, $18, $19, now(), now()) \
-            RETURNING created_at";
+            RETURNING created_at"
+        );
         let row = bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .fetch_one(&self.pool)
             .await?;
@@ -250,14 +223,7 @@ fn bind_endpoint<'q>(
     codec: &super::SecretCodec,
 ) -> Query<'q, Postgres, PgArguments> {
     let o = &e.overrides;
-    q.bind(e.id.as_str())
-        .bind(&e.url)
-        .bind(&e.description)
-        .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
-        .bind(codec.seal(e.secret.expose()))
-        .bind(codec.seal_previous(&e.previous_secrets))
-        .bind(e.enabled)
-        .bind(e.disabled_reason.as_deref())
+    super::bind_endpoint_text!(q, e, codec)
         .bind(o.connect_timeout_ms.map(|v| v as i32))
         .bind(o.request_timeout_ms.map(|v| v as i32))
         .bind(o.retry_initial_delay_ms.map(|v| v as i64))
@@ -297,10 +263,18 @@ pub(super) mod tests {
         let (base, query) = url.split_once('?').unwrap_or((&url, ""));
         let server = &base[..base.rfind('/').expect("a database in the URL")];
         let url = format!("{server}/{name}?{query}");
-        let store = PgStore::connect(&url).await.unwrap();
+        let store = crate::store::Store::Postgres(PgStore::connect(&url).await.unwrap());
         store.migrate().await.unwrap();
         store.close().await;
         Some((url, admin, name))
+    }
+
+    /// Drops database `name` made by [`fresh_database`], its connections closed by force.
+    pub(in crate::store) async fn drop_database(admin: &PgPool, name: &str) {
+        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+            .execute(admin)
+            .await
+            .unwrap();
     }
 
     /// The completion's plan, with statistics taken before the rows were claimed (as under load,
@@ -352,10 +326,7 @@ pub(super) mod tests {
             plans.push(plan.to_string());
             store.close().await;
         }
-        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
-            .execute(&admin)
-            .await
-            .unwrap();
+        drop_database(&admin, &name).await;
         for plan in plans {
             assert!(
                 plan.contains("kurir_deliveries_pkey") && !plan.contains("Seq Scan"),

@@ -3,7 +3,10 @@
 //! ids). One statement per read and per dialect, side by side, decoded into the shared rows.
 //! Reads only; no locks.
 
-use super::rows::{AttemptRow, DeliveryListRow, DeliveryRow, EndpointRow, EventRow, ReplayRow, Ts};
+use super::rows::{
+    endpoint_columns, AttemptRow, DeliveryListRow, DeliveryRow, EndpointRow, EventRow, ReplayRow,
+    Ts,
+};
 use super::sql::{query_as_on, Sql};
 use super::{
     DeliveryListItem, DeliveryQuery, EventQuery, ReplayRecord, Result, Stats, StatusCount, Store,
@@ -13,56 +16,42 @@ use crate::delivery::{AttemptRecord, DeliveryRecord};
 use crate::endpoint::{Endpoint, EndpointId};
 
 const GET_ENDPOINT: Sql = Sql {
-    postgres: "SELECT id, url, description, event_types::text AS event_types, secret, \
-        previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
-        connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
-        retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
-        circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
-        max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
-        ordering, ordering_on_dead_letter, created_at, updated_at \
-        FROM kurir_endpoints WHERE id = $1 AND deleted_at IS NULL",
-    sqlite: "SELECT id, url, description, event_types, secret, previous_secrets, enabled, \
-        disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
-        retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
-        max_in_flight, rate_limit_per_second, ordering, ordering_on_dead_letter, created_at, updated_at \
-        FROM kurir_endpoints WHERE id = ?1 AND deleted_at IS NULL",
-    mysql: "SELECT CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
-        CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
-        CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
-        enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
-        request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
-        circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
-        CAST(ordering AS CHAR) AS ordering, \
-        CAST(ordering_on_dead_letter AS CHAR) AS ordering_on_dead_letter, created_at, updated_at \
-        FROM kurir_endpoints WHERE id = $1 AND deleted_at IS NULL",
+    postgres: concat!(
+        "SELECT ",
+        endpoint_columns!(postgres),
+        " FROM kurir_endpoints WHERE id = $1 AND deleted_at IS NULL"
+    ),
+    sqlite: concat!(
+        "SELECT ",
+        endpoint_columns!(sqlite),
+        " FROM kurir_endpoints WHERE id = ?1 AND deleted_at IS NULL"
+    ),
+    mysql: concat!(
+        "SELECT ",
+        endpoint_columns!(mysql),
+        " FROM kurir_endpoints WHERE id = $1 AND deleted_at IS NULL"
+    ),
 };
 
 const LIST_ENDPOINTS: Sql = Sql {
-    postgres: "SELECT id, url, description, event_types::text AS event_types, secret, \
-        previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
-        connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
-        retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
-        circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
-        max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
-        ordering, ordering_on_dead_letter, created_at, updated_at \
-        FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT $1) \
-        ORDER BY created_at, id",
-    sqlite: "SELECT id, url, description, event_types, secret, previous_secrets, enabled, \
-        disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
-        retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
-        max_in_flight, rate_limit_per_second, ordering, ordering_on_dead_letter, created_at, updated_at \
-        FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT ?1) \
-        ORDER BY created_at, id",
-    mysql: "SELECT CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
-        CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
-        CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
-        enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
-        request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
-        circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
-        CAST(ordering AS CHAR) AS ordering, \
-        CAST(ordering_on_dead_letter AS CHAR) AS ordering_on_dead_letter, created_at, updated_at \
-        FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT $1) \
-        ORDER BY created_at, id",
+    postgres: concat!(
+        "SELECT ",
+        endpoint_columns!(postgres),
+        " FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT $1) \
+        ORDER BY created_at, id"
+    ),
+    sqlite: concat!(
+        "SELECT ",
+        endpoint_columns!(sqlite),
+        " FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT ?1) \
+        ORDER BY created_at, id"
+    ),
+    mysql: concat!(
+        "SELECT ",
+        endpoint_columns!(mysql),
+        " FROM kurir_endpoints WHERE deleted_at IS NULL AND (enabled OR NOT $1) \
+        ORDER BY created_at, id"
+    ),
 };
 
 const GET_EVENT: Sql = Sql {

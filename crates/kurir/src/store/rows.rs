@@ -111,6 +111,51 @@ fn corrupt(table: &'static str, message: String) -> StoreError {
     StoreError::Corrupt { table, message }
 }
 
+/// The columns of an [`EndpointRow`] as each dialect selects them (a literal, for `concat!`):
+/// PostgreSQL's JSON as text and its `int4` columns as `int8`, MySQL's text through
+/// `CAST(… AS CHAR)`.
+macro_rules! endpoint_columns {
+    (postgres) => {
+        "id, url, description, event_types::text AS event_types, secret, \
+            previous_secrets::text AS previous_secrets, enabled, disabled_reason, \
+            connect_timeout_ms::int8 AS connect_timeout_ms, request_timeout_ms::int8 AS request_timeout_ms, \
+            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
+            circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
+            max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
+            ordering, ordering_on_dead_letter, created_at, updated_at"
+    };
+    (sqlite) => {
+        "id, url, description, event_types, secret, previous_secrets, \
+            enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
+            retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
+            max_in_flight, rate_limit_per_second, ordering, ordering_on_dead_letter, created_at, updated_at"
+    };
+    (mysql) => {
+        "CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
+            CAST(description AS CHAR) AS description, CAST(event_types AS CHAR) AS event_types, \
+            CAST(secret AS CHAR) AS secret, CAST(previous_secrets AS CHAR) AS previous_secrets, \
+            enabled, CAST(disabled_reason AS CHAR) AS disabled_reason, connect_timeout_ms, \
+            request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
+            circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
+            CAST(ordering AS CHAR) AS ordering, \
+            CAST(ordering_on_dead_letter AS CHAR) AS ordering_on_dead_letter, created_at, updated_at"
+    };
+}
+pub(crate) use endpoint_columns;
+
+/// An endpoint insert up to its `VALUES`, in the order [`super::bind_endpoint`] binds (a
+/// literal, for `concat!`).
+macro_rules! insert_endpoint {
+    () => {
+        "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
+            previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
+            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
+            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
+            ordering_on_dead_letter, created_at, updated_at) "
+    };
+}
+pub(crate) use insert_endpoint;
+
 /// An endpoint row before its JSON columns are decoded (see `EndpointRow::into_endpoint`).
 #[derive(sqlx::FromRow)]
 pub(crate) struct EndpointRow {

@@ -10,10 +10,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::query::Query;
 use sqlx::sqlite::{
-    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::Sqlite;
 
@@ -23,10 +21,7 @@ use super::{ensure_sqlite_file, now_millis, sqlite_ts, RelayOutcome, Result, Sto
 use crate::delivery::Completion;
 use crate::endpoint::Endpoint;
 
-const ENDPOINT_COLUMNS: &str = "id, url, description, event_types, secret, previous_secrets, \
-    enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
-    retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
-    max_in_flight, rate_limit_per_second, ordering, ordering_on_dead_letter, created_at, updated_at";
+const ENDPOINT_COLUMNS: &str = super::rows::endpoint_columns!(sqlite);
 
 /// The completions of [`SqliteStore::complete_deliveries`] as rows `x`, from one flat JSON array
 /// of ten values per completion (`?1`): each value is read once, never re-parsed.
@@ -92,10 +87,7 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens (creating if missing) the database file in WAL mode.
     pub async fn connect(url: &str) -> Result<Self> {
-        let connect_err = |source| StoreError::Connect {
-            backend: "sqlite",
-            source,
-        };
+        let connect_err = StoreError::connecting("sqlite");
         ensure_sqlite_file(url).map_err(|e| connect_err(sqlx::Error::Io(e)))?;
         let options = SqliteConnectOptions::from_str(url)
             .map_err(connect_err)?
@@ -147,25 +139,9 @@ impl SqliteStore {
         &self.pool
     }
 
-    pub(super) async fn migrate(&self) -> Result<()> {
-        // kurir-receiver keeps its own migrations (versions from 1000) in the same
-        // `_sqlx_migrations` table; each migrator ignores the other's versions. Running both
-        // keeps kurir_inbox as the receiver expects it, whichever created it first.
-        let mut migrator = sqlx::migrate!("./migrations/sqlite");
-        migrator.set_ignore_missing(true);
-        migrator.run(&self.pool).await?;
-        kurir_receiver::migrate_sqlite(&self.pool).await?;
-        Ok(())
-    }
-
     pub(super) async fn close(&self) {
         self.bookkeeping.close().await;
         self.pool.close().await;
-    }
-
-    pub(super) async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
     }
 
     /// A bookkeeping write transaction, on the `bookkeeping` connection: takes the write lock,
@@ -191,14 +167,12 @@ impl SqliteStore {
     }
 
     pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
-        let sql = "INSERT INTO kurir_endpoints (id, url, description, event_types, secret, \
-            previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
-            retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
-            circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
-            ordering_on_dead_letter, created_at, updated_at) \
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-                ?20, ?20)";
-        bind_endpoint(sqlx::query(sql), e, &self.secrets)
+        let sql = concat!(
+            super::rows::insert_endpoint!(),
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
+                ?20, ?20)"
+        );
+        super::bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .bind(sqlite_ts(e.created_at))
             .execute(&self.pool)
             .await?;
@@ -347,36 +321,6 @@ async fn disable_gone(conn: &mut sqlx::SqliteConnection, gone: &[&str], now: &st
     Ok(())
 }
 
-fn bind_endpoint<'q>(
-    q: Query<'q, Sqlite, SqliteArguments<'q>>,
-    e: &'q Endpoint,
-    codec: &super::SecretCodec,
-) -> Query<'q, Sqlite, SqliteArguments<'q>> {
-    let o = &e.overrides;
-    q.bind(e.id.as_str())
-        .bind(&e.url)
-        .bind(&e.description)
-        .bind(serde_json::to_string(&e.event_types).unwrap_or_else(|_| "[]".into()))
-        .bind(codec.seal(e.secret.expose()))
-        .bind(codec.seal_previous(&e.previous_secrets))
-        .bind(e.enabled)
-        .bind(e.disabled_reason.as_deref())
-        .bind(o.connect_timeout_ms.map(i64::from))
-        .bind(o.request_timeout_ms.map(i64::from))
-        .bind(o.retry_initial_delay_ms.map(|v| v as i64))
-        .bind(o.retry_max_delay_ms.map(|v| v as i64))
-        .bind(o.retry_max_attempts.map(i64::from))
-        .bind(i64::from(e.max_in_flight))
-        .bind(o.circuit_failure_threshold.map(i64::from))
-        .bind(
-            o.circuit_cooldown_ms
-                .map(|v| i64::try_from(v).unwrap_or(i64::MAX)),
-        )
-        .bind(e.rate_limit_per_second.map(i64::from))
-        .bind(e.ordering.as_str())
-        .bind(e.ordering_on_dead_letter.as_str())
-}
-
 #[cfg(test)]
 mod tests {
     use sqlx::{Connection, Executor};
@@ -391,7 +335,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("kurir.db").display());
         let store = SqliteStore::connect(&url).await.unwrap();
-        store.migrate().await.unwrap();
+        crate::store::Store::Sqlite(store.clone())
+            .migrate()
+            .await
+            .unwrap();
 
         let mut app = sqlx::SqliteConnection::connect(&url).await.unwrap();
         app.execute("BEGIN IMMEDIATE").await.unwrap();

@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use kurir_core::secret::Secret;
-use sqlx::{MySql, QueryBuilder, Row};
+use sqlx::{MySql, QueryBuilder};
 
 use super::{MySqlStore, ENDPOINT_COLUMNS};
 use crate::endpoint::{Endpoint, EndpointId};
 use crate::store::rows::EndpointRow;
-use crate::store::{now_millis, rotated_secrets, ColumnValue, Result};
+use crate::store::{now_millis, push_changes, rotated_sealed, ColumnValue, Result};
 
 impl MySqlStore {
     /// One transaction: the update writing only `changes` (and `updated_at`), which locks the
@@ -20,18 +20,7 @@ impl MySqlStore {
     ) -> Result<Option<Endpoint>> {
         let mut q =
             QueryBuilder::<MySql>::new("UPDATE kurir_endpoints SET updated_at = UTC_TIMESTAMP(3)");
-        for (column, value) in changes {
-            q.push(", ").push(*column).push(" = ");
-            match value.clone() {
-                ColumnValue::Text(v) | ColumnValue::Json(v) => q.push_bind(v),
-                ColumnValue::NullableText(v) => q.push_bind(v),
-                ColumnValue::Bool(v) => q.push_bind(v),
-                ColumnValue::Int(v) => q.push_bind(v),
-            };
-        }
-        // A tombstone (a deleted endpoint) is no endpoint: never changed, never revived.
-        q.push(" WHERE deleted_at IS NULL AND id = ")
-            .push_bind(id.as_str());
+        push_changes(&mut q, changes, "", id.as_str());
         let mut tx = self.pool.begin().await?;
         q.build().execute(&mut *tx).await?;
         let row: Option<EndpointRow> = sqlx::query_as(&format!(
@@ -53,30 +42,23 @@ impl MySqlStore {
         grace: Duration,
     ) -> Result<Option<Endpoint>> {
         let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(
-            "SELECT CAST(secret AS CHAR) AS secret, \
-                 CAST(previous_secrets AS CHAR) AS previous_secrets \
+        let stored = sqlx::query_as(
+            "SELECT CAST(secret AS CHAR), CAST(previous_secrets AS CHAR) \
              FROM kurir_endpoints WHERE id = ? AND deleted_at IS NULL FOR UPDATE",
         )
         .bind(id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(row) = row else {
+        let Some(stored) = stored else {
             return Ok(None);
         };
-        let previous = rotated_secrets(
-            id.as_str(),
-            &self.secrets.open(row.try_get("secret")?)?,
-            &self.secrets.open_list(row.try_get("previous_secrets")?)?,
-            grace,
-            now_millis(),
-        )?;
+        let previous = rotated_sealed(&self.secrets, id.as_str(), stored, grace, now_millis())?;
         sqlx::query(
             "UPDATE kurir_endpoints SET secret = ?, previous_secrets = ?, \
                  updated_at = UTC_TIMESTAMP(3) WHERE id = ?",
         )
         .bind(self.secrets.seal(new.expose()))
-        .bind(self.secrets.seal_list(&previous)?)
+        .bind(previous)
         .bind(id.as_str())
         .execute(&mut *tx)
         .await?;

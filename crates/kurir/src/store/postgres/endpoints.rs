@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use kurir_core::secret::Secret;
-use sqlx::{Postgres, QueryBuilder, Row};
+use sqlx::{Postgres, QueryBuilder};
 
 use super::{PgStore, ENDPOINT_COLUMNS};
 use crate::endpoint::{Endpoint, EndpointId};
 use crate::store::rows::EndpointRow;
-use crate::store::{now_millis, rotated_secrets, ColumnValue, Result};
+use crate::store::{now_millis, push_changes, rotated_sealed, ColumnValue, Result};
 
 impl PgStore {
     /// One statement writing only `changes` (and `updated_at`); it waits for the row's lock
@@ -19,21 +19,8 @@ impl PgStore {
         changes: &[(&'static str, ColumnValue)],
     ) -> Result<Option<Endpoint>> {
         let mut q = QueryBuilder::<Postgres>::new("UPDATE kurir_endpoints SET updated_at = now()");
-        for (column, value) in changes {
-            q.push(", ").push(*column).push(" = ");
-            match value.clone() {
-                ColumnValue::Text(v) => q.push_bind(v),
-                ColumnValue::NullableText(v) => q.push_bind(v),
-                ColumnValue::Json(v) => q.push_bind(v).push("::json"),
-                ColumnValue::Bool(v) => q.push_bind(v),
-                ColumnValue::Int(v) => q.push_bind(v),
-            };
-        }
-        // A tombstone (a deleted endpoint) is no endpoint: never changed, never revived.
-        q.push(" WHERE deleted_at IS NULL AND id = ")
-            .push_bind(id.as_str())
-            .push(" RETURNING ")
-            .push(ENDPOINT_COLUMNS);
+        push_changes(&mut q, changes, "::json", id.as_str());
+        q.push(" RETURNING ").push(ENDPOINT_COLUMNS);
         let row: Option<EndpointRow> = q.build_query_as().fetch_optional(&self.pool).await?;
         row.map(|r| r.into_endpoint(&self.secrets)).transpose()
     }
@@ -47,23 +34,17 @@ impl PgStore {
         grace: Duration,
     ) -> Result<Option<Endpoint>> {
         let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(
-            "SELECT secret, previous_secrets::text AS previous_secrets FROM kurir_endpoints \
+        let stored = sqlx::query_as(
+            "SELECT secret, previous_secrets::text FROM kurir_endpoints \
              WHERE id = $1 AND deleted_at IS NULL FOR UPDATE",
         )
         .bind(id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(row) = row else {
+        let Some(stored) = stored else {
             return Ok(None);
         };
-        let previous = rotated_secrets(
-            id.as_str(),
-            &self.secrets.open(row.try_get("secret")?)?,
-            &self.secrets.open_list(row.try_get("previous_secrets")?)?,
-            grace,
-            now_millis(),
-        )?;
+        let previous = rotated_sealed(&self.secrets, id.as_str(), stored, grace, now_millis())?;
         let sql = format!(
             "UPDATE kurir_endpoints SET secret = $2, previous_secrets = $3::json, \
              updated_at = now() WHERE id = $1 RETURNING {ENDPOINT_COLUMNS}"
@@ -71,7 +52,7 @@ impl PgStore {
         let row: EndpointRow = sqlx::query_as(&sql)
             .bind(id.as_str())
             .bind(self.secrets.seal(new.expose()))
-            .bind(self.secrets.seal_list(&previous)?)
+            .bind(previous)
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;

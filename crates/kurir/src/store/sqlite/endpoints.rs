@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use kurir_core::secret::Secret;
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::{QueryBuilder, Sqlite};
 
 use super::{SqliteStore, ENDPOINT_COLUMNS};
 use crate::endpoint::{Endpoint, EndpointId};
 use crate::store::rows::EndpointRow;
-use crate::store::{now_millis, rotated_secrets, sqlite_ts, ColumnValue, Result};
+use crate::store::{now_millis, push_changes, rotated_sealed, sqlite_ts, ColumnValue, Result};
 
 impl SqliteStore {
     /// One statement writing only `changes` (and `updated_at`), under SQLite's write lock;
@@ -20,20 +20,8 @@ impl SqliteStore {
     ) -> Result<Option<Endpoint>> {
         let mut q = QueryBuilder::<Sqlite>::new("UPDATE kurir_endpoints SET updated_at = ");
         q.push_bind(sqlite_ts(now_millis()));
-        for (column, value) in changes {
-            q.push(", ").push(*column).push(" = ");
-            match value.clone() {
-                ColumnValue::Text(v) | ColumnValue::Json(v) => q.push_bind(v),
-                ColumnValue::NullableText(v) => q.push_bind(v),
-                ColumnValue::Bool(v) => q.push_bind(v),
-                ColumnValue::Int(v) => q.push_bind(v),
-            };
-        }
-        // A tombstone (a deleted endpoint) is no endpoint: never changed, never revived.
-        q.push(" WHERE deleted_at IS NULL AND id = ")
-            .push_bind(id.as_str())
-            .push(" RETURNING ")
-            .push(ENDPOINT_COLUMNS);
+        push_changes(&mut q, changes, "", id.as_str());
+        q.push(" RETURNING ").push(ENDPOINT_COLUMNS);
         let row: Option<EndpointRow> = q.build_query_as().fetch_optional(&self.pool).await?;
         row.map(|r| r.into_endpoint(&self.secrets)).transpose()
     }
@@ -48,24 +36,18 @@ impl SqliteStore {
         grace: Duration,
     ) -> Result<Option<Endpoint>> {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row = sqlx::query(
+        let stored = sqlx::query_as(
             "SELECT secret, previous_secrets FROM kurir_endpoints \
              WHERE id = ?1 AND deleted_at IS NULL",
         )
         .bind(id.as_str())
         .fetch_optional(&mut *tx)
         .await?;
-        let Some(row) = row else {
+        let Some(stored) = stored else {
             return Ok(None);
         };
         let now = now_millis();
-        let previous = rotated_secrets(
-            id.as_str(),
-            &self.secrets.open(row.try_get("secret")?)?,
-            &self.secrets.open_list(row.try_get("previous_secrets")?)?,
-            grace,
-            now,
-        )?;
+        let previous = rotated_sealed(&self.secrets, id.as_str(), stored, grace, now)?;
         let sql = format!(
             "UPDATE kurir_endpoints SET secret = ?2, previous_secrets = ?3, updated_at = ?4 \
              WHERE id = ?1 RETURNING {ENDPOINT_COLUMNS}"
@@ -73,7 +55,7 @@ impl SqliteStore {
         let row: EndpointRow = sqlx::query_as(&sql)
             .bind(id.as_str())
             .bind(self.secrets.seal(new.expose()))
-            .bind(self.secrets.seal_list(&previous)?)
+            .bind(previous)
             .bind(sqlite_ts(now))
             .fetch_one(&mut *tx)
             .await?;
