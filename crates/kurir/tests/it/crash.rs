@@ -248,29 +248,7 @@ async fn an_answer_the_database_cannot_store_wedges_nothing(db: TestDb) {
 mod scale_out {
     use super::*;
 
-    /// Runs each named `async fn name(db: TestDb)` on the servers several kurir processes can
-    /// share, PostgreSQL and MySQL/MariaDB, as `name::postgres` and `name::mysql`.
-    macro_rules! on_shared_servers {
-        ($($name:ident),* $(,)?) => {$(
-            mod $name {
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn postgres() {
-                    if let Some(db) = crate::support::TestDb::postgres().await {
-                        super::$name(db).await
-                    }
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn mysql() {
-                    if let Some(db) = crate::support::TestDb::mysql().await {
-                        super::$name(db).await
-                    }
-                }
-            }
-        )*};
-    }
-
-    on_shared_servers!(
+    crate::on_shared_servers!(
         three_processes_share_2000_events_without_duplicates,
         a_killed_process_among_three_loses_no_event,
     );

@@ -10,29 +10,7 @@ use kurir::store::Store;
 
 use crate::support::TestDb;
 
-/// Runs each named `async fn name(db: TestDb)` on the servers several transactions can write
-/// to at once: PostgreSQL and MySQL/MariaDB.
-macro_rules! on_servers {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                if let Some(db) = crate::support::TestDb::postgres().await {
-                    super::$name(db).await
-                }
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn mysql() {
-                if let Some(db) = crate::support::TestDb::mysql().await {
-                    super::$name(db).await
-                }
-            }
-        }
-    )*};
-}
-
-on_servers!(an_event_whose_id_commits_after_a_later_one_is_still_relayed);
+crate::on_shared_servers!(an_event_whose_id_commits_after_a_later_one_is_still_relayed);
 
 fn event(n: u32) -> NewEvent {
     NewEvent::json("order.paid", &serde_json::json!({ "n": n })).unwrap()

@@ -16,6 +16,30 @@ use kurir::store::Store;
 use kurir_core::retry::RetryPolicy;
 use tokio_util::sync::CancellationToken;
 
+/// Runs each named `async fn name(db: TestDb)` on the database servers that several processes
+/// or transactions can write to at once, PostgreSQL and MySQL/MariaDB, as `name::postgres` and
+/// `name::mysql` (SQLite has one writer at a time).
+#[macro_export]
+macro_rules! on_shared_servers {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if let Some(db) = $crate::support::TestDb::postgres().await {
+                    super::$name(db).await
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn mysql() {
+                if let Some(db) = $crate::support::TestDb::mysql().await {
+                    super::$name(db).await
+                }
+            }
+        }
+    )*};
+}
+
 /// Runs each named `async fn name(fixture)` once per backend, as `name::sqlite`,
 /// `name::postgres` and `name::mysql`. The fixture is whatever the function takes, a [`TestDb`] or a
 /// [`crate::api::support::TestApp`] (see [`Fixture`]); `with runner;` first hands each backend
