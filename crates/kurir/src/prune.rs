@@ -3,7 +3,7 @@
 //! What may go, and the locking that keeps one process at a time at it, is
 //! [`crate::store::retention`].
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
@@ -19,8 +19,9 @@ use crate::store::{Store, StoreError};
 pub struct Pacing {
     /// Rows per table in one batch: small enough that a batch's transaction is short.
     pub batch_size: u32,
-    /// Rest after a batch for this many times its duration. With a rest of `r`, the pruner
-    /// holds what its batches lock for at most `1 / (1 + r)` of the time.
+    /// Rest after a batch for this many times it held its locks. With a rest of `r`, the
+    /// pruner holds them at most `1 / (1 + r)` of the time. The wait for the locks does not
+    /// count: it is time the others had them.
     pub rest: u32,
 }
 
@@ -32,7 +33,7 @@ impl Pacing {
     /// steps, so a pruner that starts its next batch at once takes the lock again before they
     /// wake, and holds it nearly all the time while a backlog of old rows lasts: delivery then
     /// runs at the pace of the waiters' back-off. Short batches and a rest of nine times each
-    /// batch keep the pruner to a tenth of the lock. PostgreSQL and MySQL lock rows, not the
+    /// batch's hold keep the pruner to a tenth of the lock. PostgreSQL and MySQL lock rows, not the
     /// database: a batch there holds up nothing that delivery touches, and the pruner only
     /// yields between batches.
     pub fn for_store(store: &Store) -> Self {
@@ -48,9 +49,9 @@ impl Pacing {
         }
     }
 
-    /// How long to rest after a batch that took `took`.
-    pub fn rest_after(self, took: Duration) -> Duration {
-        took.saturating_mul(self.rest)
+    /// How long to rest after a batch that held its locks for `held`.
+    pub fn rest_after(self, held: Duration) -> Duration {
+        held.saturating_mul(self.rest)
     }
 }
 
@@ -86,11 +87,10 @@ pub async fn round(
     let pacing = Pacing::for_store(store);
     let mut total = Pruned::default();
     loop {
-        let started = Instant::now();
-        let Some(batch) = store.prune_batch(&cutoffs, pacing.batch_size).await? else {
+        let Some((batch, held)) = store.prune_batch_held(&cutoffs, pacing.batch_size).await?
+        else {
             return Ok(RoundOutcome::Busy);
         };
-        let took = started.elapsed();
         metrics.record_pruned(&batch);
         total = add(total, batch);
         let full = batch
@@ -101,7 +101,7 @@ pub async fn round(
             return Ok(RoundOutcome::Pruned(total));
         }
         // Let the relay, the dispatcher and the application have the database between batches.
-        let rest = pacing.rest_after(took);
+        let rest = pacing.rest_after(held);
         if rest.is_zero() {
             tokio::task::yield_now().await;
         } else {
