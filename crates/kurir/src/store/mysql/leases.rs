@@ -8,7 +8,6 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use kurir_core::retry::RetryPolicy;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, Row, Transaction};
 use tokio::time::Instant;
@@ -16,10 +15,7 @@ use tokio::time::Instant;
 use super::{bind_all, in_list, MySqlStore};
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::ordering::{dead_letter_status, ordered};
-use crate::store::{
-    Claim, EndpointSlot, Leased, Orphan, OrphanReason, Requeued, Result, LEASE_EXPIRED,
-    LEASE_RELEASED,
-};
+use crate::store::{Claim, EndpointSlot, LeaseEnd, Leased, Orphan, OrphanReason, Requeued, Result};
 
 /// One endpoint's oldest due rows whose event exists, locked, with what the lease leaves as it
 /// was and the attempt count it increments (so nothing is read again). `due_at` is the
@@ -193,41 +189,24 @@ impl MySqlStore {
         Ok(done.rows_affected())
     }
 
-    /// One transaction over `owner`'s leases (see [`REQUEUE_SQL`]).
-    pub(in crate::store) async fn release_leases(
-        &self,
-        owner: &str,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
-        let lock = "SELECT id FROM kurir_deliveries \
-            WHERE leased_until IS NOT NULL AND lease_owner = ? FOR UPDATE SKIP LOCKED";
-        self.requeue(lock, Some(owner), LEASE_RELEASED, defaults)
-            .await
-    }
-
-    /// One transaction over expired leases (see [`REQUEUE_SQL`]), found through the index of
-    /// leased rows; the row locks it takes (skipping locked ones) keep concurrent sweeps from
-    /// moving a row twice.
-    pub(in crate::store) async fn sweep_expired_leases(
-        &self,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
-        let lock = "SELECT id FROM kurir_deliveries \
-            WHERE leased_until < UTC_TIMESTAMP(3) FOR UPDATE SKIP LOCKED";
-        self.requeue(lock, None, LEASE_EXPIRED, defaults).await
-    }
-
-    async fn requeue(
-        &self,
-        lock: &str,
-        owner: Option<&str>,
-        error: &str,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
+    /// One transaction over the leases `end` names (see [`REQUEUE_SQL`]); expired ones are
+    /// found through the index of leased rows. The row locks it takes (skipping locked ones)
+    /// keep concurrent sweeps from moving a row twice.
+    pub(in crate::store) async fn requeue(&self, end: LeaseEnd<'_>) -> Result<Requeued> {
+        let lock = match end.owner {
+            Some(_) => {
+                "SELECT id FROM kurir_deliveries \
+                 WHERE leased_until IS NOT NULL AND lease_owner = ? FOR UPDATE SKIP LOCKED"
+            }
+            None => {
+                "SELECT id FROM kurir_deliveries \
+                 WHERE leased_until < UTC_TIMESTAMP(3) FOR UPDATE SKIP LOCKED"
+            }
+        };
         let millis = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         let mut tx = self.pool.begin().await?;
         let ids: Vec<i64> = sqlx::query_scalar(lock)
-            .bind(owner)
+            .bind(end.owner)
             .fetch_all(&mut *tx)
             .await?;
         if ids.is_empty() {
@@ -236,11 +215,11 @@ impl MySqlStore {
         }
         let sql = format!("{REQUEUE_SQL}{}", in_list("d.id", ids.len()));
         let requeue = sqlx::query(&sql)
-            .bind(i64::from(defaults.max_attempts))
-            .bind(millis(defaults.initial_delay))
-            .bind(millis(defaults.max_delay))
-            .bind(defaults.jitter)
-            .bind(error);
+            .bind(i64::from(end.defaults.max_attempts))
+            .bind(millis(end.defaults.initial_delay))
+            .bind(millis(end.defaults.max_delay))
+            .bind(end.defaults.jitter)
+            .bind(end.error());
         bind_all(requeue, &ids).execute(&mut *tx).await?;
         let sql = format!(
             "SELECT COUNT(*), CAST(COALESCE(SUM(status = 'dead_letter'), 0) AS SIGNED) \
