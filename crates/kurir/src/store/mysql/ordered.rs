@@ -11,8 +11,9 @@ use crate::store::Result;
 /// The earliest `outbox_id` among the deliveries of `d`'s endpoint and key in `$status`, or
 /// `d`'s own when there is none: one probe of `kurir_deliveries_ordering` that reads one entry
 /// (the index orders a key's rows of one status by `outbox_id`). Forced: with the statistics of
-/// a table that was small when they were taken, MariaDB read the endpoint's whole `due` index
-/// range for every probe instead, and a claim over a blocked backlog took more than a second.
+/// a table that was small when they were taken, MariaDB probed the endpoint's rows through
+/// `kurir_deliveries_due` instead, so a claim over a blocked backlog read every row of the
+/// endpoint once for each row it checked.
 macro_rules! earliest {
     ($status:literal) => {
         concat!(
