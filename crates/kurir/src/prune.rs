@@ -87,8 +87,7 @@ pub async fn round(
     let pacing = Pacing::for_store(store);
     let mut total = Pruned::default();
     loop {
-        let Some((batch, held)) = store.prune_batch_held(&cutoffs, pacing.batch_size).await?
-        else {
+        let Some((batch, held)) = store.prune_batch_held(&cutoffs, pacing.batch_size).await? else {
             return Ok(RoundOutcome::Busy);
         };
         metrics.record_pruned(&batch);

@@ -180,7 +180,7 @@ async fn publish(store: &Store, event_type: &str) -> String {
 }
 
 /// The lease owner and expiry of `event_id`'s delivery, when it is leased.
-async fn lease_of(store: &Store, event_id: &str) -> Option<(String, chrono::DateTime<Utc>)> {
+async fn lease_of(store: &Store, event_id: &str) -> Option<(String, DateTime<Utc>)> {
     let sql = "SELECT lease_owner, lease_expires_at FROM kurir_deliveries \
                WHERE event_id = $1 AND status = 'processing'";
     match store {
@@ -209,7 +209,7 @@ async fn lease_of(store: &Store, event_id: &str) -> Option<(String, chrono::Date
 }
 
 /// Whether the database's clock (the one leases expire by) has passed `at`.
-async fn database_clock_passed(store: &Store, at: chrono::DateTime<Utc>) -> bool {
+async fn database_clock_passed(store: &Store, at: DateTime<Utc>) -> bool {
     match store {
         Store::Postgres(pg) => sqlx::query_scalar("SELECT now() > $1")
             .bind(at)
@@ -462,7 +462,7 @@ async fn state_of(
 ) -> (
     DeliveryStatus,
     u32,
-    chrono::DateTime<Utc>,
+    DateTime<Utc>,
     Option<String>,
     (Option<String>, Option<String>),
 ) {
