@@ -34,6 +34,7 @@ pub mod mysql;
 pub mod notify;
 mod ordering;
 pub mod postgres;
+mod publish;
 pub mod rates;
 mod records;
 pub mod replay_preview;
