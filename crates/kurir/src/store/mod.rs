@@ -58,7 +58,7 @@ use chrono::{DateTime, Utc};
 use kurir_core::retry::RetryPolicy;
 
 use crate::delivery::{ClaimedDelivery, Completion};
-use crate::endpoint::{Endpoint, EndpointId, EndpointUpdate, NewEndpoint};
+use crate::endpoint::{Endpoint, EndpointId, NewEndpoint};
 
 pub use admin::{
     DeliveryListItem, DeliveryQuery, EventQuery, IdempotencyKey, PublishItem, Published,
@@ -67,9 +67,7 @@ pub use admin::{
 pub use backlog::Backlog;
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
 pub(crate) use claims::{LeaseEnd, Leased, OrphanLooks};
-pub(crate) use endpoint_changes::{
-    bind_endpoint, bind_endpoint_text, endpoint_changes, push_changes, rotated_sealed, ColumnValue,
-};
+pub(crate) use endpoint_changes::{bind_endpoint, bind_endpoint_text};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use mysql::MySqlStore;
 pub use postgres::PgStore;
@@ -296,31 +294,6 @@ impl Store {
         endpoint.created_at = created_at;
         endpoint.updated_at = created_at;
         Ok(endpoint)
-    }
-
-    /// Applies `update` and returns the endpoint as stored, or `None` if it does not exist.
-    /// Only the columns of the fields given are written, in one statement, so a concurrent
-    /// change to other fields (a `410` disabling the endpoint, a secret rotation) stays.
-    pub async fn update_endpoint(
-        &self,
-        id: &EndpointId,
-        update: EndpointUpdate,
-    ) -> Result<Option<Endpoint>> {
-        let changes = endpoint_changes(&update);
-        on_backend!(self, s => s.update_endpoint(id, &changes).await)
-    }
-
-    /// Makes `new_secret` current; the old secret keeps signing until `grace` has passed.
-    /// Rotated-out secrets that have already expired are dropped. Reads and writes the secrets
-    /// under the row's lock, so concurrent rotations take turns and each keeps the secret it
-    /// replaced signing for its grace period.
-    pub async fn rotate_secret(
-        &self,
-        id: &EndpointId,
-        new_secret: kurir_core::secret::Secret,
-        grace: Duration,
-    ) -> Result<Option<Endpoint>> {
-        on_backend!(self, s => s.rotate_secret(id, &new_secret, grace).await)
     }
 
     /// Fans out up to `limit` undispatched outbox rows: one delivery per matching enabled
