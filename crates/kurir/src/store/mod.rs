@@ -66,7 +66,7 @@ pub use admin::{
 };
 pub use backlog::Backlog;
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
-pub(crate) use claims::{LeaseEnd, Leased, OrphanLooks};
+pub(crate) use claims::{ClaimAsk, LeaseEnd, Leased, OrphanLooks};
 pub(crate) use endpoint_changes::{bind_endpoint, bind_endpoint_text};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use mysql::MySqlStore;
@@ -321,8 +321,13 @@ impl Store {
         if slots.is_empty() || limit == 0 {
             return Ok(Claim::default());
         }
-        let sent_at = tokio::time::Instant::now();
-        on_backend!(self, s => s.claim_due_deliveries(owner, slots, limit, sent_at).await)
+        let ask = ClaimAsk {
+            owner,
+            slots,
+            limit,
+            sent_at: tokio::time::Instant::now(),
+        };
+        on_backend!(self, s => s.claim_due_deliveries(ask).await)
     }
 
     /// Removes, with their attempts, up to `limit` deliveries of endpoints that no longer exist
