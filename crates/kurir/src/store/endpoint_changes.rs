@@ -126,8 +126,8 @@ impl Store {
                 q.build().execute(&mut *tx).await?;
                 let row = sqlx::query_as(LIVE_ENDPOINT_MYSQL)
                     .bind(id)
-                    .fetch_optional(&mut *tx);
-                let row = row.await?;
+                    .fetch_optional(&mut *tx)
+                    .await?;
                 tx.commit().await?;
                 row
             }

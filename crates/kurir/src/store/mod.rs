@@ -12,9 +12,13 @@
 //!   file per concern with the dialects side by side: `records.rs` (endpoints, events,
 //!   deliveries, attempts, listings, replays, stats), [`sources`], [`activity`], [`inbox`],
 //!   [`replay_preview`], [`waiting`], [`backlog`].
+//! - Writes whose steps are the same on every dialect are written once, each step a `Sql`,
+//!   with what differs (the transaction's start, how a lost race shows) named per dialect:
+//!   `publish.rs` (the API's publishes and their idempotency keys), `endpoint_changes.rs`
+//!   (endpoint updates and secret rotations), `tombstones.rs`, `retention.rs`.
 //! - [`postgres`], [`sqlite`] and [`mysql`]: the operations whose transactions or locking differ
-//!   by dialect (relay, claims, completions, leases, endpoint writes, publish, replay), each
-//!   documenting the locks it takes.
+//!   by dialect (relay, claims, completions, leases, replay), each documenting the locks it
+//!   takes.
 //!
 //! A new dialect adds a field to `Sql`, an arm to `query_as_on!`, `execute_on!` and
 //! `on_backend!`, a variant of [`Store`] with its store type and submodules, and `Ts`'s
