@@ -23,7 +23,6 @@
 //!   shared advisory lock does (see [`MySqlStore::relay_batch`]).
 
 mod admin;
-mod endpoints;
 mod leases;
 mod ordered;
 mod orphans;
@@ -41,9 +40,6 @@ use sqlx::{Connection, Executor, MySql};
 
 use super::{Result, StoreError};
 use crate::endpoint::Endpoint;
-
-/// An endpoint row, its text columns cast so they decode (see the module docs).
-pub(super) const ENDPOINT_COLUMNS: &str = super::rows::endpoint_columns!(mysql);
 
 /// kurir's tables in a MySQL or MariaDB database.
 #[derive(Clone, Debug)]

@@ -8,16 +8,17 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use sqlx::mysql::MySqlRow;
-use sqlx::{MySql, Row, Transaction};
-use tokio::time::Instant;
+use sqlx::{FromRow, MySql, Row, Transaction};
 
 use super::ordered::{self, head_of_aggregate};
 use super::orphans::remove_orphans;
 use super::{bind_all, in_list, MySqlStore};
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::ordering::{dead_letter_status, ordered};
-use crate::store::{Claim, EndpointSlot, LeaseEnd, Leased, Orphan, OrphanReason, Requeued, Result};
+use crate::store::rows::SnapshotRow;
+use crate::store::{
+    Claim, ClaimAsk, EndpointSlot, LeaseEnd, Leased, Orphan, OrphanReason, Requeued, Result,
+};
 
 /// One endpoint's oldest due rows whose event exists, locked, with what the lease leaves as it
 /// was and the attempt count it increments (so nothing is read again). `due_at` is the
@@ -73,27 +74,21 @@ impl MySqlStore {
     /// transaction; the lease is what protects a row during the HTTP call. The transaction is
     /// `READ COMMITTED` whatever the session's level (`from_pool` takes the application's pool
     /// as it is), so each of its statements reads a new snapshot (see [`ordered::not_heads`]).
-    pub(in crate::store) async fn claim_due_deliveries(
-        &self,
-        owner: &str,
-        slots: &[EndpointSlot],
-        limit: u32,
-        sent_at: Instant,
-    ) -> Result<Claim> {
+    pub(in crate::store) async fn claim_due_deliveries(&self, ask: ClaimAsk<'_>) -> Result<Claim> {
         let looking = self.orphan_looks.due();
-        let mut remaining = limit;
+        let mut remaining = ask.limit;
         let mut leased = Vec::new();
         let mut orphans = Vec::new();
         let mut tx = self
             .pool
             .begin_with("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; BEGIN")
             .await?;
-        for slot in slots {
+        for slot in ask.slots {
             if remaining == 0 {
                 break;
             }
             let want = slot.limit.min(remaining);
-            let (rows, read, last) = lease_slot(&mut tx, owner, slot, want).await?;
+            let (rows, read, last) = lease_slot(&mut tx, ask.owner, slot, want).await?;
             remaining -= rows.len() as u32;
             if looking {
                 // Fewer than asked for: every due row of the endpoint was read.
@@ -113,13 +108,7 @@ impl MySqlStore {
         if looking {
             self.orphan_looks.looked(!orphans.is_empty());
         }
-        Ok(Claim {
-            deliveries: leased
-                .into_iter()
-                .map(|l| l.claimed(&events, sent_at))
-                .collect::<Result<_>>()?,
-            orphans,
-        })
+        Claim::of_leased(leased, &events, ask.sent_at, orphans)
     }
 
     /// A read finds the endpoint ids of deliveries with no endpoint (one index entry per
@@ -151,7 +140,7 @@ impl MySqlStore {
             .await?;
         let removed = rows
             .iter()
-            .map(|r| orphan(r, OrphanReason::EndpointDeleted))
+            .map(|r| Orphan::of_row(r, OrphanReason::EndpointDeleted))
             .collect::<Result<Vec<_>>>()?;
         delete_deliveries(&mut tx, &removed).await?;
         tx.commit().await?;
@@ -342,27 +331,6 @@ async fn events_of(
         .fetch_all(&mut **tx)
         .await?;
     rows.iter()
-        .map(|r| {
-            Ok((
-                r.try_get("id")?,
-                EventSnapshot {
-                    event_id: r.try_get("event_id")?,
-                    event_type: r.try_get("event_type")?,
-                    version: r.try_get("version")?,
-                    occurred_at: r.try_get("occurred_at")?,
-                    aggregate_id: r.try_get("aggregate_id")?,
-                    payload: r.try_get("payload")?,
-                },
-            ))
-        })
+        .map(|r| Ok(SnapshotRow::from_row(r)?.into()))
         .collect()
-}
-
-pub(super) fn orphan(r: &MySqlRow, reason: OrphanReason) -> Result<Orphan> {
-    Ok(Orphan {
-        delivery_id: r.try_get("id")?,
-        endpoint_id: r.try_get("endpoint_id")?,
-        event_id: r.try_get("event_id")?,
-        reason,
-    })
 }

@@ -12,7 +12,7 @@ use super::PgStore;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::ordering::{dead_letter_status, ordered};
 use crate::store::{
-    Claim, EndpointSlot, LeaseEnd, Orphan, OrphanReason, Requeued, Result, StoreError,
+    Claim, ClaimAsk, EndpointSlot, LeaseEnd, Orphan, OrphanReason, Requeued, Result, StoreError,
 };
 
 /// The claim (see [`PgStore::claim_due_deliveries`]): `due` locks and `leased` leases the live
@@ -170,21 +170,17 @@ impl PgStore {
     /// never waited for), then leases them; now and then also removes the orphans among the
     /// due rows it read past. The locks end with the statement; the lease is what protects a
     /// row during the HTTP call.
-    pub(in crate::store) async fn claim_due_deliveries(
-        &self,
-        owner: &str,
-        slots: &[EndpointSlot],
-        limit: u32,
-        sent_at: Instant,
-    ) -> Result<Claim> {
-        let ids: Vec<&str> = slots.iter().map(|s| s.endpoint.id.as_str()).collect();
-        let limits: Vec<i32> = slots
+    pub(in crate::store) async fn claim_due_deliveries(&self, ask: ClaimAsk<'_>) -> Result<Claim> {
+        let ids: Vec<&str> = ask.slots.iter().map(|s| s.endpoint.id.as_str()).collect();
+        let limits: Vec<i32> = ask
+            .slots
             .iter()
             .map(|s| s.limit.try_into().unwrap_or(i32::MAX))
             .collect();
-        let leases: Vec<f64> = slots.iter().map(|s| s.lease.as_secs_f64()).collect();
-        let ordered: Vec<bool> = slots.iter().map(|s| ordered(&s.endpoint)).collect();
-        let dead_letter: Vec<&str> = slots
+        let leases: Vec<f64> = ask.slots.iter().map(|s| s.lease.as_secs_f64()).collect();
+        let ordered: Vec<bool> = ask.slots.iter().map(|s| ordered(&s.endpoint)).collect();
+        let dead_letter: Vec<&str> = ask
+            .slots
             .iter()
             .map(|s| dead_letter_status(&s.endpoint))
             .collect();
@@ -195,25 +191,30 @@ impl PgStore {
             CLAIM_SQL
         };
         let mut query = sqlx::query(sql)
-            .bind(owner)
+            .bind(ask.owner)
             .bind(&ids)
             .bind(&limits)
             .bind(&leases)
-            .bind(i64::from(limit))
+            .bind(i64::from(ask.limit))
             .bind(&ordered)
             .bind(&dead_letter);
         if looking {
             query = query.bind(ORPHAN_WALK);
         }
         let rows = query.fetch_all(&self.bookkeeping).await?;
-        let by_id: HashMap<&str, &EndpointSlot> =
-            slots.iter().map(|s| (s.endpoint.id.as_str(), s)).collect();
+        let by_id: HashMap<&str, &EndpointSlot> = ask
+            .slots
+            .iter()
+            .map(|s| (s.endpoint.id.as_str(), s))
+            .collect();
         let mut claim = Claim::default();
         for r in &rows {
             if r.try_get("orphan")? {
-                claim.orphans.push(orphan(r, OrphanReason::EventDeleted)?);
+                claim
+                    .orphans
+                    .push(Orphan::of_row(r, OrphanReason::EventDeleted)?);
             } else {
-                claim.deliveries.push(claimed(r, &by_id, sent_at)?);
+                claim.deliveries.push(claimed(r, &by_id, ask.sent_at)?);
             }
         }
         if looking {
@@ -233,7 +234,7 @@ impl PgStore {
             .fetch_all(&self.bookkeeping)
             .await?;
         rows.iter()
-            .map(|r| orphan(r, OrphanReason::EndpointDeleted))
+            .map(|r| Orphan::of_row(r, OrphanReason::EndpointDeleted))
             .collect()
     }
 
@@ -316,14 +317,5 @@ fn claimed(
         },
         endpoint: slot.endpoint.clone(),
         lease_deadline: sent_at + slot.lease,
-    })
-}
-
-fn orphan(r: &PgRow, reason: OrphanReason) -> Result<Orphan> {
-    Ok(Orphan {
-        delivery_id: r.try_get("id")?,
-        endpoint_id: r.try_get("endpoint_id")?,
-        event_id: r.try_get("event_id")?,
-        reason,
     })
 }
