@@ -25,7 +25,11 @@ use crate::store::{
 /// deliveries by their due index or by `id = ANY(ARRAY(…))` (a primary-key probe per id; a join
 /// with the CTE was planned as a hash join over the whole table once the CTE's size could not
 /// be estimated), the outbox by a scalar sub-select on its key (planned as a hash anti-join
-/// over the whole outbox when written as `NOT EXISTS`).
+/// over the whole outbox when written as `NOT EXISTS`). The head check (`store::ordering`) is
+/// one sub-select per unfinished status, each ordered as `kurir_deliveries_ordering` is and
+/// limited to one row, so each reads at most one live index entry: written as one `NOT EXISTS`
+/// over the statuses, it was planned as a scan of the whole table per checked row, which the
+/// planner expected to stop early and which read the aggregate's whole sent history instead.
 macro_rules! claim_sql {
     ($orphans:literal, $tail:literal) => {
         concat!(
@@ -39,10 +43,13 @@ macro_rules! claim_sql {
                       AND d.available_at <= now() \
                       AND (SELECT o.id FROM kurir_outbox o WHERE o.id = d.outbox_id) IS NOT NULL \
                       AND (d.ordering_key IS NULL OR NOT s.ordered OR NOT EXISTS ( \
-                        SELECT 1 FROM kurir_deliveries p WHERE p.endpoint_id = d.endpoint_id \
-                          AND p.ordering_key = d.ordering_key \
-                          AND p.status IN ('pending', 'processing', 'failed', s.dead_letter) \
-                          AND p.outbox_id < d.outbox_id)) \
+                        SELECT 1 FROM unnest(ARRAY['pending', 'processing', 'failed', \
+                            s.dead_letter]) AS h(status) \
+                        WHERE (SELECT p.outbox_id FROM kurir_deliveries p \
+                            WHERE p.endpoint_id = d.endpoint_id \
+                              AND p.ordering_key = d.ordering_key AND p.status = h.status \
+                              AND p.outbox_id < d.outbox_id \
+                            ORDER BY p.outbox_id LIMIT 1) IS NOT NULL)) \
                     ORDER BY d.available_at LIMIT s.lim \
                     FOR UPDATE OF d SKIP LOCKED \
                 ) c LIMIT $5 ",
@@ -326,4 +333,90 @@ fn orphan(r: &PgRow, reason: OrphanReason) -> Result<Orphan> {
         event_id: r.try_get("event_id")?,
         reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::postgres::tests::{drop_database, fresh_database};
+
+    /// The claim's head check on an aggregate with a long sent history and a few hundred
+    /// deliveries blocked behind its head: every probe goes through `kurir_deliveries_ordering`
+    /// and nothing scans the table, with the plan for these arguments and the generic one a
+    /// prepared statement may switch to. Written as one `NOT EXISTS` over the statuses, each
+    /// blocked row's check was a sequential scan that read the whole sent history.
+    #[tokio::test]
+    async fn the_head_check_reads_the_ordering_index_whatever_the_sent_history() {
+        let Some((url, admin, name)) = fresh_database().await else {
+            return;
+        };
+        let store = PgStore::connect(&url).await.unwrap();
+        for sql in [
+            "INSERT INTO kurir_endpoints (id, url, secret, ordering) \
+             VALUES ('ep', 'https://x', 's', 'aggregate')",
+            "INSERT INTO kurir_outbox (event_type, payload, dispatched_at) \
+             SELECT 'order.paid', '{}', now() FROM generate_series(1, 30300)",
+            "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, ordering_key, status) \
+             SELECT id, event_id, 'ep', 'order:1', \
+                 CASE WHEN id > 30000 THEN 'pending' ELSE 'sent' END FROM kurir_outbox",
+            "ANALYZE",
+        ] {
+            sqlx::query(sql).execute(store.pool()).await.unwrap();
+        }
+        let mut plans = Vec::new();
+        for (sql, generic) in [
+            (CLAIM_SQL, false),
+            (CLAIM_SQL, true),
+            (CLAIM_LOOKING_SQL, false),
+        ] {
+            let mut tx = store.pool().begin().await.unwrap();
+            if generic {
+                sqlx::query("SET LOCAL plan_cache_mode = force_generic_plan")
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+            }
+            let explain = format!("EXPLAIN (FORMAT JSON) {sql}");
+            let mut query = sqlx::query_scalar(&explain)
+                .bind("w")
+                .bind(vec!["ep"])
+                .bind(vec![10i32])
+                .bind(vec![30.0f64])
+                .bind(100i64)
+                .bind(vec![true])
+                .bind(vec!["dead_letter"]);
+            if sql == CLAIM_LOOKING_SQL {
+                query = query.bind(ORPHAN_WALK);
+            }
+            let plan: serde_json::Value = query.fetch_one(&mut *tx).await.unwrap();
+            plans.push(plan);
+        }
+        store.close().await;
+        drop_database(&admin, &name).await;
+        for plan in plans {
+            let mut scans = Vec::new();
+            scans_of(&plan, &mut scans);
+            assert!(
+                scans
+                    .iter()
+                    .any(|(_, on)| on == "kurir_deliveries_ordering")
+                    && !scans.contains(&("Seq Scan".into(), "kurir_deliveries".into())),
+                "{scans:?}"
+            );
+        }
+    }
+
+    /// Each node of `plan` as (node type, index or else relation it reads).
+    fn scans_of(plan: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        let text = |key: &str| plan.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+        if let Some(node) = text("Node Type") {
+            let on = text("Index Name").or_else(|| text("Relation Name"));
+            out.push((node, on.unwrap_or_default()));
+        }
+        match plan {
+            serde_json::Value::Array(items) => items.iter().for_each(|p| scans_of(p, out)),
+            serde_json::Value::Object(map) => map.values().for_each(|p| scans_of(p, out)),
+            _ => {}
+        }
+    }
 }
