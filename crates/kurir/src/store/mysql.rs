@@ -47,6 +47,9 @@ pub struct MySqlStore {
     pool: MySqlPool,
     /// When claims look for orphans past the rows they take.
     orphan_looks: std::sync::Arc<super::OrphanLooks>,
+    /// Whether the last claim leased nothing: the next one first looks for a due row without a
+    /// transaction (see `claim_due_deliveries`).
+    idle: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Seals and opens the secret columns.
     pub(super) secrets: super::SecretCodec,
 }
@@ -88,6 +91,7 @@ impl MySqlStore {
         Self {
             pool,
             orphan_looks: Default::default(),
+            idle: Default::default(),
             secrets: Default::default(),
         }
     }
