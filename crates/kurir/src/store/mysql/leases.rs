@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{FromRow, MySql, Row, Transaction};
 
 use super::ordered::{self, head_of_aggregate};
-use super::orphans::remove_orphans;
+use super::orphans::{delete_deliveries, remove_orphans};
 use super::{bind_all, in_list, MySqlStore};
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::ordering::{dead_letter_status, ordered};
@@ -324,28 +324,6 @@ async fn lease_slot<'a>(
         .execute(&mut **tx)
         .await?;
     Ok((leased, read.len(), last))
-}
-
-/// Deletes the deliveries of `removed` and their attempts (the hot tables have no foreign keys).
-pub(super) async fn delete_deliveries(
-    tx: &mut Transaction<'static, MySql>,
-    removed: &[Orphan],
-) -> Result<()> {
-    if removed.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<i64> = removed.iter().map(|o| o.delivery_id).collect();
-    let sql = format!(
-        "DELETE FROM kurir_attempts WHERE {}",
-        in_list("delivery_id", ids.len())
-    );
-    bind_all(sqlx::query(&sql), &ids).execute(&mut **tx).await?;
-    let sql = format!(
-        "DELETE FROM kurir_deliveries WHERE {}",
-        in_list("id", ids.len())
-    );
-    bind_all(sqlx::query(&sql), &ids).execute(&mut **tx).await?;
-    Ok(())
 }
 
 /// The events of `leased`, by outbox row id.

@@ -6,7 +6,6 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use sqlx::{MySql, Row, Transaction};
 
-use super::leases::delete_deliveries;
 use super::{bind_all, in_list};
 use crate::store::{EndpointSlot, Orphan, OrphanReason, Result};
 
@@ -78,4 +77,26 @@ async fn still_orphaned(
         .filter(|(outbox_id, _)| !live.contains(outbox_id))
         .map(|(_, orphan)| orphan)
         .collect())
+}
+
+/// Deletes the deliveries of `removed` and their attempts (the hot tables have no foreign keys).
+pub(super) async fn delete_deliveries(
+    tx: &mut Transaction<'static, MySql>,
+    removed: &[Orphan],
+) -> Result<()> {
+    if removed.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<i64> = removed.iter().map(|o| o.delivery_id).collect();
+    let sql = format!(
+        "DELETE FROM kurir_attempts WHERE {}",
+        in_list("delivery_id", ids.len())
+    );
+    bind_all(sqlx::query(&sql), &ids).execute(&mut **tx).await?;
+    let sql = format!(
+        "DELETE FROM kurir_deliveries WHERE {}",
+        in_list("id", ids.len())
+    );
+    bind_all(sqlx::query(&sql), &ids).execute(&mut **tx).await?;
+    Ok(())
 }
