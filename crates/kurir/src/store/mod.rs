@@ -25,6 +25,7 @@
 pub mod activity;
 pub mod admin;
 pub mod backlog;
+mod born;
 pub mod breaker;
 mod claims;
 mod endpoint_changes;
@@ -64,6 +65,7 @@ pub use admin::{
     ReplayFilter, ReplayRecord, ReplayRequest, Stats, StatusCount,
 };
 pub use backlog::Backlog;
+pub use born::{BornRoom, Relayed};
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
 pub(crate) use claims::{Leased, OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
 pub(crate) use endpoint_changes::{
@@ -326,7 +328,20 @@ impl Store {
     /// endpoint created no later than the event, then marks the rows dispatched, in one
     /// transaction. Safe to run in several processes at once.
     pub async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
-        on_backend!(self, s => s.relay_batch(limit).await)
+        Ok(self.relay_batch_born(limit, None).await?.outcome)
+    }
+
+    /// [`Store::relay_batch`], inserting the deliveries `room` has a slot for born claimed:
+    /// already leased to `room.owner` as [`Store::claim_due_deliveries`] would lease them, and
+    /// returned in [`Relayed::born`] (see `store::born`). Keyed deliveries are never born
+    /// claimed.
+    pub async fn relay_batch_born(
+        &self,
+        limit: u32,
+        room: Option<BornRoom<'_>>,
+    ) -> Result<Relayed> {
+        let room = room.filter(|r| r.limit > 0 && !r.slots.is_empty());
+        on_backend!(self, s => s.relay_batch(limit, room).await)
     }
 
     /// Leases due deliveries for `owner`: at most `slot.limit` per endpoint and `limit` in all,

@@ -123,20 +123,6 @@ impl FanOut {
             .flatten()
     }
 
-    /// The deliveries as JSON arrays `[outbox_id, event_id, endpoint_id, ordering_key]`, for the
-    /// dialects that bind rows as one JSON text.
-    pub fn json_rows(&self) -> String {
-        let rows = (self.outbox_ids.iter())
-            .zip(&self.event_ids)
-            .zip(&self.endpoint_ids)
-            .zip(&self.ordering_keys)
-            .map(|(((outbox_id, event_id), endpoint_id), key)| {
-                serde_json::json!([outbox_id, event_id, endpoint_id, key])
-            })
-            .collect();
-        serde_json::Value::Array(rows).to_string()
-    }
-
     /// The relay batch's outcome, given how many deliveries the insert created.
     pub fn outcome(self, inserted: u64) -> super::RelayOutcome {
         super::RelayOutcome {

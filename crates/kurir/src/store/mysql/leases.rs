@@ -385,7 +385,7 @@ async fn delete_deliveries(tx: &mut Transaction<'static, MySql>, removed: &[Orph
 }
 
 /// The events of `leased`, by outbox row id.
-async fn events_of(
+pub(super) async fn events_of(
     tx: &mut Transaction<'static, MySql>,
     leased: &[Leased<'_>],
 ) -> Result<HashMap<i64, EventSnapshot>> {
