@@ -31,12 +31,12 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// A process with leases of 0.2 s + 4 × (0.2 + 0.5) s = 3 s, so a dead one's are swept soon.
+/// A process with leases of 1 s + 4 × (0.2 + 0.5) s = 3.8 s, so a dead one's are swept soon.
 fn spawn(db: &TestDb, dir: &std::path::Path) -> Kurir {
     let mut cmd = kurir_serve(&db.url, dir);
     cmd.env("KURIR_CONNECT_TIMEOUT", "200ms")
         .env("KURIR_REQUEST_TIMEOUT", "500ms")
-        .env("KURIR_LEASE_MARGIN", "200ms");
+        .env("KURIR_LEASE_MARGIN", "1s");
     Kurir::spawn(cmd)
 }
 
