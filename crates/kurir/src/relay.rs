@@ -48,6 +48,10 @@ pub async fn step_into(
     downstream: &Downstream,
     metrics: &Metrics,
 ) -> Result<RelayOutcome, StoreError> {
+    // Room is reserved only for a batch that will run: a reservation holds off the claims.
+    if !store.outbox_pending().await? {
+        return Ok(RelayOutcome::default());
+    }
     let room = downstream.births.as_ref().and_then(Births::room);
     let relayed = store
         .relay_batch_born(batch_size, room.as_ref().map(Room::as_born))

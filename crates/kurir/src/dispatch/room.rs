@@ -145,12 +145,17 @@ impl Drop for Room {
         let Some(lanes) = self.lanes.upgrade() else {
             return;
         };
-        let mut held = lanes.lock();
-        for slot in &self.slots {
-            if let Some(lane) = held.get_mut(&slot.endpoint.id) {
-                lane.reserved = lane.reserved.saturating_sub(slot.limit);
+        {
+            let mut held = lanes.lock();
+            for slot in &self.slots {
+                if let Some(lane) = held.get_mut(&slot.endpoint.id) {
+                    lane.reserved = lane.reserved.saturating_sub(slot.limit);
+                }
             }
         }
+        // A claim that found the room reserved may have gone to wait: what the batch did not
+        // use is the dispatcher's again.
+        lanes.freed.notify_one();
     }
 }
 

@@ -155,6 +155,10 @@ pub struct StoredEvent {
     pub refused_reason: Option<String>,
 }
 
+/// Whether the relay has work: one index probe, the same text in every dialect.
+const OUTBOX_PENDING: &str =
+    "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)";
+
 /// What one relay batch did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RelayOutcome {
@@ -328,13 +332,22 @@ impl Store {
     /// endpoint created no later than the event, then marks the rows dispatched, in one
     /// transaction. Safe to run in several processes at once.
     pub async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
+        if !self.outbox_pending().await? {
+            return Ok(RelayOutcome::default());
+        }
         Ok(self.relay_batch_born(limit, None).await?.outcome)
     }
 
-    /// [`Store::relay_batch`], inserting the deliveries `room` has a slot for born claimed:
-    /// already leased to `room.owner` as [`Store::claim_due_deliveries`] would lease them, and
-    /// returned in [`Relayed::born`] (see `store::born`). Keyed deliveries are never born
-    /// claimed.
+    /// Whether the outbox has undispatched rows: what an idle relay looks at, one index probe
+    /// (no transaction, no lock).
+    pub async fn outbox_pending(&self) -> Result<bool> {
+        on_backend!(self, s => s.outbox_pending().await)
+    }
+
+    /// [`Store::relay_batch`] without its look at [`Store::outbox_pending`], inserting the
+    /// deliveries `room` has a slot for born claimed: already leased to `room.owner` as
+    /// [`Store::claim_due_deliveries`] would lease them, and returned in [`Relayed::born`] (see
+    /// `store::born`). Keyed deliveries are never born claimed.
     pub async fn relay_batch_born(
         &self,
         limit: u32,

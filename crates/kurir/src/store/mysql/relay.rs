@@ -12,7 +12,7 @@ use crate::store::ordering::EARLIER_BATCHES;
 use crate::store::rows::{FanOutRow, OutboxHead};
 use crate::store::rules::{fan_out, gone_endpoints, next_at, next_status, FanOut};
 use crate::store::sql::positional;
-use crate::store::{BornRoom, EndpointSlot, Leased, Relayed, Result};
+use crate::store::{BornRoom, EndpointSlot, Leased, Relayed, Result, OUTBOX_PENDING};
 
 /// The completions of [`MySqlStore::complete_deliveries`] as rows `x`, from one JSON array of
 /// arrays (the first bind).
@@ -41,6 +41,13 @@ const INSERT_SQL: &str = "INSERT IGNORE INTO kurir_deliveries (outbox_id, event_
          lease_us BIGINT PATH '$[4]')) AS x";
 
 impl MySqlStore {
+    /// Whether the outbox has undispatched rows: one index probe, no transaction, no lock.
+    pub(in crate::store) async fn outbox_pending(&self) -> Result<bool> {
+        Ok(sqlx::query_scalar(OUTBOX_PENDING)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
     /// One transaction: locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP
     /// LOCKED` (concurrent relays take disjoint batches; a row the application has inserted but
     /// not committed is locked by its insert and skipped, so ids committing out of order are
@@ -52,21 +59,11 @@ impl MySqlStore {
     /// order first waits for the earlier undispatched rows another transaction holds (see
     /// `store::ordering`): another relay's batch, or here also an application's insert of an
     /// earlier event not yet committed.
-    ///
-    /// An idle relay costs one index probe (no transaction, no lock) per look.
     pub(in crate::store) async fn relay_batch(
         &self,
         limit: u32,
         room: Option<BornRoom<'_>>,
     ) -> Result<Relayed> {
-        let pending: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        if !pending {
-            return Ok(Relayed::default());
-        }
         let sent_at = Instant::now();
         let mut tx = self.pool.begin().await?;
         let events: Vec<OutboxHead> = sqlx::query_as(

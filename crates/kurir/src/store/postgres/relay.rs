@@ -10,7 +10,7 @@ use crate::store::born::{births, Births};
 use crate::store::ordering::EARLIER_BATCHES;
 use crate::store::rows::{FanOutRow, OutboxHead};
 use crate::store::rules::{fan_out, FanOut};
-use crate::store::{BornRoom, Relayed, Result};
+use crate::store::{BornRoom, Relayed, Result, OUTBOX_PENDING};
 
 /// The deliveries of a batch with none born claimed.
 const INSERT_PENDING: &str = "INSERT INTO kurir_deliveries \
@@ -37,27 +37,24 @@ const INSERT_BORN: &str = "WITH ins AS ( \
      FROM ins i LEFT JOIN kurir_outbox o ON i.born AND o.id = i.outbox_id";
 
 impl PgStore {
+    /// Whether the outbox has undispatched rows: one index probe, no transaction, no lock.
+    pub(in crate::store) async fn outbox_pending(&self) -> Result<bool> {
+        Ok(sqlx::query_scalar(OUTBOX_PENDING)
+            .fetch_one(&self.bookkeeping)
+            .await?)
+    }
+
     /// Locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP LOCKED` (so concurrent
     /// relays take disjoint batches), inserts their deliveries (those `room` takes born
     /// claimed, see `store::born`) and marks them dispatched, all in one transaction, which
     /// holds [`FAN_OUT_LOCK`] shared (relays never wait for each other on it, only for an
     /// endpoint's deletion). A batch with deliveries to keep in order first waits for the
     /// relays holding earlier rows (see `store::ordering`).
-    ///
-    /// An idle relay costs one index probe (no transaction, no lock) per look.
     pub(in crate::store) async fn relay_batch(
         &self,
         limit: u32,
         room: Option<BornRoom<'_>>,
     ) -> Result<Relayed> {
-        let pending: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)",
-        )
-        .fetch_one(&self.bookkeeping)
-        .await?;
-        if !pending {
-            return Ok(Relayed::default());
-        }
         // Before the transaction, whose start is the `now()` born leases count from.
         let sent_at = Instant::now();
         let mut tx = self.bookkeeping.begin().await?;

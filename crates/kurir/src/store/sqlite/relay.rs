@@ -7,7 +7,7 @@ use super::{is_busy, SqliteStore};
 use crate::store::born::{births, Births};
 use crate::store::rows::{FanOutRow, OutboxHead};
 use crate::store::rules::{fan_out, FanOut};
-use crate::store::{now_millis, sqlite_ts, BornRoom, Leased, Relayed, Result};
+use crate::store::{now_millis, sqlite_ts, BornRoom, Leased, Relayed, Result, OUTBOX_PENDING};
 
 /// The deliveries of a batch, from one JSON array of `[outbox_id, event_id, endpoint_id,
 /// ordering_key, born]` (`?1`) at `?2`; `born` is the lease's end for a row born claimed to
@@ -27,28 +27,27 @@ const INSERT_SQL: &str = "INSERT INTO kurir_deliveries (outbox_id, event_id, end
      RETURNING id, outbox_id, endpoint_id, lease_owner IS NOT NULL AS born";
 
 impl SqliteStore {
+    /// Whether the outbox has undispatched rows: an idle relay only reads (one index probe), so
+    /// it never takes the write lock for nothing. (A read is busy only in rare moments of WAL
+    /// recovery; then the relay looks anyway.)
+    pub(in crate::store) async fn outbox_pending(&self) -> Result<bool> {
+        let pending = sqlx::query_scalar::<_, bool>(OUTBOX_PENDING)
+            .fetch_one(&self.bookkeeping)
+            .await;
+        match pending {
+            Err(e) if is_busy(&e) => Ok(true),
+            other => Ok(other?),
+        }
+    }
+
     /// One `BEGIN IMMEDIATE` transaction: reads a batch of undispatched rows, inserts their
     /// deliveries (one statement over a JSON array; those `room` takes born claimed, see
     /// `store::born`) and marks them dispatched.
-    /// An idle relay only reads (one index probe), so it never takes the write lock for nothing.
-    /// (A read is busy only in rare moments of WAL recovery; then the batch looks anyway.)
     pub(in crate::store) async fn relay_batch(
         &self,
         limit: u32,
         room: Option<BornRoom<'_>>,
     ) -> Result<Relayed> {
-        let pending = sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)",
-        )
-        .fetch_one(&self.bookkeeping)
-        .await;
-        let pending = match pending {
-            Err(e) if is_busy(&e) => true,
-            other => other?,
-        };
-        if !pending {
-            return Ok(Relayed::default());
-        }
         let sent_at = Instant::now();
         let mut tx = self.begin_immediate().await?;
         let events: Vec<OutboxHead> = sqlx::query_as(
