@@ -19,8 +19,9 @@ const INSERT_PENDING: &str = "INSERT INTO kurir_deliveries \
      ON CONFLICT (outbox_id, endpoint_id) DO NOTHING";
 
 /// The deliveries of a batch with some born claimed (`$5`: the lease in seconds, `NULL` for a
-/// row inserted pending; `$6`: the owner), leased as `claim_sql!` leases. Returns every row
-/// inserted, with the event of each born one (the claim's `RETURNING` reads it the same way).
+/// row inserted pending; `$6`: the owner), leased as `claim_sql!` leases. Returns one row with
+/// the number inserted (`summary`), then each born row with its event (read as the claim's
+/// `RETURNING` reads it); rows inserted pending are not sent back.
 const INSERT_BORN: &str = "WITH ins AS ( \
         INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, ordering_key, status, \
             lease_owner, lease_expires_at, attempt_count) \
@@ -32,9 +33,13 @@ const INSERT_BORN: &str = "WITH ins AS ( \
         ON CONFLICT (outbox_id, endpoint_id) DO NOTHING \
         RETURNING id, outbox_id, endpoint_id, lease_owner IS NOT NULL AS born \
      ) \
-     SELECT i.id, i.endpoint_id, i.born, o.event_id, o.event_type, o.version, o.occurred_at, \
-         o.aggregate_id, o.payload::text AS payload \
-     FROM ins i LEFT JOIN kurir_outbox o ON i.born AND o.id = i.outbox_id";
+     SELECT TRUE AS summary, count(*) AS id, NULL::text AS endpoint_id, NULL::text AS event_id, \
+         NULL::text AS event_type, NULL::int4 AS version, NULL::timestamptz AS occurred_at, \
+         NULL::text AS aggregate_id, NULL::text AS payload FROM ins \
+     UNION ALL \
+     SELECT FALSE, i.id, i.endpoint_id, o.event_id, o.event_type, o.version, o.occurred_at, \
+         o.aggregate_id, o.payload::text \
+     FROM ins i JOIN kurir_outbox o ON o.id = i.outbox_id WHERE i.born";
 
 impl PgStore {
     /// Whether the outbox has undispatched rows: one index probe, no transaction, no lock.
@@ -129,13 +134,16 @@ async fn insert_born(
         .bind(births.owner())
         .fetch_all(&mut *tx)
         .await?;
+    let mut inserted = 0;
     let mut born = Vec::new();
     for r in &rows {
-        if r.try_get("born")? {
+        if r.try_get("summary")? {
+            inserted = r.try_get::<i64, _>("id")?;
+        } else {
             born.push(born_claimed(r, births, sent_at)?);
         }
     }
-    Ok((rows.len() as u64, born))
+    Ok((inserted.try_into().unwrap_or(0), born))
 }
 
 fn born_claimed(r: &PgRow, births: &Births<'_>, sent_at: Instant) -> Result<ClaimedDelivery> {
