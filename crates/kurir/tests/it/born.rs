@@ -184,7 +184,7 @@ async fn a_born_claim_is_swept_claimed_again_and_cancelled_as_a_claimed_one(db: 
     let ids = enqueue_events(s, "order.paid", 1).await;
     relay(s, &d).await;
     let born = (DeliveryStatus::Processing, 1, Some("dies".to_owned()));
-    assert_eq!(states(s, &quick, &ids).await, [born.clone()]);
+    assert_eq!(states(s, &quick, &ids).await, std::slice::from_ref(&born));
     assert_eq!(states(s, &doomed, &ids).await, [born]);
 
     assert!(s.delete_endpoint(&doomed.id).await.unwrap());
