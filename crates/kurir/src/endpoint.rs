@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::limits;
 
 pub use ordering::{ordering_key, OnDeadLetter, Ordering};
+pub(crate) use overrides::each_override;
 pub use overrides::{Overrides, OverridesUpdate};
 
 /// The default cap on concurrent requests to one endpoint from one kurir process.

@@ -13,8 +13,47 @@ use crate::metrics::Metrics;
 use crate::store::retention::{Cutoffs, Pruned};
 use crate::store::{Store, StoreError};
 
-/// Rows per table in one batch: small enough that a batch's transaction is short.
-pub const BATCH_SIZE: u32 = 500;
+/// How the pruner shares the database with delivery: rows per table in one batch, and how
+/// long it rests after each batch, as a multiple of the time the batch took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pacing {
+    /// Rows per table in one batch: small enough that a batch's transaction is short.
+    pub batch_size: u32,
+    /// Rest after a batch for this many times it held its locks. With a rest of `r`, the
+    /// pruner holds them at most `1 / (1 + r)` of the time. The wait for the locks does not
+    /// count: it is time the others had them.
+    pub rest: u32,
+}
+
+impl Pacing {
+    /// The pacing for `store`'s database.
+    ///
+    /// SQLite has one write lock, which the pruner shares with the application's inserts, the
+    /// relay, the claims and the completions. Its waiters sleep in the busy handler's growing
+    /// steps, so a pruner that starts its next batch at once takes the lock again before they
+    /// wake, and holds it nearly all the time while a backlog of old rows lasts: delivery then
+    /// runs at the pace of the waiters' back-off. Short batches and a rest of nine times each
+    /// batch's hold keep the pruner to a tenth of the lock. PostgreSQL and MySQL lock rows, not the
+    /// database: a batch there holds up nothing that delivery touches, and the pruner only
+    /// yields between batches.
+    pub fn for_store(store: &Store) -> Self {
+        match store {
+            Store::Sqlite(_) => Pacing {
+                batch_size: 100,
+                rest: 9,
+            },
+            Store::Postgres(_) | Store::Mysql(_) => Pacing {
+                batch_size: 500,
+                rest: 0,
+            },
+        }
+    }
+
+    /// How long to rest after a batch that held its locks for `held`.
+    pub fn rest_after(self, held: Duration) -> Duration {
+        held.saturating_mul(self.rest)
+    }
+}
 
 /// What one round did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,8 +75,8 @@ pub fn cutoffs(retention: &RetentionConfig, now: DateTime<Utc>) -> Cutoffs {
     }
 }
 
-/// One round: batches until one comes back short of [`BATCH_SIZE`] in every table, each
-/// counted as it commits. Stops early at `shutdown`.
+/// One round: batches until one comes back short of the batch size in every table, each
+/// counted as it commits, paced as [`Pacing::for_store`] says. Stops early at `shutdown`.
 pub async fn round(
     store: &Store,
     retention: &RetentionConfig,
@@ -45,9 +84,10 @@ pub async fn round(
     shutdown: &CancellationToken,
 ) -> Result<RoundOutcome, StoreError> {
     let cutoffs = cutoffs(retention, crate::store::now_millis());
+    let pacing = Pacing::for_store(store);
     let mut total = Pruned::default();
     loop {
-        let Some(batch) = store.prune_batch(&cutoffs, BATCH_SIZE).await? else {
+        let Some((batch, held)) = store.prune_batch_held(&cutoffs, pacing.batch_size).await? else {
             return Ok(RoundOutcome::Busy);
         };
         metrics.record_pruned(&batch);
@@ -55,12 +95,20 @@ pub async fn round(
         let full = batch
             .by_table()
             .iter()
-            .any(|(_, n)| *n >= u64::from(BATCH_SIZE));
+            .any(|(_, n)| *n >= u64::from(pacing.batch_size));
         if !full || shutdown.is_cancelled() {
             return Ok(RoundOutcome::Pruned(total));
         }
-        // Let the relay and the dispatcher have the database between batches.
-        tokio::task::yield_now().await;
+        // Let the relay, the dispatcher and the application have the database between batches.
+        let rest = pacing.rest_after(held);
+        if rest.is_zero() {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(RoundOutcome::Pruned(total)),
+                () = tokio::time::sleep(rest) => {}
+            }
+        }
     }
 }
 

@@ -18,10 +18,61 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
 use crate::api::state::AppState;
 use crate::endpoint::{
-    EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint, OnDeadLetter, Ordering,
-    Overrides, OverridesUpdate,
+    each_override, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint,
+    OnDeadLetter, Ordering, Overrides, OverridesUpdate,
 };
 use crate::redact::Sensitive;
+
+/// Defines one of the API's endpoint structs from [`each_override!`]'s list: the fields before
+/// the overrides, one field per override with the text and type `$site` gives it (`create`,
+/// `view` or `update`: `null` clears an override), then the fields after them. The create and
+/// update bodies also get `overrides()`, the overrides (or their changes) they carry.
+macro_rules! api_struct {
+    ({ create $(#[$($attr:tt)*])* pub struct $name:ident { $($before:tt)* } { $($after:tt)* } }
+     $($field:ident: $ty:tt [$doc:tt $create:tt $view:tt $update:tt])*) => {
+        $(#[$($attr)*])*
+        pub struct $name {
+            $($before)*
+            $(#[doc = $create] pub $field: Option<$ty>,)*
+            $($after)*
+        }
+
+        impl $name {
+            fn overrides(&self) -> Overrides {
+                Overrides { $($field: self.$field,)* }
+            }
+        }
+    };
+    ({ view $(#[$($attr:tt)*])* pub struct $name:ident { $($before:tt)* } { $($after:tt)* } }
+     $($field:ident: $ty:tt [$doc:tt $create:tt $view:tt $update:tt])*) => {
+        $(#[$($attr)*])*
+        pub struct $name {
+            $($before)*
+            $(#[doc = $view] pub $field: Option<$ty>,)*
+            $($after)*
+        }
+    };
+    ({ update $(#[$($attr:tt)*])* pub struct $name:ident { $($before:tt)* } { $($after:tt)* } }
+     $($field:ident: $ty:tt [$doc:tt $create:tt $view:tt $update:tt])*) => {
+        $(#[$($attr)*])*
+        pub struct $name {
+            $($before)*
+            $(
+                #[doc = $update]
+                #[serde(default, deserialize_with = "double_option")]
+                #[schema(value_type = Option<$ty>, nullable)]
+                pub $field: Option<Option<$ty>>,
+            )*
+            $($after)*
+        }
+
+        impl $name {
+            fn overrides(&self) -> OverridesUpdate {
+                OverridesUpdate { $($field: self.$field,)* }
+            }
+        }
+    };
+}
 
 mod view;
 pub use view::EndpointView;
@@ -31,6 +82,7 @@ pub const DEFAULT_GRACE_PERIOD_SECONDS: u64 = 86_400;
 /// Longest grace period accepted (30 days).
 pub const MAX_GRACE_PERIOD_SECONDS: u64 = 30 * 86_400;
 
+each_override!(api_struct! { create
 /// Body of `POST /v1/endpoints`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -57,22 +109,10 @@ pub struct CreateEndpoint {
     /// `block` (default): a dead-lettered delivery holds back the later ones of its aggregate
     /// until it is replayed; `skip`: they go on.
     pub ordering_on_dead_letter: Option<OnDeadLetter>,
-    /// Connect timeout, overriding the global one.
-    pub connect_timeout_ms: Option<u32>,
-    /// Response timeout, overriding the global one.
-    pub request_timeout_ms: Option<u32>,
-    /// First retry delay, overriding the global one.
-    pub retry_initial_delay_ms: Option<u64>,
-    /// Longest retry delay, overriding the global one.
-    pub retry_max_delay_ms: Option<u64>,
-    /// Attempts before dead-letter, overriding the global one.
-    pub retry_max_attempts: Option<u32>,
-    /// Failures in a row that open the circuit breaker, overriding the global setting.
-    pub circuit_failure_threshold: Option<u32>,
-    /// The circuit breaker's first cool-down, overriding the global setting.
-    pub circuit_cooldown_ms: Option<u64>,
-}
+} {}
+});
 
+each_override!(api_struct! { update
 /// Body of `PATCH /v1/endpoints/{id}`: absent fields stay; an override set to `null` goes back
 /// to the global setting.
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -99,35 +139,8 @@ pub struct UpdateEndpoint {
     pub ordering: Option<Ordering>,
     /// New dead-letter policy of ordered delivery (`block` or `skip`); applies at once.
     pub ordering_on_dead_letter: Option<OnDeadLetter>,
-    /// Connect timeout override; `null` clears it.
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<u32>, nullable)]
-    pub connect_timeout_ms: Option<Option<u32>>,
-    /// Response timeout override; `null` clears it.
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<u32>, nullable)]
-    pub request_timeout_ms: Option<Option<u32>>,
-    /// First retry delay override; `null` clears it.
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<u64>, nullable)]
-    pub retry_initial_delay_ms: Option<Option<u64>>,
-    /// Longest retry delay override; `null` clears it.
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<u64>, nullable)]
-    pub retry_max_delay_ms: Option<Option<u64>>,
-    /// Attempts before dead-letter override; `null` clears it.
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<u32>, nullable)]
-    pub retry_max_attempts: Option<Option<u32>>,
-    /// Circuit breaker threshold override; `null` clears it.
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<u32>, nullable)]
-    pub circuit_failure_threshold: Option<Option<u32>>,
-    /// Circuit breaker cool-down override; `null` clears it.
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<u64>, nullable)]
-    pub circuit_cooldown_ms: Option<Option<u64>>,
-}
+} {}
+});
 
 /// Tells a field given as `null` (`Some(None)`) from an absent one (`None`).
 fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
@@ -176,15 +189,7 @@ pub async fn create(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateEndpoint>,
 ) -> Result<(StatusCode, Json<EndpointView>), ApiError> {
-    let overrides = Overrides {
-        connect_timeout_ms: body.connect_timeout_ms,
-        request_timeout_ms: body.request_timeout_ms,
-        retry_initial_delay_ms: body.retry_initial_delay_ms,
-        retry_max_delay_ms: body.retry_max_delay_ms,
-        retry_max_attempts: body.retry_max_attempts,
-        circuit_failure_threshold: body.circuit_failure_threshold,
-        circuit_cooldown_ms: body.circuit_cooldown_ms,
-    };
+    let overrides = body.overrides();
     let new = NewEndpoint {
         url: body.url,
         description: body.description,
@@ -262,16 +267,8 @@ pub async fn update(
             "only allowed together with \"enabled\": false",
         ));
     }
+    let overrides = body.overrides();
     let event_types = body.event_types.map(EventFilter::parse).transpose()?;
-    let overrides = OverridesUpdate {
-        connect_timeout_ms: body.connect_timeout_ms,
-        request_timeout_ms: body.request_timeout_ms,
-        retry_initial_delay_ms: body.retry_initial_delay_ms,
-        retry_max_delay_ms: body.retry_max_delay_ms,
-        retry_max_attempts: body.retry_max_attempts,
-        circuit_failure_threshold: body.circuit_failure_threshold,
-        circuit_cooldown_ms: body.circuit_cooldown_ms,
-    };
     // Checked against the stored overrides; only the fields given are written.
     let current = state
         .store

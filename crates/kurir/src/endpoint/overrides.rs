@@ -9,24 +9,86 @@ use serde::{Deserialize, Serialize};
 use super::{in_range, InvalidEndpoint};
 use crate::limits;
 
-/// Per-endpoint settings that override the process-wide defaults when set.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Overrides {
-    /// Connect timeout for this endpoint.
-    pub connect_timeout_ms: Option<u32>,
-    /// Response timeout for this endpoint.
-    pub request_timeout_ms: Option<u32>,
-    /// First retry delay.
-    pub retry_initial_delay_ms: Option<u64>,
-    /// Longest retry delay.
-    pub retry_max_delay_ms: Option<u64>,
-    /// Attempts before dead-letter.
-    pub retry_max_attempts: Option<u32>,
-    /// Failures in a row that open the circuit breaker.
-    pub circuit_failure_threshold: Option<u32>,
-    /// The circuit breaker's first cool-down.
-    pub circuit_cooldown_ms: Option<u64>,
+/// Calls `$then!` with `$args` followed by every override: its field, its type, and what it is
+/// called in each struct that carries it: [`Overrides`] (and [`OverridesUpdate`]), then the
+/// API's create body, endpoint view and update body (`crate::api::endpoints`). One list, so an
+/// override added here is in all of them; the API's texts are those of the OpenAPI document.
+macro_rules! each_override {
+    ($then:ident! $args:tt) => {
+        $then! { $args
+            connect_timeout_ms: u32 [
+                "Connect timeout for this endpoint."
+                "Connect timeout, overriding the global one."
+                "Connect timeout override."
+                "Connect timeout override; `null` clears it."
+            ]
+            request_timeout_ms: u32 [
+                "Response timeout for this endpoint."
+                "Response timeout, overriding the global one."
+                "Response timeout override."
+                "Response timeout override; `null` clears it."
+            ]
+            retry_initial_delay_ms: u64 [
+                "First retry delay."
+                "First retry delay, overriding the global one."
+                "First retry delay override."
+                "First retry delay override; `null` clears it."
+            ]
+            retry_max_delay_ms: u64 [
+                "Longest retry delay."
+                "Longest retry delay, overriding the global one."
+                "Longest retry delay override."
+                "Longest retry delay override; `null` clears it."
+            ]
+            retry_max_attempts: u32 [
+                "Attempts before dead-letter."
+                "Attempts before dead-letter, overriding the global one."
+                "Attempts before dead-letter override."
+                "Attempts before dead-letter override; `null` clears it."
+            ]
+            circuit_failure_threshold: u32 [
+                "Failures in a row that open the circuit breaker."
+                "Failures in a row that open the circuit breaker, overriding the global setting."
+                "Failures in a row that open the circuit breaker, overriding the global setting."
+                "Circuit breaker threshold override; `null` clears it."
+            ]
+            circuit_cooldown_ms: u64 [
+                "The circuit breaker's first cool-down."
+                "The circuit breaker's first cool-down, overriding the global setting."
+                "The circuit breaker's first cool-down, overriding the global setting."
+                "Circuit breaker cool-down override; `null` clears it."
+            ]
+        }
+    };
 }
+pub(crate) use each_override;
+
+/// [`Overrides`] and [`OverridesUpdate`] from [`each_override!`]'s list.
+macro_rules! overrides_and_update {
+    ({} $($field:ident: $ty:tt [$doc:tt $create:tt $view:tt $update:tt])*) => {
+        /// Per-endpoint settings that override the process-wide defaults when set.
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct Overrides {
+            $(#[doc = $doc] pub $field: Option<$ty>,)*
+        }
+
+        /// Changes to an endpoint's [`Overrides`], field by field.
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        pub struct OverridesUpdate {
+            $(#[doc = $doc] pub $field: Option<Option<$ty>>,)*
+        }
+
+        impl OverridesUpdate {
+            /// `current` with these changes applied.
+            pub fn applied_to(&self, current: &Overrides) -> Overrides {
+                Overrides {
+                    $($field: self.$field.unwrap_or(current.$field),)*
+                }
+            }
+        }
+    };
+}
+each_override!(overrides_and_update! {});
 
 impl Overrides {
     /// Checks each override against its documented bound ([`crate::limits`]) and the first retry
@@ -90,49 +152,6 @@ impl Overrides {
                 .map_or(global.max_delay, Duration::from_millis),
             max_attempts: self.retry_max_attempts.unwrap_or(global.max_attempts),
             jitter: global.jitter,
-        }
-    }
-}
-
-/// Changes to an endpoint's [`Overrides`], field by field.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OverridesUpdate {
-    /// Connect timeout.
-    pub connect_timeout_ms: Option<Option<u32>>,
-    /// Response timeout.
-    pub request_timeout_ms: Option<Option<u32>>,
-    /// First retry delay.
-    pub retry_initial_delay_ms: Option<Option<u64>>,
-    /// Longest retry delay.
-    pub retry_max_delay_ms: Option<Option<u64>>,
-    /// Attempts before dead-letter.
-    pub retry_max_attempts: Option<Option<u32>>,
-    /// Failures in a row that open the circuit breaker.
-    pub circuit_failure_threshold: Option<Option<u32>>,
-    /// The circuit breaker's first cool-down.
-    pub circuit_cooldown_ms: Option<Option<u64>>,
-}
-
-impl OverridesUpdate {
-    /// `current` with these changes applied.
-    pub fn applied_to(&self, current: &Overrides) -> Overrides {
-        fn pick<T: Copy>(change: Option<Option<T>>, current: Option<T>) -> Option<T> {
-            change.unwrap_or(current)
-        }
-        Overrides {
-            connect_timeout_ms: pick(self.connect_timeout_ms, current.connect_timeout_ms),
-            request_timeout_ms: pick(self.request_timeout_ms, current.request_timeout_ms),
-            retry_initial_delay_ms: pick(
-                self.retry_initial_delay_ms,
-                current.retry_initial_delay_ms,
-            ),
-            retry_max_delay_ms: pick(self.retry_max_delay_ms, current.retry_max_delay_ms),
-            retry_max_attempts: pick(self.retry_max_attempts, current.retry_max_attempts),
-            circuit_failure_threshold: pick(
-                self.circuit_failure_threshold,
-                current.circuit_failure_threshold,
-            ),
-            circuit_cooldown_ms: pick(self.circuit_cooldown_ms, current.circuit_cooldown_ms),
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use kurir_core::retry::RetryPolicy;
 use tokio::time::Instant;
 
 use crate::delivery::ClaimedDelivery;
@@ -96,13 +97,37 @@ impl Requeued {
     pub fn total(&self) -> u64 {
         self.retried + self.dead_lettered
     }
+
+    /// The counts from the status each requeued delivery now has.
+    pub(crate) fn of_statuses(statuses: &[String]) -> Self {
+        let dead_lettered = statuses.iter().filter(|s| *s == "dead_letter").count() as u64;
+        Self {
+            retried: statuses.len() as u64 - dead_lettered,
+            dead_lettered,
+        }
+    }
 }
 
-/// `last_error` of a delivery whose lease expired.
-pub(crate) const LEASE_EXPIRED: &str =
-    "lease expired: the worker stopped before recording the attempt";
-/// `last_error` of a delivery whose lease was left at shutdown.
-pub(crate) const LEASE_RELEASED: &str = "released at shutdown before the attempt was recorded";
+/// The leases a requeue ends without a recorded attempt (see [`super::Store::release_leases`]
+/// and [`super::Store::sweep_expired_leases`]): each counts as an attempt, under its endpoint's
+/// retry overrides, else `defaults`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LeaseEnd<'a> {
+    /// `Some`: the leases this owner still holds at shutdown; `None`: every lease that expired.
+    pub owner: Option<&'a str>,
+    /// The retry policy where the endpoint overrides nothing.
+    pub defaults: &'a RetryPolicy,
+}
+
+impl LeaseEnd<'_> {
+    /// The `last_error` the requeued deliveries get.
+    pub fn error(&self) -> &'static str {
+        match self.owner {
+            Some(_) => "released at shutdown before the attempt was recorded",
+            None => "lease expired: the worker stopped before recording the attempt",
+        }
+    }
+}
 
 /// A row a claim leased, before its event is read (the claims that lease first and read the
 /// events after: SQLite's and MySQL's).

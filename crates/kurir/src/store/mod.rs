@@ -67,7 +67,7 @@ pub use admin::{
 pub use backlog::Backlog;
 pub use born::{BornRoom, Relayed};
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
-pub(crate) use claims::{Leased, OrphanLooks, LEASE_EXPIRED, LEASE_RELEASED};
+pub(crate) use claims::{LeaseEnd, Leased, OrphanLooks};
 pub(crate) use endpoint_changes::{
     bind_endpoint, bind_endpoint_text, endpoint_changes, push_changes, rotated_sealed, ColumnValue,
 };
@@ -417,7 +417,8 @@ impl Store {
     /// recorded: what is left may have been attempted without being recorded, so each counts
     /// as an attempt, as an expired lease does (see [`Store::sweep_expired_leases`]).
     pub async fn release_leases(&self, owner: &str, defaults: &RetryPolicy) -> Result<Requeued> {
-        on_backend!(self, s => s.release_leases(owner, defaults).await)
+        let owner = Some(owner);
+        on_backend!(self, s => s.requeue(LeaseEnd { owner, defaults }).await)
     }
 
     /// Ends the leases that expired (their worker died; the attempt may have been made): each
@@ -427,6 +428,7 @@ impl Store {
     /// was only cut off from the database still records its outcome (see
     /// [`Store::complete_deliveries`]). Safe to run in every process at once.
     pub async fn sweep_expired_leases(&self, defaults: &RetryPolicy) -> Result<Requeued> {
-        on_backend!(self, s => s.sweep_expired_leases(defaults).await)
+        let owner = None;
+        on_backend!(self, s => s.requeue(LeaseEnd { owner, defaults }).await)
     }
 }

@@ -25,6 +25,8 @@
 mod admin;
 mod endpoints;
 mod leases;
+mod ordered;
+mod orphans;
 mod relay;
 
 use std::str::FromStr;

@@ -17,20 +17,35 @@
 //! or a shutdown release leaves it `failed` or `pending`, still the head. A replay makes a
 //! dead-lettered head `pending`: the head again. The check reads the index
 //! `kurir_deliveries_ordering` (`endpoint_id, ordering_key, status, outbox_id`; migration
-//! 0009): a few index probes per keyed row, whatever the aggregate's history of sent rows.
+//! 0009): a few index probes per keyed row, whatever the aggregate's history of sent rows (on
+//! MySQL one probe per status, each reading one entry: `store::mysql::ordered`).
 //!
 //! **Why two processes never take two deliveries of one aggregate.** A delivery only ever
 //! moves from unfinished to finished by its own completion (a replay, an operator's act, is
-//! the one way back). A claim's check reads a snapshot (PostgreSQL's statement snapshot under
-//! `READ COMMITTED`; InnoDB's consistent read, which the outer `FOR UPDATE` does not make a
-//! locking read: MySQL and MariaDB lock only the rows of the outer table), and an older
-//! snapshot can only show a delivery *less* finished than it is. So whatever another process
-//! is doing, a claim that sees the head unfinished, in any snapshot, leaves the later rows
-//! alone; and the head itself is one row, which `FOR UPDATE SKIP LOCKED` and the status check
-//! made again on the locked row version give to one claim only (a row another claim has
-//! locked is skipped; one it leased meanwhile is `processing` when rechecked). A claim may
-//! miss a head finished a moment ago; the next claim takes the successor. SQLite has one
-//! writer: a claim is one `BEGIN IMMEDIATE` transaction and sees every committed change.
+//! the one way back), and a delivery's predecessors exist no later than it does (fan-out in
+//! outbox order, below). So a check that sees a row together with every row committed before
+//! it, each as it is or less finished, takes the row only if it is the head; and the head
+//! itself is one row, which `FOR UPDATE SKIP LOCKED` and the status check made again on the
+//! locked row version give to one claim only (a row another claim has locked is skipped; one
+//! it leased meanwhile is `processing` when rechecked). A claim may miss a head finished a
+//! moment ago; the next claim takes the successor.
+//!
+//! - **PostgreSQL**: the claim is one statement under `READ COMMITTED`, whose scan and check
+//!   read one snapshot. A row committed after it is not in the scan at all; a row updated
+//!   after it is locked and its own new version checked again (`EvalPlanQual`), while the
+//!   check still reads the snapshot, in which every predecessor of a row the scan found exists.
+//! - **MySQL and MariaDB** (`store::mysql::leases`): InnoDB's locking read sees each row as last
+//!   committed, but the check, a consistent read (the outer `FOR UPDATE` locks only the rows
+//!   of the outer table), reads the snapshot the statement took at its first evaluation. A
+//!   relay batch committing two deliveries of one aggregate during the claim's walk showed both
+//!   without a predecessor, and both were leased (issue 17). So that read yields candidates
+//!   only: the claim checks them again in a new statement, whose snapshot is taken after every
+//!   candidate's commit, and leases only the heads. The claim's transaction is `READ
+//!   COMMITTED` whatever the session's level: under `REPEATABLE READ` every read of the
+//!   transaction would use its first snapshot. The second check takes no lock and waits for
+//!   none.
+//! - **SQLite** has one writer: a claim is one `BEGIN IMMEDIATE` transaction and sees every
+//!   committed change.
 //!
 //! **Fan-out in outbox order.** The check compares `outbox_id`s of deliveries that exist, so
 //! a later event's delivery must never exist before an earlier one's. Concurrent relays take

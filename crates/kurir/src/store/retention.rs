@@ -15,6 +15,8 @@
 //! at a time, the others skip the round. On MySQL the same with a session lock (`GET_LOCK`, see
 //! [`prune_mysql`]). On SQLite it holds the write lock (`BEGIN IMMEDIATE`).
 
+use std::time::{Duration, Instant};
+
 use chrono::{DateTime, Utc};
 
 use super::rows::Ts;
@@ -345,7 +347,7 @@ async fn prune_mysql(
     s: &super::MySqlStore,
     cutoffs: &Cutoffs,
     limit: u32,
-) -> Result<Option<Pruned>> {
+) -> Result<Option<(Pruned, Duration)>> {
     use sqlx::Connection;
     let mut conn = s.pool().acquire().await?;
     let locked: Option<i64> = sqlx::query_scalar(&format!(
@@ -358,9 +360,10 @@ async fn prune_mysql(
     }
     let done = async {
         let mut tx = conn.begin().await?;
+        let held = Instant::now();
         let done = prune_in!(tx, mysql, cutoffs, limit);
         tx.commit().await?;
-        Ok::<_, super::StoreError>(done)
+        Ok::<_, super::StoreError>((done, held.elapsed()))
     }
     .await;
     let released = sqlx::query(&format!("DO RELEASE_LOCK({MYSQL_PRUNE_LOCK})"))
@@ -376,6 +379,17 @@ impl Store {
     /// Deletes at most `limit` rows of each kind past `cutoffs`, in one transaction. `None` when
     /// another process holds the pruning lock (PostgreSQL, MySQL): it is pruning now.
     pub async fn prune_batch(&self, cutoffs: &Cutoffs, limit: u32) -> Result<Option<Pruned>> {
+        Ok(self.prune_batch_held(cutoffs, limit).await?.map(|(p, _)| p))
+    }
+
+    /// [`Store::prune_batch`], with how long the batch held its locks: from the moment its
+    /// transaction had them (on SQLite, the write lock) to its commit, without the wait for
+    /// them. The pruner paces itself by it ([`crate::prune::Pacing`]).
+    pub async fn prune_batch_held(
+        &self,
+        cutoffs: &Cutoffs,
+        limit: u32,
+    ) -> Result<Option<(Pruned, Duration)>> {
         match self {
             Store::Postgres(s) => {
                 let mut tx = s.pool().begin().await?;
@@ -386,15 +400,17 @@ impl Store {
                 if !locked {
                     return Ok(None);
                 }
+                let held = Instant::now();
                 let done = prune_in!(tx, postgres, cutoffs, limit);
                 tx.commit().await?;
-                Ok(Some(done))
+                Ok(Some((done, held.elapsed())))
             }
             Store::Sqlite(s) => {
                 let mut tx = s.pool().begin_with("BEGIN IMMEDIATE").await?;
+                let held = Instant::now();
                 let done = prune_in!(tx, sqlite, cutoffs, limit);
                 tx.commit().await?;
-                Ok(Some(done))
+                Ok(Some((done, held.elapsed())))
             }
             Store::Mysql(s) => prune_mysql(s, cutoffs, limit).await,
         }

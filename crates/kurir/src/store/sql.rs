@@ -64,6 +64,18 @@ pub(crate) fn mysql_arguments(
     Ok(args)
 }
 
+/// `$sql`'s MySQL text with positional placeholders ([`positional`]) and its arguments, each
+/// `$bind` (a reference) added where its number stands; `?` on a bind that does not encode.
+macro_rules! mysql_args {
+    ($sql:expr $(, $bind:expr)*) => {{
+        let (text, order) = $crate::store::sql::positional($sql.mysql);
+        let args = $crate::store::sql::mysql_arguments(&order, &[
+            $(&|a: &mut sqlx::mysql::MySqlArguments| sqlx::Arguments::add(a, $bind)),*
+        ])?;
+        (text, args)
+    }};
+}
+
 /// Runs `$sql` (a [`Sql`]) on `$store`'s pool with `$fetch` (`fetch_one`, `fetch_optional`,
 /// `fetch_all`), binding each `$bind` in order, decoding rows with `sqlx::query_as`.
 macro_rules! query_as_on {
@@ -77,10 +89,7 @@ macro_rules! query_as_on {
             }
             $crate::store::Store::Mysql(s) => {
                 async {
-                    let (text, order) = $crate::store::sql::positional($sql.mysql);
-                    let args = $crate::store::sql::mysql_arguments(&order, &[
-                        $(&|a: &mut sqlx::mysql::MySqlArguments| sqlx::Arguments::add(a, &$bind)),*
-                    ])?;
+                    let (text, args) = $crate::store::sql::mysql_args!($sql $(, &$bind)*);
                     sqlx::query_as_with(&text, args).$fetch(s.pool()).await
                 }
                 .await
@@ -105,10 +114,7 @@ macro_rules! execute_on {
             }
             $crate::store::Store::Mysql(s) => {
                 async {
-                    let (text, order) = $crate::store::sql::positional($sql.mysql);
-                    let args = $crate::store::sql::mysql_arguments(&order, &[
-                        $(&|a: &mut sqlx::mysql::MySqlArguments| sqlx::Arguments::add(a, &$bind)),*
-                    ])?;
+                    let (text, args) = $crate::store::sql::mysql_args!($sql $(, &$bind)*);
                     sqlx::query_with(&text, args).execute(s.pool()).await
                         .map(|done| done.rows_affected())
                 }
@@ -125,10 +131,7 @@ pub(crate) use execute_on;
 /// number stands, as on the other dialects.
 macro_rules! run_in {
     ($tx:expr, mysql, $sql:expr, $make:ident, $run:ident $(, $bind:expr)*) => {{
-        let (text, order) = $crate::store::sql::positional($sql.mysql);
-        let args = $crate::store::sql::mysql_arguments(&order, &[
-            $(&|a: &mut sqlx::mysql::MySqlArguments| sqlx::Arguments::add(a, $bind)),*
-        ])?;
+        let (text, args) = $crate::store::sql::mysql_args!($sql $(, $bind)*);
         ($crate::store::sql::with_arguments!($make))(&text, args).$run(&mut *$tx).await
     }};
     ($tx:expr, $dialect:ident, $sql:expr, $make:ident, $run:ident $(, $bind:expr)*) => {
@@ -145,7 +148,7 @@ macro_rules! with_arguments {
         sqlx::query_scalar_with
     };
 }
-pub(crate) use {run_in, with_arguments};
+pub(crate) use {mysql_args, run_in, with_arguments};
 
 #[cfg(test)]
 mod tests {

@@ -266,6 +266,8 @@ async fn disable_gone(conn: &mut sqlx::SqliteConnection, gone: &[&str], now: &st
 mod tests {
     use sqlx::{Connection, Executor};
 
+    use crate::store::LeaseEnd;
+
     use super::*;
 
     /// While the application holds the write lock, kurir's bookkeeping waits for it (its
@@ -292,7 +294,16 @@ mod tests {
         );
         let waiting = tokio::spawn({
             let store = store.clone();
-            async move { store.sweep_expired_leases(&Default::default()).await }
+            async move {
+                let defaults = Default::default();
+                let owner = None;
+                store
+                    .requeue(LeaseEnd {
+                        owner,
+                        defaults: &defaults,
+                    })
+                    .await
+            }
         });
         app.execute("COMMIT").await.unwrap();
         assert_eq!(waiting.await.unwrap().unwrap().total(), 0);

@@ -212,6 +212,12 @@ async fn an_endpoint_failing_for_the_disable_period_is_disabled_and_keeps_its_de
         "kurir_endpoints_auto_disabled_total{{endpoint_id=\"{}\"}}",
         e.id
     );
+    // The process counts the disable once its UPDATE has committed, a moment after the row
+    // reads disabled.
+    eventually("the auto-disable to be counted", || async {
+        (process.counter(&line) >= 1.0).then_some(())
+    })
+    .await;
     assert_eq!(process.counter(&line), 1.0);
     let seen = receiver.requests().len();
     // Disabled: nothing more is sent, nothing is dead-lettered, all five still wait.

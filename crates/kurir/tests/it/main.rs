@@ -28,6 +28,7 @@ mod logs;
 mod metrics;
 mod operator;
 mod ordering;
+mod ordering_race;
 mod orphan_race;
 mod orphans;
 mod out_of_order;

@@ -16,11 +16,11 @@ use kurir::endpoint::{Endpoint, NewEndpoint, OnDeadLetter, Ordering};
 use kurir::outbox::NewEvent;
 use kurir::store::{ReplayFilter, ReplayRequest, Store};
 
-use crate::on_both_backends;
 use crate::support::dispatcher::Process;
 use crate::support::process::{kurir_serve, Kurir};
 use crate::support::receiver::{Receiver, Recorded};
 use crate::support::{enqueue_all, eventually, test_delivery_config, TestDb};
+use crate::{on_both_backends, on_shared_servers};
 
 on_both_backends!(
     each_aggregate_arrives_in_outbox_order_while_first_attempts_fail,
@@ -316,22 +316,10 @@ async fn with_skip_a_dead_lettered_delivery_holds_nothing_back(db: TestDb) {
     assert_eq!(l.received.get(&1), Some(&vec![0, 1, 2]));
 }
 
-// On PostgreSQL. MySQL and MariaDB run the same claim check (the single-process tests above
-// cover them), but each of their claims reads every blocked row of a deep backlog with a locking
-// read: three processes delivered 900 events in 30 aggregates slower than a test waits (30 s).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_processes_keep_30_aggregates_in_order_on_postgres() {
-    if let Some(db) = TestDb::postgres().await {
-        three_processes_keep_30_aggregates_in_order(db).await
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killed_and_restarted_processes_keep_the_order_on_postgres() {
-    if let Some(db) = TestDb::postgres().await {
-        killed_and_restarted_processes_keep_the_order(db).await
-    }
-}
+on_shared_servers!(
+    three_processes_keep_30_aggregates_in_order,
+    killed_and_restarted_processes_keep_the_order,
+);
 
 /// Aggregates and events per aggregate of the multi-process scenarios.
 const AGGS: u64 = 30;

@@ -36,7 +36,7 @@ const RACE: Duration = Duration::from_secs(6);
 const PLANTED: i64 = 1000;
 
 /// The numbers 0 to 10^`digits` − 1 as `n` and the rows to select them from.
-fn numbers(digits: usize) -> (String, String) {
+pub(crate) fn numbers(digits: usize) -> (String, String) {
     let digit = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
          UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 \
          UNION ALL SELECT 8 UNION ALL SELECT 9)";

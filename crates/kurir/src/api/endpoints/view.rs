@@ -7,9 +7,10 @@ use utoipa::ToSchema;
 use crate::api::circuit::CircuitView;
 use crate::api::error::ApiError;
 use crate::api::state::AppState;
-use crate::endpoint::{Endpoint, OnDeadLetter, Ordering};
+use crate::endpoint::{each_override, Endpoint, OnDeadLetter, Ordering};
 use crate::redact::Sensitive;
 
+each_override!(api_struct! { view
 /// An endpoint as the API shows it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EndpointView {
@@ -35,20 +36,7 @@ pub struct EndpointView {
     /// With ordering: whether a dead-lettered delivery holds back the later ones of its
     /// aggregate until it is replayed (`block`) or not (`skip`).
     pub ordering_on_dead_letter: OnDeadLetter,
-    /// Connect timeout override.
-    pub connect_timeout_ms: Option<u32>,
-    /// Response timeout override.
-    pub request_timeout_ms: Option<u32>,
-    /// First retry delay override.
-    pub retry_initial_delay_ms: Option<u64>,
-    /// Longest retry delay override.
-    pub retry_max_delay_ms: Option<u64>,
-    /// Attempts before dead-letter override.
-    pub retry_max_attempts: Option<u32>,
-    /// Failures in a row that open the circuit breaker, overriding the global setting.
-    pub circuit_failure_threshold: Option<u32>,
-    /// The circuit breaker's first cool-down, overriding the global setting.
-    pub circuit_cooldown_ms: Option<u64>,
+} {
     /// Its circuit breaker (read-only).
     pub circuit: CircuitView,
     /// The signing secret: only in the answers of create and rotate-secret.
@@ -66,6 +54,7 @@ pub struct EndpointView {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
+});
 
 impl EndpointView {
     /// The view of `e`, with its secret when `with_secret` (create and rotate only).

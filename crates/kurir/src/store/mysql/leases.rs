@@ -8,48 +8,36 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use kurir_core::retry::RetryPolicy;
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, Row, Transaction};
 use tokio::time::Instant;
 
+use super::ordered::{self, head_of_aggregate};
+use super::orphans::remove_orphans;
 use super::{bind_all, in_list, MySqlStore};
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::ordering::{dead_letter_status, ordered};
-use crate::store::{
-    Claim, EndpointSlot, Leased, Orphan, OrphanReason, Requeued, Result, LEASE_EXPIRED,
-    LEASE_RELEASED,
-};
+use crate::store::{Claim, EndpointSlot, LeaseEnd, Leased, Orphan, OrphanReason, Requeued, Result};
 
 /// One endpoint's oldest due rows whose event exists, locked, with what the lease leaves as it
 /// was and the attempt count it increments (so nothing is read again). `due_at` is the
 /// generated column that holds `available_at` only while a row is due (migration 0001), so the
-/// index range reads due rows alone. Of an ordered endpoint's aggregate only the head is taken
-/// (see `store::ordering`; the third bind tells whether the endpoint is ordered, the fourth the
-/// status a dead-letter holds): the check is a consistent read, which the outer `FOR UPDATE`
-/// does not make a locking one.
-const DUE_SQL: &str = "SELECT d.id, d.outbox_id, d.attempt_count, \
-         CAST(d.`trigger` AS CHAR) AS `trigger`, d.available_at FROM kurir_deliveries AS d \
+/// index range reads due rows alone; the index is forced, since with the subqueries MariaDB
+/// chose to read all of the endpoint's rows, sent ones included. Of an ordered endpoint's
+/// aggregate only the head is taken (see `store::ordering`; the third bind tells whether the
+/// endpoint is ordered, the fourth the status a dead-letter holds): candidates only, since the
+/// head check is a consistent read, which the outer `FOR UPDATE` does not make a locking one
+/// (see [`ordered::not_heads`]).
+const DUE_SQL: &str = concat!(
+    "SELECT d.id, d.outbox_id, d.attempt_count, \
+         CAST(d.`trigger` AS CHAR) AS `trigger`, d.available_at \
+     FROM kurir_deliveries AS d FORCE INDEX (kurir_deliveries_due) \
      WHERE d.endpoint_id = ? AND d.due_at <= UTC_TIMESTAMP(3) \
        AND EXISTS (SELECT 1 FROM kurir_outbox AS o WHERE o.id = d.outbox_id) \
-       AND (d.ordering_key IS NULL OR NOT ? OR NOT EXISTS ( \
-         SELECT 1 FROM kurir_deliveries AS p WHERE p.endpoint_id = d.endpoint_id \
-           AND p.ordering_key = d.ordering_key \
-           AND p.status IN ('pending', 'processing', 'failed', ?) \
-           AND p.outbox_id < d.outbox_id)) \
-     ORDER BY d.due_at LIMIT ? FOR UPDATE SKIP LOCKED";
-
-/// The due rows of one endpoint up to a time whose outbox row seems gone, locked: candidates
-/// only (see [`still_orphaned`]). The locking read sees each delivery as last committed, but
-/// the subquery is a consistent read from a snapshot the statement takes at its first
-/// evaluation, so a delivery the relay commits during the walk can be read here without the
-/// event it was written for. The outbox is probed by key per row, as a scalar subquery: as
-/// `NOT EXISTS` MariaDB turned it into `NOT IN` and materialised the whole outbox.
-const ORPHANS_SQL: &str = "SELECT d.id, d.outbox_id, CAST(d.endpoint_id AS CHAR) AS endpoint_id, \
-         CAST(d.event_id AS CHAR) AS event_id FROM kurir_deliveries AS d \
-     WHERE d.endpoint_id = ? AND d.due_at <= ? \
-       AND (SELECT o.id FROM kurir_outbox AS o WHERE o.id = d.outbox_id) IS NULL \
-     FOR UPDATE SKIP LOCKED";
+       AND (d.ordering_key IS NULL OR NOT ? OR ",
+    head_of_aggregate!(),
+    ") ORDER BY d.due_at LIMIT ? FOR UPDATE SKIP LOCKED"
+);
 
 /// Ends the leases of the rows named after it (`requeue_sql`), counting each as an attempt: dead-letters the delivery at
 /// its endpoint's maximum, else makes it due after the retry backoff, as
@@ -82,7 +70,9 @@ impl MySqlStore {
     /// One transaction: per endpoint slot, locks its oldest due rows whose event exists and
     /// leases them; then, now and then (see `OrphanLooks`), removes the orphans among the due
     /// rows those reads went past; and reads the leased rows' events. The row locks end with the
-    /// transaction; the lease is what protects a row during the HTTP call.
+    /// transaction; the lease is what protects a row during the HTTP call. The transaction is
+    /// `READ COMMITTED` whatever the session's level (`from_pool` takes the application's pool
+    /// as it is), so each of its statements reads a new snapshot (see [`ordered::not_heads`]).
     pub(in crate::store) async fn claim_due_deliveries(
         &self,
         owner: &str,
@@ -94,17 +84,20 @@ impl MySqlStore {
         let mut remaining = limit;
         let mut leased = Vec::new();
         let mut orphans = Vec::new();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self
+            .pool
+            .begin_with("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; BEGIN")
+            .await?;
         for slot in slots {
             if remaining == 0 {
                 break;
             }
             let want = slot.limit.min(remaining);
-            let (rows, last) = lease_slot(&mut tx, owner, slot, want).await?;
+            let (rows, read, last) = lease_slot(&mut tx, owner, slot, want).await?;
             remaining -= rows.len() as u32;
             if looking {
                 // Fewer than asked for: every due row of the endpoint was read.
-                let upto = if (rows.len() as u32) < want {
+                let upto = if (read as u32) < want {
                     Some(None)
                 } else {
                     last.map(Some)
@@ -193,41 +186,24 @@ impl MySqlStore {
         Ok(done.rows_affected())
     }
 
-    /// One transaction over `owner`'s leases (see [`REQUEUE_SQL`]).
-    pub(in crate::store) async fn release_leases(
-        &self,
-        owner: &str,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
-        let lock = "SELECT id FROM kurir_deliveries \
-            WHERE leased_until IS NOT NULL AND lease_owner = ? FOR UPDATE SKIP LOCKED";
-        self.requeue(lock, Some(owner), LEASE_RELEASED, defaults)
-            .await
-    }
-
-    /// One transaction over expired leases (see [`REQUEUE_SQL`]), found through the index of
-    /// leased rows; the row locks it takes (skipping locked ones) keep concurrent sweeps from
-    /// moving a row twice.
-    pub(in crate::store) async fn sweep_expired_leases(
-        &self,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
-        let lock = "SELECT id FROM kurir_deliveries \
-            WHERE leased_until < UTC_TIMESTAMP(3) FOR UPDATE SKIP LOCKED";
-        self.requeue(lock, None, LEASE_EXPIRED, defaults).await
-    }
-
-    async fn requeue(
-        &self,
-        lock: &str,
-        owner: Option<&str>,
-        error: &str,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
+    /// One transaction over the leases `end` names (see [`REQUEUE_SQL`]); expired ones are
+    /// found through the index of leased rows. The row locks it takes (skipping locked ones)
+    /// keep concurrent sweeps from moving a row twice.
+    pub(in crate::store) async fn requeue(&self, end: LeaseEnd<'_>) -> Result<Requeued> {
+        let lock = match end.owner {
+            Some(_) => {
+                "SELECT id FROM kurir_deliveries \
+                 WHERE leased_until IS NOT NULL AND lease_owner = ? FOR UPDATE SKIP LOCKED"
+            }
+            None => {
+                "SELECT id FROM kurir_deliveries \
+                 WHERE leased_until < UTC_TIMESTAMP(3) FOR UPDATE SKIP LOCKED"
+            }
+        };
         let millis = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         let mut tx = self.pool.begin().await?;
         let ids: Vec<i64> = sqlx::query_scalar(lock)
-            .bind(owner)
+            .bind(end.owner)
             .fetch_all(&mut *tx)
             .await?;
         if ids.is_empty() {
@@ -236,11 +212,11 @@ impl MySqlStore {
         }
         let sql = format!("{REQUEUE_SQL}{}", in_list("d.id", ids.len()));
         let requeue = sqlx::query(&sql)
-            .bind(i64::from(defaults.max_attempts))
-            .bind(millis(defaults.initial_delay))
-            .bind(millis(defaults.max_delay))
-            .bind(defaults.jitter)
-            .bind(error);
+            .bind(i64::from(end.defaults.max_attempts))
+            .bind(millis(end.defaults.initial_delay))
+            .bind(millis(end.defaults.max_delay))
+            .bind(end.defaults.jitter)
+            .bind(end.error());
         bind_all(requeue, &ids).execute(&mut *tx).await?;
         let sql = format!(
             "SELECT COUNT(*), CAST(COALESCE(SUM(status = 'dead_letter'), 0) AS SIGNED) \
@@ -260,31 +236,45 @@ impl MySqlStore {
     }
 }
 
-/// Leases up to `want` of `slot`'s due rows; returns them and the latest `available_at` among
-/// them (how far the endpoint's due rows were read).
+/// Leases up to `want` of `slot`'s due rows; returns them, how many due rows were read (and
+/// locked), and the latest `available_at` among those (how far the endpoint's due rows were
+/// read). Of an ordered endpoint, the rows read that are not heads when read again (see
+/// [`ordered::not_heads`]) stay as they are.
 async fn lease_slot<'a>(
     tx: &mut Transaction<'static, MySql>,
     owner: &str,
     slot: &'a EndpointSlot,
     want: u32,
-) -> Result<(Vec<Leased<'a>>, Option<DateTime<Utc>>)> {
+) -> Result<(Vec<Leased<'a>>, usize, Option<DateTime<Utc>>)> {
+    let dead_letter = dead_letter_status(&slot.endpoint);
     let due = sqlx::query(DUE_SQL)
         .bind(slot.endpoint.id.as_str())
         .bind(ordered(&slot.endpoint))
-        .bind(dead_letter_status(&slot.endpoint))
+        .bind(dead_letter)
         .bind(i64::from(want))
         .fetch_all(&mut **tx)
         .await?;
     if due.is_empty() {
-        return Ok((Vec::new(), None));
+        return Ok((Vec::new(), 0, None));
     }
-    let mut ids = Vec::with_capacity(due.len());
-    let mut leased = Vec::with_capacity(due.len());
     let mut last = None;
     for r in &due {
-        let delivery_id: i64 = r.try_get("id")?;
-        ids.push(delivery_id);
         last = last.max(Some(r.try_get::<DateTime<Utc>, _>("available_at")?));
+    }
+    let read: Vec<i64> =
+        (due.iter().map(|r| r.try_get("id"))).collect::<std::result::Result<_, _>>()?;
+    let held_back = if ordered(&slot.endpoint) {
+        ordered::not_heads(tx, dead_letter, &read).await?
+    } else {
+        HashSet::new()
+    };
+    let mut ids = Vec::with_capacity(due.len());
+    let mut leased = Vec::with_capacity(due.len());
+    for (r, &delivery_id) in due.iter().zip(&read) {
+        if held_back.contains(&delivery_id) {
+            continue;
+        }
+        ids.push(delivery_id);
         leased.push(Leased {
             delivery_id,
             outbox_id: r.try_get("outbox_id")?,
@@ -293,6 +283,9 @@ async fn lease_slot<'a>(
             trigger: Trigger::from_db(r.try_get("trigger")?),
             slot,
         });
+    }
+    if ids.is_empty() {
+        return Ok((leased, read.len(), last));
     }
     let lease_us = i64::try_from(slot.lease.as_micros()).unwrap_or(i64::MAX);
     let sql = format!(
@@ -304,69 +297,14 @@ async fn lease_slot<'a>(
     bind_all(sqlx::query(&sql).bind(owner).bind(lease_us), &ids)
         .execute(&mut **tx)
         .await?;
-    Ok((leased, last))
-}
-
-/// Removes the due rows of `slot`'s endpoint up to `upto` (all of them when `None`) whose
-/// outbox row is gone, with their attempts.
-async fn remove_orphans(
-    tx: &mut Transaction<'static, MySql>,
-    slot: &EndpointSlot,
-    upto: Option<DateTime<Utc>>,
-) -> Result<Vec<Orphan>> {
-    let upto = upto.map_or_else(|| "9999-12-31 23:59:59.999".to_owned(), super::datetime);
-    let rows = sqlx::query(ORPHANS_SQL)
-        .bind(slot.endpoint.id.as_str())
-        .bind(upto)
-        .fetch_all(&mut **tx)
-        .await?;
-    let candidates = rows
-        .iter()
-        .map(|r| {
-            Ok((
-                r.try_get("outbox_id")?,
-                orphan(r, OrphanReason::EventDeleted)?,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let orphans = still_orphaned(tx, candidates).await?;
-    delete_deliveries(tx, &orphans).await?;
-    Ok(orphans)
-}
-
-/// Of `candidates` (each with its outbox row's id), those whose outbox row is gone when read
-/// again after [`ORPHANS_SQL`] locked them. The relay commits a delivery after the event it
-/// was written for, so a delivery read then has an event a later read sees, unless the event
-/// was deleted. The read locks (shared) for a read of the rows as last committed whatever the
-/// session's isolation level (`from_pool` takes the application's pool as it is): a consistent
-/// read under `REPEATABLE READ` would use the transaction's first snapshot.
-async fn still_orphaned(
-    tx: &mut Transaction<'static, MySql>,
-    candidates: Vec<(i64, Orphan)>,
-) -> Result<Vec<Orphan>> {
-    if candidates.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids: Vec<i64> = candidates.iter().map(|(outbox_id, _)| *outbox_id).collect();
-    let sql = format!(
-        "SELECT id FROM kurir_outbox WHERE {} LOCK IN SHARE MODE",
-        in_list("id", ids.len())
-    );
-    let live = bind_all(sqlx::query(&sql), &ids)
-        .fetch_all(&mut **tx)
-        .await?
-        .iter()
-        .map(|r| r.try_get::<i64, _>(0))
-        .collect::<std::result::Result<HashSet<_>, _>>()?;
-    Ok(candidates
-        .into_iter()
-        .filter(|(outbox_id, _)| !live.contains(outbox_id))
-        .map(|(_, orphan)| orphan)
-        .collect())
+    Ok((leased, read.len(), last))
 }
 
 /// Deletes the deliveries of `removed` and their attempts (the hot tables have no foreign keys).
-async fn delete_deliveries(tx: &mut Transaction<'static, MySql>, removed: &[Orphan]) -> Result<()> {
+pub(super) async fn delete_deliveries(
+    tx: &mut Transaction<'static, MySql>,
+    removed: &[Orphan],
+) -> Result<()> {
     if removed.is_empty() {
         return Ok(());
     }
@@ -420,7 +358,7 @@ pub(super) async fn events_of(
         .collect()
 }
 
-fn orphan(r: &MySqlRow, reason: OrphanReason) -> Result<Orphan> {
+pub(super) fn orphan(r: &MySqlRow, reason: OrphanReason) -> Result<Orphan> {
     Ok(Orphan {
         delivery_id: r.try_get("id")?,
         endpoint_id: r.try_get("endpoint_id")?,

@@ -6,15 +6,13 @@ use std::collections::HashMap;
 use sqlx::postgres::PgRow;
 use sqlx::Row;
 
-use kurir_core::retry::RetryPolicy;
 use tokio::time::Instant;
 
 use super::PgStore;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::ordering::{dead_letter_status, ordered};
 use crate::store::{
-    Claim, EndpointSlot, Orphan, OrphanReason, Requeued, Result, StoreError, LEASE_EXPIRED,
-    LEASE_RELEASED,
+    Claim, EndpointSlot, LeaseEnd, Orphan, OrphanReason, Requeued, Result, StoreError,
 };
 
 /// The claim (see [`PgStore::claim_due_deliveries`]): `due` locks and `leased` leases the live
@@ -266,50 +264,25 @@ impl PgStore {
         Ok(done.rows_affected())
     }
 
-    /// One statement over `owner`'s leases (see `requeue_sql!`).
-    pub(in crate::store) async fn release_leases(
-        &self,
-        owner: &str,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
-        let sql = requeue_sql!("x.lease_owner = $6");
-        self.requeue(sql, LEASE_RELEASED, Some(owner), defaults)
-            .await
-    }
-
-    /// One statement over expired leases (see `requeue_sql!`), found through the partial index
-    /// of leased rows; the row locks it takes (skipping locked ones) keep concurrent sweeps from
-    /// moving a row twice.
-    pub(in crate::store) async fn sweep_expired_leases(
-        &self,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
-        let sql = requeue_sql!("x.lease_expires_at < now()");
-        self.requeue(sql, LEASE_EXPIRED, None, defaults).await
-    }
-
-    async fn requeue(
-        &self,
-        sql: &'static str,
-        error: &str,
-        owner: Option<&str>,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
+    /// One statement over the leases `end` names (see `requeue_sql!`); expired ones are found
+    /// through the partial index of leased rows. The row locks it takes (skipping locked ones)
+    /// keep concurrent sweeps from moving a row twice.
+    pub(in crate::store) async fn requeue(&self, end: LeaseEnd<'_>) -> Result<Requeued> {
+        let sql = match end.owner {
+            Some(_) => requeue_sql!("x.lease_owner = $6"),
+            None => requeue_sql!("x.lease_expires_at < now()"),
+        };
         let mut query = sqlx::query_scalar(sql)
-            .bind(i32::try_from(defaults.max_attempts).unwrap_or(i32::MAX))
-            .bind(millis(defaults.initial_delay))
-            .bind(millis(defaults.max_delay))
-            .bind(defaults.jitter)
-            .bind(error);
-        if let Some(owner) = owner {
+            .bind(i32::try_from(end.defaults.max_attempts).unwrap_or(i32::MAX))
+            .bind(millis(end.defaults.initial_delay))
+            .bind(millis(end.defaults.max_delay))
+            .bind(end.defaults.jitter)
+            .bind(end.error());
+        if let Some(owner) = end.owner {
             query = query.bind(owner);
         }
         let statuses: Vec<String> = query.fetch_all(&self.bookkeeping).await?;
-        let dead_lettered = statuses.iter().filter(|s| *s == "dead_letter").count() as u64;
-        Ok(Requeued {
-            retried: statuses.len() as u64 - dead_lettered,
-            dead_lettered,
-        })
+        Ok(Requeued::of_statuses(&statuses))
     }
 }
 

@@ -11,13 +11,12 @@ use sqlx::{Row, Sqlite, Transaction};
 use super::SqliteStore;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::rows::Ts;
-use kurir_core::retry::RetryPolicy;
 use tokio::time::Instant;
 
 use crate::store::ordering::{dead_letter_status, ordered};
 use crate::store::{
-    now_millis, sqlite_ts, Claim, EndpointSlot, Leased, Orphan, OrphanReason, Requeued, Result,
-    LEASE_EXPIRED, LEASE_RELEASED,
+    now_millis, sqlite_ts, Claim, EndpointSlot, LeaseEnd, Leased, Orphan, OrphanReason, Requeued,
+    Result,
 };
 
 /// Leases one endpoint's oldest due rows whose event exists; of an ordered endpoint's aggregate
@@ -211,54 +210,28 @@ impl SqliteStore {
         Ok(done.rows_affected())
     }
 
-    /// One statement over `owner`'s leases (see `requeue_sql!`), in a `BEGIN IMMEDIATE`
+    /// One statement over the leases `end` names (see `requeue_sql!`), in a `BEGIN IMMEDIATE`
     /// transaction.
-    pub(in crate::store) async fn release_leases(
-        &self,
-        owner: &str,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
-        let sql = requeue_sql!("d.lease_owner = ?7");
-        self.requeue(sql, LEASE_RELEASED, Some(owner), defaults)
-            .await
-    }
-
-    /// One statement over expired leases (see `requeue_sql!`), in a `BEGIN IMMEDIATE`
-    /// transaction.
-    pub(in crate::store) async fn sweep_expired_leases(
-        &self,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
-        let sql = requeue_sql!("d.lease_expires_at < ?6");
-        self.requeue(sql, LEASE_EXPIRED, None, defaults).await
-    }
-
-    async fn requeue(
-        &self,
-        sql: &'static str,
-        error: &str,
-        owner: Option<&str>,
-        defaults: &RetryPolicy,
-    ) -> Result<Requeued> {
+    pub(in crate::store) async fn requeue(&self, end: LeaseEnd<'_>) -> Result<Requeued> {
+        let sql = match end.owner {
+            Some(_) => requeue_sql!("d.lease_owner = ?7"),
+            None => requeue_sql!("d.lease_expires_at < ?6"),
+        };
         let millis = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         let mut query = sqlx::query_scalar(sql)
-            .bind(i64::from(defaults.max_attempts))
-            .bind(millis(defaults.initial_delay))
-            .bind(millis(defaults.max_delay))
-            .bind(defaults.jitter)
-            .bind(error)
+            .bind(i64::from(end.defaults.max_attempts))
+            .bind(millis(end.defaults.initial_delay))
+            .bind(millis(end.defaults.max_delay))
+            .bind(end.defaults.jitter)
+            .bind(end.error())
             .bind(sqlite_ts(now_millis()));
-        if let Some(owner) = owner {
+        if let Some(owner) = end.owner {
             query = query.bind(owner);
         }
         let mut tx = self.begin_immediate().await?;
         let statuses: Vec<String> = query.fetch_all(&mut *tx).await?;
         tx.commit().await?;
-        let dead_lettered = statuses.iter().filter(|s| *s == "dead_letter").count() as u64;
-        Ok(Requeued {
-            retried: statuses.len() as u64 - dead_lettered,
-            dead_lettered,
-        })
+        Ok(Requeued::of_statuses(&statuses))
     }
 }
 
