@@ -27,8 +27,8 @@ use crate::store::{BornRoom, EndpointSlot};
 /// How old the enabled endpoints read by the dispatcher's last step may be for a relay batch to
 /// use them: above the slowest idle poll of the dispatcher ([`crate::wake::DISPATCHER_SLOWEST_POLL`]),
 /// so a running process always has them. Older (the dispatcher is stuck on the database), the
-/// batch is inserted pending. A claim's lanes hold endpoints this old and older while their
-/// deliveries wait, so a born one sees no staler settings than a claimed one.
+/// batch is inserted pending. An endpoint changed since (its `updated_at` differs from the one
+/// the relay's batch reads) gets no born claims until the dispatcher has read it again.
 pub const ENDPOINTS_FRESH: Duration = Duration::from_secs(3);
 
 /// The enabled endpoints as the dispatcher last read them, and when.

@@ -53,9 +53,10 @@ pub(crate) fn births<'a>(fan_out: &FanOut, room: Option<BornRoom<'a>>) -> Births
     let Some(room) = room else {
         return Births::default();
     };
-    let mut left: HashMap<&str, (u32, &'a EndpointSlot)> = room
-        .slots
-        .iter()
+    // The dispatcher's copy of an endpoint may predate a change the batch sees (a rotated
+    // secret, a new URL): such an endpoint's deliveries wait for a claim, which reads it anew.
+    let mut left: HashMap<&str, (u32, &'a EndpointSlot)> = (room.slots.iter())
+        .filter(|s| fan_out.versions.get(s.endpoint.id.as_str()) == Some(&s.endpoint.updated_at))
         .map(|s| (s.endpoint.id.as_str(), (s.limit, s)))
         .collect();
     let mut total = room.limit;

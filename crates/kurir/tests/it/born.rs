@@ -21,6 +21,7 @@ use crate::support::{enqueue_events, eventually, test_delivery_config, TestDb};
 on_both_backends!(
     a_delivery_is_born_claimed_when_its_process_has_room_and_pending_when_not,
     a_born_claim_is_swept_claimed_again_and_cancelled_as_a_claimed_one,
+    an_endpoint_changed_since_the_dispatcher_read_it_is_claimed_not_born_claimed,
 );
 
 /// A dispatcher that has read the endpoints (one step; nothing is due yet), not running: its
@@ -211,6 +212,40 @@ async fn a_born_claim_is_swept_claimed_again_and_cancelled_as_a_claimed_one(db: 
     assert_eq!(
         (claimed.event.event_id.as_str(), claimed.attempt),
         (ids[0].as_str(), 2)
+    );
+    rx.release(1_000);
+}
+
+/// The dispatcher's copy of an endpoint can be up to a few seconds old: a delivery born claimed
+/// with it would be signed with a secret rotated meanwhile missing (seen in
+/// `secrets_at_rest`). A batch that reads the endpoint changed leaves its deliveries pending,
+/// for a claim, which reads the endpoint anew.
+async fn an_endpoint_changed_since_the_dispatcher_read_it_is_claimed_not_born_claimed(db: TestDb) {
+    let s = &db.store;
+    let rx = Receiver::holding().await;
+    let e = s
+        .create_endpoint(NewEndpoint::new(rx.url("/rotated")))
+        .await
+        .unwrap();
+    let d = dispatcher(s, test_delivery_config(), "stale").await;
+    let new_secret = kurir_core::secret::Secret::generate();
+    s.rotate_secret(&e.id, new_secret, Duration::from_secs(3600))
+        .await
+        .unwrap()
+        .unwrap();
+    let ids = enqueue_events(s, "order.paid", 1).await;
+    relay(s, &d).await;
+    assert_eq!(
+        states(s, &e, &ids).await,
+        [(DeliveryStatus::Pending, 0, None)]
+    );
+    // Once the dispatcher has read it again, its deliveries are born claimed again.
+    d.step().await.unwrap();
+    let ids = enqueue_events(s, "order.paid", 1).await;
+    relay(s, &d).await;
+    assert_eq!(
+        states(s, &e, &ids).await,
+        [(DeliveryStatus::Processing, 1, Some("stale".to_owned()))]
     );
     rx.release(1_000);
 }

@@ -83,7 +83,7 @@ impl MySqlStore {
         }
         let endpoints: Vec<FanOutRow> = sqlx::query_as(
             "SELECT CAST(id AS CHAR) AS id, CAST(event_types AS CHAR) AS event_types, \
-                 CAST(ordering AS CHAR) AS ordering, created_at \
+                 CAST(ordering AS CHAR) AS ordering, created_at, updated_at \
              FROM kurir_endpoints WHERE enabled AND deleted_at IS NULL LOCK IN SHARE MODE",
         )
         .fetch_all(&mut *tx)

@@ -81,7 +81,7 @@ impl PgStore {
             return Ok(Relayed::default());
         }
         let targets: Vec<FanOutRow> = sqlx::query_as(
-            "SELECT id, event_types::text AS event_types, ordering, created_at \
+            "SELECT id, event_types::text AS event_types, ordering, created_at, updated_at \
              FROM kurir_endpoints WHERE enabled AND deleted_at IS NULL",
         )
         .fetch_all(&mut *tx)

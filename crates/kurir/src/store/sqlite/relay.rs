@@ -61,7 +61,7 @@ impl SqliteStore {
             return Ok(Relayed::default());
         }
         let targets: Vec<FanOutRow> = sqlx::query_as(
-            "SELECT id, event_types, ordering, created_at FROM kurir_endpoints \
+            "SELECT id, event_types, ordering, created_at, updated_at FROM kurir_endpoints \
                  WHERE enabled AND deleted_at IS NULL",
         )
         .fetch_all(&mut *tx)
