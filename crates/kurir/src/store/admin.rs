@@ -1,16 +1,17 @@
 //! What the admin API asks of the store: publishing an event with an idempotency key, listings
 //! paged newest first by a keyset on row ids, replay with its audit row, and stats.
 //!
-//! The types and the backend-neutral [`Store`] methods live here; the SQL lives in
-//! `postgres/admin.rs` and `sqlite/admin.rs`, one implementation per backend. Cursors are the
-//! API's business: the store only takes "rows with an id below this one".
+//! The types and the backend-neutral [`Store`] methods live here; publishing is written once
+//! for every dialect in [`super::publish`], the replay in `postgres/admin.rs`, `sqlite/admin.rs`
+//! and `mysql/admin.rs`, one implementation per dialect. Cursors are the API's business: the
+//! store only takes "rows with an id below this one".
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{on_backend, Result, Store};
 use crate::delivery::{DeliveryRecord, DeliveryStatus};
-use crate::outbox::{EnqueueError, NewEvent};
+use crate::outbox::NewEvent;
 
 /// An `Idempotency-Key` header and the hash of the request it came with.
 #[derive(Clone, Debug)]
@@ -178,29 +179,6 @@ pub struct StatusCount {
 }
 
 impl Store {
-    /// Records `event` in its own transaction, with `key` if given. Nothing is written when the
-    /// key or the event id is already taken. It wakes no relay: the caller does, after it
-    /// returns ([`crate::wake::Wake::wake`]).
-    pub async fn publish_event(
-        &self,
-        event: NewEvent,
-        key: Option<&IdempotencyKey>,
-    ) -> Result<Published, EnqueueError> {
-        on_backend!(self, s => s.publish_event(event, key).await)
-    }
-
-    /// Records `items` in one transaction, each exactly as [`Store::publish_event`] would have
-    /// recorded it alone, in order (a later item sees the earlier ones: a repeated key or event
-    /// id answers as a repeat of the first). All or nothing: an error rolls back every item, and
-    /// so does a key another transaction inserted meanwhile (`Ok(None)`); either way the caller
-    /// publishes the items one at a time, so no item fails because of another.
-    pub async fn publish_events(
-        &self,
-        items: &[PublishItem],
-    ) -> Result<Option<Vec<Published>>, EnqueueError> {
-        on_backend!(self, s => s.publish_events(items).await)
-    }
-
     /// Moves every `sent` or `dead_letter` delivery matching the filter back to `pending` (same
     /// event id, attempt count 0, due now, trigger `replay`) and writes the audit row, in one
     /// transaction. Returns the audit row.

@@ -7,7 +7,8 @@ use std::time::Duration;
 use kurir_core::retry::RetryPolicy;
 use tokio::time::Instant;
 
-use crate::delivery::ClaimedDelivery;
+use super::rows::OrphanRow;
+use crate::delivery::{ClaimedDelivery, EventSnapshot};
 
 /// How often a claim also looks for orphans past the rows it takes, while none are found.
 pub const ORPHAN_LOOK_INTERVAL: Duration = Duration::from_secs(1);
@@ -40,6 +41,19 @@ impl OrphanLooks {
     }
 }
 
+/// What a claim asks of its dialect (see [`super::Store::claim_due_deliveries`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ClaimAsk<'a> {
+    /// Who takes the leases.
+    pub owner: &'a str,
+    /// The endpoints to claim for, each with its limit and lease.
+    pub slots: &'a [super::EndpointSlot],
+    /// At most this many deliveries in all.
+    pub limit: u32,
+    /// When the claim was sent: each lease's deadline counts from it.
+    pub sent_at: Instant,
+}
+
 /// What one claim did.
 #[derive(Clone, Debug, Default)]
 pub struct Claim {
@@ -61,6 +75,22 @@ pub struct Orphan {
     pub event_id: String,
     /// Which of the two is gone.
     pub reason: OrphanReason,
+}
+
+impl Orphan {
+    /// The orphan that `row` names (its `id`, `endpoint_id` and `event_id` columns).
+    pub(crate) fn of_row<'r, R: sqlx::Row>(row: &'r R, reason: OrphanReason) -> super::Result<Self>
+    where
+        OrphanRow: sqlx::FromRow<'r, R>,
+    {
+        let r = <OrphanRow as sqlx::FromRow<R>>::from_row(row)?;
+        Ok(Self {
+            delivery_id: r.id,
+            endpoint_id: r.endpoint_id,
+            event_id: r.event_id,
+            reason,
+        })
+    }
 }
 
 /// Why a delivery was an [`Orphan`].
@@ -139,13 +169,30 @@ pub(crate) struct Leased<'a> {
     pub slot: &'a super::EndpointSlot,
 }
 
+impl Claim {
+    /// The claim of the claims that lease first and read the events after: `leased`, each with
+    /// its event from `events` (by outbox row id), and the `orphans` removed on the way.
+    pub(crate) fn of_leased(
+        leased: Vec<Leased<'_>>,
+        events: &std::collections::HashMap<i64, EventSnapshot>,
+        sent_at: Instant,
+        orphans: Vec<Orphan>,
+    ) -> super::Result<Self> {
+        let deliveries = leased.into_iter().map(|l| l.claimed(events, sent_at));
+        Ok(Self {
+            deliveries: deliveries.collect::<super::Result<_>>()?,
+            orphans,
+        })
+    }
+}
+
 impl Leased<'_> {
     /// The claimed delivery, with its event from `events` (by outbox row id). Several
     /// deliveries of one event can be claimed together: each gets a copy. The lease took only
     /// rows whose event exists, in the claim's own transaction.
     pub(crate) fn claimed(
         self,
-        events: &std::collections::HashMap<i64, crate::delivery::EventSnapshot>,
+        events: &std::collections::HashMap<i64, EventSnapshot>,
         sent_at: Instant,
     ) -> super::Result<ClaimedDelivery> {
         let event =

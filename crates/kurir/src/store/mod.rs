@@ -12,9 +12,13 @@
 //!   file per concern with the dialects side by side: `records.rs` (endpoints, events,
 //!   deliveries, attempts, listings, replays, stats), [`sources`], [`activity`], [`inbox`],
 //!   [`replay_preview`], [`waiting`], [`backlog`].
+//! - Writes whose steps are the same on every dialect are written once, each step a `Sql`,
+//!   with what differs (the transaction's start, how a lost race shows) named per dialect:
+//!   `publish.rs` (the API's publishes and their idempotency keys), `endpoint_changes.rs`
+//!   (endpoint updates and secret rotations), `tombstones.rs`, `retention.rs`.
 //! - [`postgres`], [`sqlite`] and [`mysql`]: the operations whose transactions or locking differ
-//!   by dialect (relay, claims, completions, leases, endpoint writes, publish, replay), each
-//!   documenting the locks it takes.
+//!   by dialect (relay, claims, completions, leases, replay), each documenting the locks it
+//!   takes.
 //!
 //! A new dialect adds a field to `Sql`, an arm to `query_as_on!`, `execute_on!` and
 //! `on_backend!`, a variant of [`Store`] with its store type and submodules, and `Ts`'s
@@ -35,6 +39,7 @@ pub mod mysql;
 pub mod notify;
 mod ordering;
 pub mod postgres;
+mod publish;
 pub mod rates;
 mod records;
 pub mod replay_preview;
@@ -58,7 +63,7 @@ use chrono::{DateTime, Utc};
 use kurir_core::retry::RetryPolicy;
 
 use crate::delivery::{ClaimedDelivery, Completion};
-use crate::endpoint::{Endpoint, EndpointId, EndpointUpdate, NewEndpoint};
+use crate::endpoint::{Endpoint, EndpointId, NewEndpoint};
 
 pub use admin::{
     DeliveryListItem, DeliveryQuery, EventQuery, IdempotencyKey, PublishItem, Published,
@@ -67,10 +72,8 @@ pub use admin::{
 pub use backlog::Backlog;
 pub use born::{BornRoom, Relayed};
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
-pub(crate) use claims::{LeaseEnd, Leased, OrphanLooks};
-pub(crate) use endpoint_changes::{
-    bind_endpoint, bind_endpoint_text, endpoint_changes, push_changes, rotated_sealed, ColumnValue,
-};
+pub(crate) use claims::{ClaimAsk, LeaseEnd, Leased, OrphanLooks};
+pub(crate) use endpoint_changes::{bind_endpoint, bind_endpoint_text};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use mysql::MySqlStore;
 pub use postgres::PgStore;
@@ -303,31 +306,6 @@ impl Store {
         Ok(endpoint)
     }
 
-    /// Applies `update` and returns the endpoint as stored, or `None` if it does not exist.
-    /// Only the columns of the fields given are written, in one statement, so a concurrent
-    /// change to other fields (a `410` disabling the endpoint, a secret rotation) stays.
-    pub async fn update_endpoint(
-        &self,
-        id: &EndpointId,
-        update: EndpointUpdate,
-    ) -> Result<Option<Endpoint>> {
-        let changes = endpoint_changes(&update);
-        on_backend!(self, s => s.update_endpoint(id, &changes).await)
-    }
-
-    /// Makes `new_secret` current; the old secret keeps signing until `grace` has passed.
-    /// Rotated-out secrets that have already expired are dropped. Reads and writes the secrets
-    /// under the row's lock, so concurrent rotations take turns and each keeps the secret it
-    /// replaced signing for its grace period.
-    pub async fn rotate_secret(
-        &self,
-        id: &EndpointId,
-        new_secret: kurir_core::secret::Secret,
-        grace: Duration,
-    ) -> Result<Option<Endpoint>> {
-        on_backend!(self, s => s.rotate_secret(id, &new_secret, grace).await)
-    }
-
     /// Fans out up to `limit` undispatched outbox rows: one delivery per matching enabled
     /// endpoint created no later than the event, then marks the rows dispatched, in one
     /// transaction. Safe to run in several processes at once.
@@ -375,8 +353,13 @@ impl Store {
         if slots.is_empty() || limit == 0 {
             return Ok(Claim::default());
         }
-        let sent_at = tokio::time::Instant::now();
-        on_backend!(self, s => s.claim_due_deliveries(owner, slots, limit, sent_at).await)
+        let ask = ClaimAsk {
+            owner,
+            slots,
+            limit,
+            sent_at: tokio::time::Instant::now(),
+        };
+        on_backend!(self, s => s.claim_due_deliveries(ask).await)
     }
 
     /// Removes, with their attempts, up to `limit` deliveries of endpoints that no longer exist

@@ -23,7 +23,6 @@
 //!   shared advisory lock does (see [`MySqlStore::relay_batch`]).
 
 mod admin;
-mod endpoints;
 mod leases;
 mod ordered;
 mod orphans;
@@ -42,15 +41,15 @@ use sqlx::{Connection, Executor, MySql};
 use super::{Result, StoreError};
 use crate::endpoint::Endpoint;
 
-/// An endpoint row, its text columns cast so they decode (see the module docs).
-pub(super) const ENDPOINT_COLUMNS: &str = super::rows::endpoint_columns!(mysql);
-
 /// kurir's tables in a MySQL or MariaDB database.
 #[derive(Clone, Debug)]
 pub struct MySqlStore {
     pool: MySqlPool,
     /// When claims look for orphans past the rows they take.
     orphan_looks: std::sync::Arc<super::OrphanLooks>,
+    /// Whether the last claim leased nothing: the next one first looks for a due row without a
+    /// transaction (see `claim_due_deliveries`).
+    idle: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Seals and opens the secret columns.
     pub(super) secrets: super::SecretCodec,
 }
@@ -92,6 +91,7 @@ impl MySqlStore {
         Self {
             pool,
             orphan_looks: Default::default(),
+            idle: Default::default(),
             secrets: Default::default(),
         }
     }

@@ -17,8 +17,9 @@
 //! or a shutdown release leaves it `failed` or `pending`, still the head. A replay makes a
 //! dead-lettered head `pending`: the head again. The check reads the index
 //! `kurir_deliveries_ordering` (`endpoint_id, ordering_key, status, outbox_id`; migration
-//! 0009): a few index probes per keyed row, whatever the aggregate's history of sent rows (on
-//! MySQL one probe per status, each reading one entry: `store::mysql::ordered`).
+//! 0009): one probe per unfinished status, each reading one entry, whatever the aggregate's
+//! history of sent rows (PostgreSQL: `claim_sql!` in `store::postgres::leases`; MySQL:
+//! `store::mysql::ordered`; SQLite names the index).
 //!
 //! **Why two processes never take two deliveries of one aggregate.** A delivery only ever
 //! moves from unfinished to finished by its own completion (a replay, an operator's act, is

@@ -2,7 +2,6 @@
 //! row locks (`FOR UPDATE SKIP LOCKED`), leases and fences.
 
 mod admin;
-mod endpoints;
 mod leases;
 mod notify;
 mod relay;
@@ -18,8 +17,6 @@ use super::rules::{gone_endpoints, next_at, next_status};
 use super::{Result, StoreError};
 use crate::delivery::Completion;
 use crate::endpoint::Endpoint;
-
-const ENDPOINT_COLUMNS: &str = super::rows::endpoint_columns!(postgres);
 
 /// The fenced update of a completion batch (see [`PgStore::complete_deliveries`]).
 const COMPLETE_SQL: &str = "UPDATE kurir_deliveries AS d SET status = x.status, \

@@ -13,7 +13,7 @@ use sqlx::error::BoxDynError;
 use sqlx::{Decode, Encode, MySql, Postgres, Sqlite, Type};
 
 use super::{parse_sqlite_ts, sqlite_ts, Result, StoreError, StoredEvent};
-use crate::delivery::{AttemptRecord, DeliveryRecord, Trigger};
+use crate::delivery::{AttemptRecord, DeliveryRecord, EventSnapshot, Trigger};
 
 /// A stored timestamp: PostgreSQL's `timestamptz`; SQLite's text in kurir's fixed-width form
 /// (or, read, any form [`parse_sqlite_ts`] takes, for rows written by hand); MySQL's
@@ -409,4 +409,40 @@ impl TryFrom<ReplayRow> for super::ReplayRecord {
             created_at: r.created_at.0,
         })
     }
+}
+
+/// A leased delivery's event and its outbox row id, as the claims that lease first read it.
+#[derive(sqlx::FromRow)]
+pub(crate) struct SnapshotRow {
+    id: i64,
+    event_id: String,
+    event_type: String,
+    version: i32,
+    occurred_at: Ts,
+    aggregate_id: Option<String>,
+    payload: String,
+}
+
+impl From<SnapshotRow> for (i64, EventSnapshot) {
+    fn from(r: SnapshotRow) -> Self {
+        let (event_id, event_type, payload) = (r.event_id, r.event_type, r.payload);
+        let (version, occurred_at, aggregate_id) = (r.version, r.occurred_at.0, r.aggregate_id);
+        let snapshot = EventSnapshot {
+            event_id,
+            event_type,
+            version,
+            occurred_at,
+            aggregate_id,
+            payload,
+        };
+        (r.id, snapshot)
+    }
+}
+
+/// A removed delivery's row (see [`super::Orphan::of_row`]).
+#[derive(sqlx::FromRow)]
+pub(crate) struct OrphanRow {
+    pub id: i64,
+    pub endpoint_id: String,
+    pub event_id: String,
 }

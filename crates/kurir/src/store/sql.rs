@@ -125,8 +125,8 @@ macro_rules! execute_on {
 }
 pub(crate) use execute_on;
 
-/// Runs `$sql`'s text for `$dialect` on transaction `$tx` with `$make` (`query` or
-/// `query_scalar`) and `$run`, binding each `$bind` in order. MySQL's text has its `$n`
+/// Runs `$sql`'s text for `$dialect` on transaction `$tx` with `$make` (`query`,
+/// `query_scalar` or `query_as`) and `$run`, binding each `$bind` in order. MySQL's text has its `$n`
 /// placeholders made positional ([`positional`]), so each bind is used where its
 /// number stands, as on the other dialects.
 macro_rules! run_in {
@@ -146,6 +146,9 @@ macro_rules! with_arguments {
     };
     (query_scalar) => {
         sqlx::query_scalar_with
+    };
+    (query_as) => {
+        sqlx::query_as_with
     };
 }
 pub(crate) use {mysql_args, run_in, with_arguments};

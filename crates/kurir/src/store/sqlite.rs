@@ -3,7 +3,6 @@
 //! upgrade a read lock halfway through.
 
 mod admin;
-mod endpoints;
 mod leases;
 mod relay;
 
@@ -20,8 +19,6 @@ use super::rules::{gone_endpoints, next_at, next_status};
 use super::{ensure_sqlite_file, now_millis, sqlite_ts, Result, StoreError};
 use crate::delivery::Completion;
 use crate::endpoint::Endpoint;
-
-const ENDPOINT_COLUMNS: &str = super::rows::endpoint_columns!(sqlite);
 
 /// The completions of [`SqliteStore::complete_deliveries`] as rows `x`, from one flat JSON array
 /// of ten values per completion (`?1`): each value is read once, never re-parsed.

@@ -10,14 +10,15 @@ use kurir::delivery::{AttemptRecord, DeliveryRecord, DeliveryStatus};
 use kurir::endpoint::{Endpoint, EventFilter, NewEndpoint, Overrides};
 use kurir::store::{DeliveryQuery, Store};
 
-use crate::on_both_backends;
 use crate::support::receiver::Receiver;
 use crate::support::{enqueue_events, eventually, test_delivery_config, TestDb, TestServer};
+use crate::{on_both_backends, on_shared_servers};
 
 on_both_backends!(
     after_a_scripted_run_every_counter_equals_the_database,
     relay_reports_events_per_type,
 );
+on_shared_servers!(two_processes_on_one_database_agree_on_the_backlog);
 
 /// One sample line of the Prometheus text format.
 #[derive(Debug)]
@@ -403,14 +404,25 @@ async fn relay_reports_events_per_type(db: TestDb) {
     assert!(s.relay_batch(100).await.unwrap().events_by_type.is_empty());
 }
 
-/// Two kurir processes on one PostgreSQL database: while deliveries are failed (a retry far off),
-/// processing (held open by the receiver) and pending (the endpoint has no room), both report the
-/// backlog the database has.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_on_postgres_agree_on_the_backlog() {
-    let Some(db) = TestDb::postgres().await else {
-        return;
-    };
+/// Seconds since the oldest delivery in the backlog was created, by the database's clock.
+async fn oldest_backlog_age(store: &Store) -> f64 {
+    const PG: &str = "SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 \
+        FROM kurir_deliveries WHERE status IN ('pending', 'processing', 'failed')";
+    const MYSQL: &str = "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), \
+        UTC_TIMESTAMP(6)) / 1000000 AS DOUBLE) \
+        FROM kurir_deliveries WHERE status IN ('pending', 'processing', 'failed')";
+    match store {
+        Store::Postgres(pg) => sqlx::query_scalar(PG).fetch_one(pg.pool()).await,
+        Store::Mysql(my) => sqlx::query_scalar(MYSQL).fetch_one(my.pool()).await,
+        Store::Sqlite(_) => unreachable!("on_shared_servers runs on servers only"),
+    }
+    .unwrap()
+}
+
+/// Two kurir processes on one PostgreSQL or MySQL database: while deliveries are failed (a retry
+/// far off), processing (held open by the receiver) and pending (the endpoint has no room), both
+/// report the backlog the database has.
+async fn two_processes_on_one_database_agree_on_the_backlog(db: TestDb) {
     let failing =
         Receiver::scripted(|_, _| StatusCode::INTERNAL_SERVER_ERROR.into_response()).await;
     let held = Receiver::holding().await;
@@ -438,22 +450,9 @@ async fn two_processes_on_postgres_agree_on_the_backlog() {
     })
     .await;
 
-    let Store::Postgres(pg) = &db.store else {
-        unreachable!()
-    };
-    let oldest_age = || async {
-        let (age,): (f64,) = sqlx::query_as(
-            "SELECT EXTRACT(EPOCH FROM now() - min(created_at))::float8 FROM kurir_deliveries \
-             WHERE status IN ('pending', 'processing', 'failed')",
-        )
-        .fetch_one(pg.pool())
-        .await
-        .unwrap();
-        age
-    };
-    let low = oldest_age().await;
+    let low = oldest_backlog_age(&db.store).await;
     let scrapes = [scrape(a.addr).await, scrape(b.addr).await];
-    let high = oldest_age().await;
+    let high = oldest_backlog_age(&db.store).await;
     for (process, m) in ["a", "b"].iter().zip(&scrapes) {
         for (status, n) in [("failed", 5.0), ("pending", 3.0), ("processing", 2.0)] {
             let got = m.sum("kurir_backlog", &[("status", status)]);

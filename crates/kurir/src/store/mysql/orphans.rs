@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use sqlx::{MySql, Row, Transaction};
 
-use super::leases::{delete_deliveries, orphan};
+use super::leases::delete_deliveries;
 use super::{bind_all, in_list};
 use crate::store::{EndpointSlot, Orphan, OrphanReason, Result};
 
@@ -40,7 +40,7 @@ pub(super) async fn remove_orphans(
         .map(|r| {
             Ok((
                 r.try_get("outbox_id")?,
-                orphan(r, OrphanReason::EventDeleted)?,
+                Orphan::of_row(r, OrphanReason::EventDeleted)?,
             ))
         })
         .collect::<Result<Vec<_>>>()?;

@@ -12,7 +12,7 @@ use super::PgStore;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::ordering::{dead_letter_status, ordered};
 use crate::store::{
-    Claim, EndpointSlot, LeaseEnd, Orphan, OrphanReason, Requeued, Result, StoreError,
+    Claim, ClaimAsk, EndpointSlot, LeaseEnd, Orphan, OrphanReason, Requeued, Result, StoreError,
 };
 
 /// The claim (see [`PgStore::claim_due_deliveries`]): `due` locks and `leased` leases the live
@@ -25,7 +25,15 @@ use crate::store::{
 /// deliveries by their due index or by `id = ANY(ARRAY(…))` (a primary-key probe per id; a join
 /// with the CTE was planned as a hash join over the whole table once the CTE's size could not
 /// be estimated), the outbox by a scalar sub-select on its key (planned as a hash anti-join
-/// over the whole outbox when written as `NOT EXISTS`).
+/// over the whole outbox when written as `NOT EXISTS`). The head check (`store::ordering`)
+/// asks, per unfinished status, for the entry of `kurir_deliveries_ordering` just before
+/// `(endpoint, key, status, outbox_id)` of the row, and whether it is of the same endpoint, key
+/// and status: one live entry read per status. Only that index holds rows in that order (the
+/// row comparison and the `ORDER BY` name its columns, none fixed by an equality), so any other
+/// plan must sort the table, and the planner's guess of how common a status is cannot make it
+/// cheaper. As a `NOT EXISTS` with the columns compared one by one, the check was planned as a
+/// table scan per checked row, or a walk of the outbox-id index when statistics taken under a
+/// backlog made every row look pending: each read the aggregate's whole sent history.
 macro_rules! claim_sql {
     ($orphans:literal, $tail:literal) => {
         concat!(
@@ -39,10 +47,15 @@ macro_rules! claim_sql {
                       AND d.available_at <= now() \
                       AND (SELECT o.id FROM kurir_outbox o WHERE o.id = d.outbox_id) IS NOT NULL \
                       AND (d.ordering_key IS NULL OR NOT s.ordered OR NOT EXISTS ( \
-                        SELECT 1 FROM kurir_deliveries p WHERE p.endpoint_id = d.endpoint_id \
-                          AND p.ordering_key = d.ordering_key \
-                          AND p.status IN ('pending', 'processing', 'failed', s.dead_letter) \
-                          AND p.outbox_id < d.outbox_id)) \
+                        SELECT 1 FROM unnest(ARRAY['pending', 'processing', 'failed', \
+                            s.dead_letter]) AS h(status) \
+                        WHERE (SELECT p.endpoint_id = d.endpoint_id \
+                                AND p.ordering_key = d.ordering_key AND p.status = h.status \
+                            FROM kurir_deliveries p WHERE p.ordering_key IS NOT NULL \
+                              AND (p.endpoint_id, p.ordering_key, p.status, p.outbox_id) \
+                                < (d.endpoint_id, d.ordering_key, h.status, d.outbox_id) \
+                            ORDER BY p.endpoint_id DESC, p.ordering_key DESC, p.status DESC, \
+                                p.outbox_id DESC LIMIT 1))) \
                     ORDER BY d.available_at LIMIT s.lim \
                     FOR UPDATE OF d SKIP LOCKED \
                 ) c LIMIT $5 ",
@@ -170,21 +183,17 @@ impl PgStore {
     /// never waited for), then leases them; now and then also removes the orphans among the
     /// due rows it read past. The locks end with the statement; the lease is what protects a
     /// row during the HTTP call.
-    pub(in crate::store) async fn claim_due_deliveries(
-        &self,
-        owner: &str,
-        slots: &[EndpointSlot],
-        limit: u32,
-        sent_at: Instant,
-    ) -> Result<Claim> {
-        let ids: Vec<&str> = slots.iter().map(|s| s.endpoint.id.as_str()).collect();
-        let limits: Vec<i32> = slots
+    pub(in crate::store) async fn claim_due_deliveries(&self, ask: ClaimAsk<'_>) -> Result<Claim> {
+        let ids: Vec<&str> = ask.slots.iter().map(|s| s.endpoint.id.as_str()).collect();
+        let limits: Vec<i32> = ask
+            .slots
             .iter()
             .map(|s| s.limit.try_into().unwrap_or(i32::MAX))
             .collect();
-        let leases: Vec<f64> = slots.iter().map(|s| s.lease.as_secs_f64()).collect();
-        let ordered: Vec<bool> = slots.iter().map(|s| ordered(&s.endpoint)).collect();
-        let dead_letter: Vec<&str> = slots
+        let leases: Vec<f64> = ask.slots.iter().map(|s| s.lease.as_secs_f64()).collect();
+        let ordered: Vec<bool> = ask.slots.iter().map(|s| ordered(&s.endpoint)).collect();
+        let dead_letter: Vec<&str> = ask
+            .slots
             .iter()
             .map(|s| dead_letter_status(&s.endpoint))
             .collect();
@@ -195,25 +204,30 @@ impl PgStore {
             CLAIM_SQL
         };
         let mut query = sqlx::query(sql)
-            .bind(owner)
+            .bind(ask.owner)
             .bind(&ids)
             .bind(&limits)
             .bind(&leases)
-            .bind(i64::from(limit))
+            .bind(i64::from(ask.limit))
             .bind(&ordered)
             .bind(&dead_letter);
         if looking {
             query = query.bind(ORPHAN_WALK);
         }
         let rows = query.fetch_all(&self.bookkeeping).await?;
-        let by_id: HashMap<&str, &EndpointSlot> =
-            slots.iter().map(|s| (s.endpoint.id.as_str(), s)).collect();
+        let by_id: HashMap<&str, &EndpointSlot> = ask
+            .slots
+            .iter()
+            .map(|s| (s.endpoint.id.as_str(), s))
+            .collect();
         let mut claim = Claim::default();
         for r in &rows {
             if r.try_get("orphan")? {
-                claim.orphans.push(orphan(r, OrphanReason::EventDeleted)?);
+                claim
+                    .orphans
+                    .push(Orphan::of_row(r, OrphanReason::EventDeleted)?);
             } else {
-                claim.deliveries.push(claimed(r, &by_id, sent_at)?);
+                claim.deliveries.push(claimed(r, &by_id, ask.sent_at)?);
             }
         }
         if looking {
@@ -233,7 +247,7 @@ impl PgStore {
             .fetch_all(&self.bookkeeping)
             .await?;
         rows.iter()
-            .map(|r| orphan(r, OrphanReason::EndpointDeleted))
+            .map(|r| Orphan::of_row(r, OrphanReason::EndpointDeleted))
             .collect()
     }
 
@@ -319,11 +333,107 @@ fn claimed(
     })
 }
 
-fn orphan(r: &PgRow, reason: OrphanReason) -> Result<Orphan> {
-    Ok(Orphan {
-        delivery_id: r.try_get("id")?,
-        endpoint_id: r.try_get("endpoint_id")?,
-        event_id: r.try_get("event_id")?,
-        reason,
-    })
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::postgres::tests::{drop_database, fresh_database};
+
+    /// The claim's head check on an aggregate with a long history and a few hundred deliveries
+    /// blocked behind its head reads only `kurir_deliveries_ordering`: no table scan, no walk of
+    /// another index, with the plan for these arguments and the generic one a prepared statement
+    /// may switch to, whatever the statistics say: taken when the history was still pending
+    /// (then with the history sent, as between autovacuum's ANALYZEs) and after it was sent.
+    /// Written as one `NOT EXISTS` over the statuses, each blocked row's check was a sequential
+    /// scan; as a probe per status ordered by `outbox_id`, a walk of the outbox-id index.
+    #[tokio::test]
+    async fn the_head_check_reads_the_ordering_index_whatever_the_history() {
+        let Some((url, admin, name)) = fresh_database().await else {
+            return;
+        };
+        let store = PgStore::connect(&url).await.unwrap();
+        let mut plans = Vec::new();
+        for setup in [
+            "INSERT INTO kurir_endpoints (id, url, secret, ordering) \
+             VALUES ('ep', 'https://x', 's', 'aggregate')",
+            "INSERT INTO kurir_outbox (event_type, payload, dispatched_at) \
+             SELECT 'order.paid', '{}', now() FROM generate_series(1, 30300)",
+            "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, ordering_key) \
+             SELECT id, event_id, 'ep', 'order:1' FROM kurir_outbox",
+            "ANALYZE",
+            "UPDATE kurir_deliveries SET status = 'sent' WHERE outbox_id <= 30000",
+            "ANALYZE",
+        ] {
+            sqlx::query(setup).execute(store.pool()).await.unwrap();
+            if setup.starts_with("ANALYZE") || setup.starts_with("UPDATE") {
+                plans.extend(claim_plans(&store).await);
+            }
+        }
+        store.close().await;
+        drop_database(&admin, &name).await;
+        let allowed = ["kurir_deliveries_due", "kurir_deliveries_pkey"];
+        for plan in plans {
+            let mut scans = Vec::new();
+            scans_of(&plan, &mut scans);
+            let on_deliveries = scans
+                .iter()
+                .filter(|(node, on)| node.ends_with("Scan") && on.starts_with("kurir_deliveries"));
+            assert!(
+                scans
+                    .iter()
+                    .any(|(_, on)| on == "kurir_deliveries_ordering")
+                    && on_deliveries.clone().all(|(_, on)| {
+                        allowed.contains(&on.as_str()) || on == "kurir_deliveries_ordering"
+                    }),
+                "{scans:?}"
+            );
+        }
+    }
+
+    /// The plans of both claims for one ordered endpoint, as planned for these arguments and as
+    /// a generic plan.
+    async fn claim_plans(store: &PgStore) -> Vec<serde_json::Value> {
+        let mut plans = Vec::new();
+        for (sql, generic) in [
+            (CLAIM_SQL, false),
+            (CLAIM_SQL, true),
+            (CLAIM_LOOKING_SQL, false),
+            (CLAIM_LOOKING_SQL, true),
+        ] {
+            let mut tx = store.pool().begin().await.unwrap();
+            if generic {
+                sqlx::query("SET LOCAL plan_cache_mode = force_generic_plan")
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+            }
+            let explain = format!("EXPLAIN (FORMAT JSON) {sql}");
+            let mut query = sqlx::query_scalar(&explain)
+                .bind("w")
+                .bind(vec!["ep"])
+                .bind(vec![10i32])
+                .bind(vec![30.0f64])
+                .bind(100i64)
+                .bind(vec![true])
+                .bind(vec!["dead_letter"]);
+            if sql == CLAIM_LOOKING_SQL {
+                query = query.bind(ORPHAN_WALK);
+            }
+            plans.push(query.fetch_one(&mut *tx).await.unwrap());
+        }
+        plans
+    }
+
+    /// Each node of `plan` as (node type, index or else relation it reads or writes).
+    fn scans_of(plan: &serde_json::Value, out: &mut Vec<(String, String)>) {
+        let text = |key: &str| plan.get(key).and_then(|v| v.as_str()).map(str::to_owned);
+        if let Some(node) = text("Node Type") {
+            let on = text("Index Name").or_else(|| text("Relation Name"));
+            out.push((node, on.unwrap_or_default()));
+        }
+        match plan {
+            serde_json::Value::Array(items) => items.iter().for_each(|p| scans_of(p, out)),
+            serde_json::Value::Object(map) => map.values().for_each(|p| scans_of(p, out)),
+            _ => {}
+        }
+    }
 }

@@ -1,47 +1,14 @@
-//! The admin API's operations on SQLite (see [`crate::store::admin`] for what each means).
+//! The admin API's replay on SQLite (see [`crate::store::admin`] for what it means).
 //! Timestamps are bound and compared as kurir's fixed-width text.
 
 use sqlx::sqlite::SqliteConnection;
 
 use super::SqliteStore;
-use crate::outbox::{self, EnqueueError, NewEvent};
-use crate::store::admin::{
-    IdempotencyKey, PublishItem, Published, ReplayFilter, ReplayRecord, ReplayRequest,
-};
+use crate::store::admin::{ReplayFilter, ReplayRecord, ReplayRequest};
 use crate::store::rows::ReplayRow;
 use crate::store::{now_millis, sqlite_ts, Result};
 
 impl SqliteStore {
-    /// One `BEGIN IMMEDIATE` transaction (the write lock up front, so the key lookup and the
-    /// inserts see no concurrent writer): looks the key up, inserts the event, records the key.
-    /// The caller wakes the in-process relay after it returns.
-    pub(in crate::store) async fn publish_event(
-        &self,
-        event: NewEvent,
-        key: Option<&IdempotencyKey>,
-    ) -> Result<Published, EnqueueError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let published = publish_in(&mut tx, &event, key).await?;
-        tx.commit().await?;
-        Ok(published)
-    }
-
-    /// [`Self::publish_event`]'s steps for every item, in one `BEGIN IMMEDIATE` transaction: one
-    /// write lock and one sync for all of them. No concurrent writer can take a key meanwhile,
-    /// so the answer is never `None`.
-    pub(in crate::store) async fn publish_events(
-        &self,
-        items: &[PublishItem],
-    ) -> Result<Option<Vec<Published>>, EnqueueError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let mut done = Vec::with_capacity(items.len());
-        for item in items {
-            done.push(publish_in(&mut tx, &item.event, item.key.as_ref()).await?);
-        }
-        tx.commit().await?;
-        Ok(Some(done))
-    }
-
     /// One `BEGIN IMMEDIATE` transaction: the update, then the audit row with its count.
     pub(in crate::store) async fn replay(&self, request: &ReplayRequest) -> Result<ReplayRecord> {
         let now = sqlite_ts(now_millis());
@@ -51,65 +18,6 @@ impl SqliteStore {
         tx.commit().await?;
         row.try_into()
     }
-}
-/// One publish inside the caller's write transaction. A taken event id fails only its own
-/// statement, so the transaction goes on.
-async fn publish_in(
-    conn: &mut SqliteConnection,
-    event: &NewEvent,
-    key: Option<&IdempotencyKey>,
-) -> Result<Published, EnqueueError> {
-    if let Some(key) = key {
-        if let Some(found) = find_idempotency_key(conn, &key.key).await? {
-            return Ok(found);
-        }
-    }
-    let event_id = match outbox::insert::<sqlx::Sqlite>(conn, event).await {
-        Ok(id) => id.to_string(),
-        Err(EnqueueError::DuplicateEventId(id)) => {
-            return Ok(Published::EventIdExists(id.to_string()))
-        }
-        Err(e) => return Err(e),
-    };
-    if let Some(key) = key {
-        insert_idempotency_key(conn, key, &event_id).await?;
-    }
-    Ok(Published::Created(event_id))
-}
-
-/// Reads the key's row, inside the caller's write transaction.
-async fn find_idempotency_key(
-    conn: &mut SqliteConnection,
-    key: &str,
-) -> Result<Option<Published>, sqlx::Error> {
-    let row: Option<(String, String)> =
-        sqlx::query_as("SELECT event_id, request_hash FROM kurir_idempotency_keys WHERE key = ?1")
-            .bind(key)
-            .fetch_optional(conn)
-            .await?;
-    Ok(row.map(|(event_id, request_hash)| Published::KeyExists {
-        event_id,
-        request_hash,
-    }))
-}
-
-/// Inserts the key, inside the caller's write transaction (which already found it absent).
-async fn insert_idempotency_key(
-    conn: &mut SqliteConnection,
-    key: &IdempotencyKey,
-    event_id: &str,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "INSERT INTO kurir_idempotency_keys (key, event_id, request_hash, created_at) \
-         VALUES (?1, ?2, ?3, ?4)",
-    )
-    .bind(&key.key)
-    .bind(event_id)
-    .bind(&key.request_hash)
-    .bind(sqlite_ts(now_millis()))
-    .execute(conn)
-    .await
-    .map(drop)
 }
 
 /// Moves matching `sent`/`dead_letter` deliveries back to `pending`, inside the caller's write

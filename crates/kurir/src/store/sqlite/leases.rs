@@ -5,18 +5,16 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::SqliteStore;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
-use crate::store::rows::Ts;
-use tokio::time::Instant;
+use crate::store::rows::{SnapshotRow, Ts};
 
 use crate::store::ordering::{dead_letter_status, ordered};
 use crate::store::{
-    now_millis, sqlite_ts, Claim, EndpointSlot, LeaseEnd, Leased, Orphan, OrphanReason, Requeued,
-    Result,
+    now_millis, sqlite_ts, Claim, ClaimAsk, EndpointSlot, LeaseEnd, Leased, Orphan, OrphanReason,
+    Requeued, Result,
 };
 
 /// Leases one endpoint's oldest due rows whose event exists; of an ordered endpoint's aggregate
@@ -106,25 +104,19 @@ impl SqliteStore {
     /// locks): per endpoint slot, leases its oldest due rows whose event exists; then removes
     /// the orphans among the due rows those reads went past (now and then, see `OrphanLooks`),
     /// and reads the leased rows' events.
-    pub(in crate::store) async fn claim_due_deliveries(
-        &self,
-        owner: &str,
-        slots: &[EndpointSlot],
-        limit: u32,
-        sent_at: Instant,
-    ) -> Result<Claim> {
+    pub(in crate::store) async fn claim_due_deliveries(&self, ask: ClaimAsk<'_>) -> Result<Claim> {
         let now = now_millis();
         let looking = self.orphan_looks.due();
-        let mut remaining = limit;
+        let mut remaining = ask.limit;
         let mut leased = Vec::new();
         let mut read_to = Vec::new();
         let mut tx = self.begin_immediate().await?;
-        for slot in slots {
+        for slot in ask.slots {
             if remaining == 0 {
                 break;
             }
             let want = slot.limit.min(remaining);
-            let (rows, last) = lease_slot(&mut tx, owner, slot, want, now).await?;
+            let (rows, last) = lease_slot(&mut tx, ask.owner, slot, want, now).await?;
             remaining -= rows.len() as u32;
             // Fewer than asked for: every due row of the endpoint was read.
             let upto = if (rows.len() as u32) < want {
@@ -153,16 +145,15 @@ impl SqliteStore {
         if looking {
             self.orphan_looks.looked(!orphans.is_empty());
         }
-        Ok(Claim {
-            deliveries: leased
-                .into_iter()
-                .map(|l| l.claimed(&events, sent_at))
-                .collect::<Result<_>>()?,
-            orphans: orphans
-                .iter()
-                .map(|r| orphan(r, OrphanReason::EventDeleted))
-                .collect::<Result<_>>()?,
-        })
+        let orphans = orphans
+            .iter()
+            .map(|r| Orphan::of_row(r, OrphanReason::EventDeleted));
+        Claim::of_leased(
+            leased,
+            &events,
+            ask.sent_at,
+            orphans.collect::<Result<_>>()?,
+        )
     }
 
     /// One statement in a `BEGIN IMMEDIATE` transaction.
@@ -177,7 +168,7 @@ impl SqliteStore {
             .await?;
         tx.commit().await?;
         rows.iter()
-            .map(|r| orphan(r, OrphanReason::EndpointDeleted))
+            .map(|r| Orphan::of_row(r, OrphanReason::EndpointDeleted))
             .collect()
     }
 
@@ -280,35 +271,12 @@ pub(super) async fn events_of(
         return Ok(HashMap::new());
     }
     let outbox_ids: Vec<i64> = leased.iter().map(|l| l.outbox_id).collect();
-    let rows = sqlx::query(
+    let rows: Vec<SnapshotRow> = sqlx::query_as(
         "SELECT id, event_id, event_type, version, occurred_at, aggregate_id, payload \
          FROM kurir_outbox WHERE id IN (SELECT value FROM json_each(?1))",
     )
     .bind(serde_json::to_string(&outbox_ids).unwrap_or_default())
     .fetch_all(&mut **tx)
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok((
-                r.try_get("id")?,
-                EventSnapshot {
-                    event_id: r.try_get("event_id")?,
-                    event_type: r.try_get("event_type")?,
-                    version: r.try_get("version")?,
-                    occurred_at: r.try_get::<Ts, _>("occurred_at")?.0,
-                    aggregate_id: r.try_get("aggregate_id")?,
-                    payload: r.try_get("payload")?,
-                },
-            ))
-        })
-        .collect()
-}
-
-fn orphan(r: &SqliteRow, reason: OrphanReason) -> Result<Orphan> {
-    Ok(Orphan {
-        delivery_id: r.try_get("id")?,
-        endpoint_id: r.try_get("endpoint_id")?,
-        event_id: r.try_get("event_id")?,
-        reason,
-    })
+    Ok(rows.into_iter().map(Into::into).collect())
 }

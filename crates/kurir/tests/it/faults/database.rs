@@ -1,6 +1,6 @@
-//! PostgreSQL unreachable for 20 s in the middle of a burst: kurir reaches it through a proxy
-//! the test cuts (open connections dropped, new ones refused) while the application goes on
-//! writing events on its own connection.
+//! The database (PostgreSQL, MySQL/MariaDB) unreachable for 20 s in the middle of a burst:
+//! kurir reaches it through a proxy the test cuts (open connections dropped, new ones refused)
+//! while the application goes on writing events on its own connection.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -8,30 +8,26 @@ use std::time::Duration;
 use kurir::endpoint::NewEndpoint;
 
 use super::{assert_all_arrived, receipts, wait_all_sent};
+use crate::on_shared_servers;
 use crate::support::process::{kurir_serve, Kurir};
-use crate::support::proxy::{postgres_addr, postgres_url_through, Proxy};
+use crate::support::proxy::{server_addr, url_through, Proxy};
 use crate::support::receiver::Receiver;
 use crate::support::{enqueue_events, TestDb};
 
-/// How long PostgreSQL is out of kurir's reach.
+on_shared_servers!(database_unreachable_for_20_s_mid_burst_loses_no_event);
+
+/// How long the database is out of kurir's reach.
 const OUTAGE: Duration = Duration::from_secs(20);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_unreachable_for_20_s_mid_burst_loses_no_event() {
-    let Some(db) = TestDb::postgres().await else {
-        return;
-    };
+async fn database_unreachable_for_20_s_mid_burst_loses_no_event(db: TestDb) {
     let rx = Receiver::ok().await;
     db.store
         .create_endpoint(NewEndpoint::new(rx.url("/burst")))
         .await
         .unwrap();
-    let proxy = Proxy::start(postgres_addr(&db.url)).await;
+    let proxy = Proxy::start(server_addr(&db.url)).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut kurir = Kurir::spawn(kurir_serve(
-        &postgres_url_through(&db.url, &proxy),
-        dir.path(),
-    ));
+    let mut kurir = Kurir::spawn(kurir_serve(&url_through(&db.url, &proxy), dir.path()));
 
     let mut ids = enqueue_events(&db.store, "order.paid", 2000).await;
     rx.wait_for(200).await;
@@ -47,8 +43,9 @@ async fn postgres_unreachable_for_20_s_mid_burst_loses_no_event() {
     wait_all_sent(&db.store, ids.len() as i64).await;
     let duplicates = assert_all_arrived(&rx.requests(), &ids);
     eprintln!(
-        "postgres outage: {} events, {at_cut} received before the cut, {} during it, \
+        "{:?} outage: {} events, {at_cut} received before the cut, {} during it, \
          {duplicates} received twice",
+        db.backend,
         ids.len(),
         before_restore.len() - at_cut,
     );
