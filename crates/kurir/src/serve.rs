@@ -126,10 +126,7 @@ fn spawn_workers(
         delivery.batch_size,
         delivery.relay_poll_interval,
         state.relay_wake.clone(),
-        crate::relay::Downstream {
-            wake: state.dispatch_wake.clone(),
-            births: Some(dispatcher.births()),
-        },
+        state.dispatch_wake.clone(),
         state.metrics.clone(),
         shutdown.clone(),
     ));

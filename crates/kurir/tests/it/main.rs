@@ -9,7 +9,6 @@ mod support;
 
 mod api;
 mod binary;
-mod born;
 mod breaker;
 mod browser;
 mod cli;
