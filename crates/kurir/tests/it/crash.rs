@@ -47,6 +47,11 @@ impl Drop for Kurir {
 
 /// The real binary against `db`, with short leases and retries so recovery is quick.
 fn spawn_kurir(db: &TestDb, data_dir: &std::path::Path) -> Kurir {
+    spawn_kurir_with(db, data_dir, &[])
+}
+
+/// [`spawn_kurir`] with settings of its own on top.
+fn spawn_kurir_with(db: &TestDb, data_dir: &std::path::Path, own: &[(&str, &str)]) -> Kurir {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kurir"));
     for (k, _) in std::env::vars() {
         if k.starts_with("KURIR_") {
@@ -69,6 +74,7 @@ fn spawn_kurir(db: &TestDb, data_dir: &std::path::Path) -> Kurir {
         // Off, as in `test_delivery_config`: these tests count attempts to failing receivers.
         .env("KURIR_CIRCUIT_FAILURE_THRESHOLD", "0")
         .env("KURIR_LOG", "warn")
+        .envs(own.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -259,7 +265,14 @@ mod scale_out {
         let (dir, rx, ids) = held_receiver_with_events(&db, 2000).await;
 
         let started = Instant::now();
-        let mut children: Vec<Kurir> = (0..3).map(|_| spawn_kurir(&db, dir.path())).collect();
+        // Held requests stay open until released: the three processes may start seconds apart
+        // (they take the migration lock in turn), and a request timing out meanwhile would be
+        // sent again, so 48 would not be open at once. No process is killed here, so the longer
+        // leases this brings cost nothing.
+        let held = [("KURIR_REQUEST_TIMEOUT", "30s")];
+        let mut children: Vec<Kurir> = (0..3)
+            .map(|_| spawn_kurir_with(&db, dir.path(), &held))
+            .collect();
         // Each process may have 16 requests to the endpoint in flight: 48 open means all three
         // are delivering at the same time.
         rx.wait_until("48 requests held open by three processes", |_, open| {
