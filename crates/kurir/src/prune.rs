@@ -14,7 +14,7 @@ use crate::store::retention::{Cutoffs, Pruned};
 use crate::store::{Store, StoreError};
 
 /// How the pruner shares the database with delivery: rows per table in one batch, and how
-/// long it rests after each batch, as a multiple of the time the batch took.
+/// long it rests after each batch, as a multiple of the time the batch held its locks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pacing {
     /// Rows per table in one batch: small enough that a batch's transaction is short.

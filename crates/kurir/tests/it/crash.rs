@@ -266,7 +266,7 @@ mod scale_out {
 
         let started = Instant::now();
         // Held requests stay open until released: the three processes may start seconds apart
-        // (they take the migration lock in turn), and a request timing out meanwhile would be
+        // (each first checks the migrations), and a request timing out meanwhile would be
         // sent again, so 48 would not be open at once. No process is killed here, so the longer
         // leases this brings cost nothing.
         let held = [("KURIR_REQUEST_TIMEOUT", "30s")];
