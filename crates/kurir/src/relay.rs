@@ -9,6 +9,8 @@ use std::time::Duration;
 use kurir_core::IdlePoll;
 use tokio_util::sync::CancellationToken;
 
+use crate::delivery::ClaimedDelivery;
+use crate::dispatch::{Births, Room};
 use crate::metrics::Metrics;
 use crate::store::{RelayOutcome, Store, StoreError};
 use crate::wake::{Wake, RELAY_SLOWEST_POLL};
@@ -21,19 +23,70 @@ pub async fn step(
     dispatcher: &Wake,
     metrics: &Metrics,
 ) -> Result<RelayOutcome, StoreError> {
-    let outcome = store.relay_batch(batch_size).await?;
+    let downstream = Downstream {
+        wake: dispatcher.clone(),
+        births: None,
+    };
+    step_into(store, batch_size, &downstream, metrics).await
+}
+
+/// Where the relay's deliveries go: the dispatchers to wake (every process's, for deliveries
+/// inserted pending), and this process's lanes, for those born claimed.
+#[derive(Clone)]
+pub struct Downstream {
+    /// Wakes the dispatchers.
+    pub wake: Wake,
+    /// This process's dispatcher, when it runs one.
+    pub births: Option<Births>,
+}
+
+/// [`step`], with the deliveries the dispatcher has room for born claimed and handed to its
+/// lanes; the dispatchers are woken only for those inserted pending.
+pub async fn step_into(
+    store: &Store,
+    batch_size: u32,
+    downstream: &Downstream,
+    metrics: &Metrics,
+) -> Result<RelayOutcome, StoreError> {
+    // Room is reserved only for a batch that will run: a reservation holds off the claims.
+    if !store.outbox_pending().await? {
+        return Ok(RelayOutcome::default());
+    }
+    let room = downstream.births.as_ref().and_then(Births::room);
+    let relayed = store
+        .relay_batch_born(batch_size, room.as_ref().map(Room::as_born))
+        .await?;
+    let outcome = relayed.outcome;
     metrics.record_relayed(&outcome);
-    if outcome.deliveries > 0 {
-        dispatcher.wake();
+    let born = relayed.born.len();
+    if outcome.deliveries > born {
+        downstream.wake.wake();
+    }
+    if let (Some(births), Some(room)) = (&downstream.births, room) {
+        let owner = room.owner().to_owned();
+        let refused = births.hand_over(room, relayed.born);
+        hand_back_refused(store, &owner, &refused).await;
     }
     if outcome.events > 0 {
         tracing::debug!(
             events = outcome.events,
             deliveries = outcome.deliveries,
+            born,
             "relayed outbox batch"
         );
     }
     Ok(outcome)
+}
+
+/// Gives back what was born claimed after the dispatcher stopped taking deliveries (shutdown);
+/// what cannot be given back now ends with the shutdown's release or its lease.
+async fn hand_back_refused(store: &Store, owner: &str, refused: &[ClaimedDelivery]) {
+    if refused.is_empty() {
+        return;
+    }
+    if let Err(e) = store.hand_back(owner, refused).await {
+        tracing::warn!(error = %e, deliveries = refused.len(), "handing back deliveries born claimed at shutdown failed");
+    }
 }
 
 /// Runs [`step`] until `shutdown`: at once after a full batch; otherwise after a wait that
@@ -44,13 +97,13 @@ pub async fn run(
     batch_size: u32,
     poll_interval: Duration,
     wake: Wake,
-    dispatcher: Wake,
+    downstream: Downstream,
     metrics: Metrics,
     shutdown: CancellationToken,
 ) {
     let mut poll = IdlePoll::new(poll_interval, RELAY_SLOWEST_POLL);
     while !shutdown.is_cancelled() {
-        let wait = match step(&store, batch_size, &dispatcher, &metrics).await {
+        let wait = match step_into(&store, batch_size, &downstream, &metrics).await {
             Ok(o) if o.events as u32 >= batch_size => {
                 poll.next_wait(true);
                 continue;

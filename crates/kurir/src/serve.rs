@@ -126,7 +126,10 @@ fn spawn_workers(
         delivery.batch_size,
         delivery.relay_poll_interval,
         state.relay_wake.clone(),
-        state.dispatch_wake.clone(),
+        crate::relay::Downstream {
+            wake: state.dispatch_wake.clone(),
+            births: Some(dispatcher.births()),
+        },
         state.metrics.clone(),
         shutdown.clone(),
     ));

@@ -8,6 +8,7 @@
 //! sweep would have ended and another process could hold by then.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rand::seq::SliceRandom;
@@ -31,6 +32,8 @@ pub(super) struct Lane {
     pub waiting: VecDeque<ClaimedDelivery>,
     /// The last attempt finished within [`QUICK_ANSWER`].
     pub quick: bool,
+    /// Room a relay batch reserved for deliveries born claimed, not here yet.
+    pub reserved: u32,
 }
 
 impl Lane {
@@ -69,6 +72,8 @@ pub(super) struct Lanes {
     pub metrics: OnceLock<Metrics>,
     /// Deliveries taken out of their lanes unattempted, for the dispatcher to hand back.
     late: Mutex<Vec<ClaimedDelivery>>,
+    /// Set, under the lanes' lock, when shutdown drained them: nothing is taken in after.
+    closed: AtomicBool,
 }
 
 impl Lanes {
@@ -90,6 +95,7 @@ impl Lanes {
             tracker: TaskTracker::new(),
             metrics: OnceLock::new(),
             late: Mutex::default(),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -101,18 +107,27 @@ impl Lanes {
         self.late.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Deliveries in flight or waiting, all endpoints together.
+    /// Deliveries in flight, waiting or reserved, all endpoints together.
     pub fn outstanding(&self) -> usize {
         self.lock()
             .values()
-            .map(|l| l.in_flight as usize + l.waiting.len())
+            .map(|l| (l.in_flight + l.reserved) as usize + l.waiting.len())
             .sum()
     }
 
-    /// Puts claimed deliveries in their lanes and starts what the caps allow.
-    pub fn enqueue(self: &Arc<Self>, claimed: Vec<ClaimedDelivery>) {
+    /// Whether shutdown drained the lanes.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Relaxed)
+    }
+
+    /// Puts claimed deliveries in their lanes and starts what the caps allow; returns them all,
+    /// taking none, once shutdown drained the lanes.
+    pub fn enqueue(self: &Arc<Self>, claimed: Vec<ClaimedDelivery>) -> Vec<ClaimedDelivery> {
         {
             let mut lanes = self.lock();
+            if self.is_closed() {
+                return claimed;
+            }
             for d in claimed {
                 let lane = lanes.entry(d.endpoint.id.clone()).or_default();
                 lane.max_in_flight = d.endpoint.max_in_flight.max(1);
@@ -120,6 +135,7 @@ impl Lanes {
             }
         }
         self.start_waiting();
+        Vec::new()
     }
 
     /// Moves every waiting delivery that can no longer start in time to the late ones.
@@ -167,13 +183,17 @@ impl Lanes {
             .min()
     }
 
-    /// Takes every waiting delivery out of its lane (shutdown), with the late ones.
+    /// Takes every waiting delivery out of its lane (shutdown), with the late ones, and closes
+    /// the lanes to any more.
     pub fn drain_waiting(&self) {
-        let waiting: Vec<ClaimedDelivery> = self
-            .lock()
-            .values_mut()
-            .flat_map(|lane| lane.waiting.drain(..))
-            .collect();
+        let waiting: Vec<ClaimedDelivery> = {
+            let mut lanes = self.lock();
+            self.closed.store(true, Relaxed);
+            lanes
+                .values_mut()
+                .flat_map(|lane| lane.waiting.drain(..))
+                .collect()
+        };
         self.late().extend(waiting);
     }
 

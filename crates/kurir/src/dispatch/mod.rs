@@ -33,6 +33,7 @@ pub mod deliver;
 mod lanes;
 pub mod rates;
 pub mod record;
+mod room;
 pub mod sweep;
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -46,13 +47,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::DeliveryConfig;
 use crate::delivery::Completion;
-use crate::endpoint::Ordering;
+use crate::endpoint::{Endpoint, Ordering};
 use crate::metrics::Metrics;
 use crate::store::{EndpointSlot, Store};
-use breakers::{Breakers, Gate};
+use breakers::Breakers;
 use deliver::Sender;
 use lanes::Lanes;
 use record::SHUTDOWN_RECORDING_PATIENCE;
+pub use room::{Births, Room, ENDPOINTS_FRESH};
 
 /// How many rounds of `max_in_flight` requests a lane may hold claimed beyond those in flight.
 /// Deep enough that an endpoint answering in a millisecond does not drain its lane while the
@@ -101,6 +103,8 @@ pub struct Dispatcher {
     /// delivery may then unblock the next of its aggregate, so the loop claims again at once
     /// instead of waiting for the poll.
     any_ordered: AtomicBool,
+    /// The enabled endpoints as the last step read them, for the relay's born claims.
+    seen: room::Seen,
 }
 
 impl Dispatcher {
@@ -126,6 +130,7 @@ impl Dispatcher {
             completions_rx: Mutex::new(Some(rx)),
             finished: Arc::new(Notify::new()),
             any_ordered: AtomicBool::new(false),
+            seen: room::Seen::default(),
         }
     }
 
@@ -154,10 +159,7 @@ impl Dispatcher {
         self.lanes.divert_held();
         self.hand_back_late("circuit_open").await;
         // Claimed but not yet sent counts against room too.
-        let outstanding = self.lanes.outstanding();
-        let room = ((1 + WAITING_ROUNDS) * self.config.max_concurrency) as usize;
-        let room = room.saturating_sub(outstanding);
-        let free = room.min(self.config.batch_size as usize);
+        let free = room::free_room(&self.lanes, &self.config);
         if free == 0 {
             return Ok(StepOutcome::Saturated);
         }
@@ -180,7 +182,10 @@ impl Dispatcher {
         rates::give_back(&self.store, taken, &claim.deliveries).await;
         let n = claim.deliveries.len();
         let (start, back) = self.breakers.take_probes(claim.deliveries).await;
-        self.lanes.enqueue(start);
+        // The lanes close in `shut_down`, after the last step; were any refused, they would be
+        // handed back with the late ones.
+        let refused = self.lanes.enqueue(start);
+        self.lanes.return_late(refused);
         if !back.is_empty() {
             self.lanes.return_late(back);
             self.hand_back_late("circuit_open").await;
@@ -195,60 +200,34 @@ impl Dispatcher {
     }
 
     /// Every enabled endpoint with room left in this process, in random order so no endpoint is
-    /// always first in line when the global cap binds. An endpoint's room is its
-    /// `max_in_flight` in flight plus, when it answers quickly, [`WAITING_ROUNDS`] of it
-    /// waiting, less what it has, and
-    /// at most its fair share of the `free` room of this claim, so one busy endpoint's
-    /// prefetch cannot crowd the others out of a claim.
+    /// always first in line when the global cap binds (see `room` for each one's room).
     async fn endpoint_slots(
         &self,
         free: usize,
     ) -> Result<Vec<EndpointSlot>, crate::store::StoreError> {
         // Read at every claim: a rotated secret or a disabled endpoint counts from the next one.
-        let endpoints = self.store.enabled_endpoints().await?;
+        let endpoints: Arc<[Arc<Endpoint>]> = (self.store.enabled_endpoints().await?)
+            .into_iter()
+            .map(Arc::new)
+            .collect();
         let ordered = endpoints.iter().any(|e| e.ordering == Ordering::Aggregate);
         self.any_ordered.store(ordered, Relaxed);
-        let share = free.div_ceil(endpoints.len().max(1)) as u32;
-        let gated = endpoints
-            .into_iter()
-            .filter_map(|e| match self.breakers.gate(&e) {
-                Gate::Pass => Some((e, None)),
-                Gate::Probe => Some((e, Some(1))),
-                Gate::Hold => None,
-            });
-        let lanes = self.lanes.lock();
-        let mut slots: Vec<EndpointSlot> = gated
-            .filter_map(|(e, probe)| {
-                let lane = lanes.get(&e.id);
-                let busy = lane.map_or(0, |l| l.in_flight + l.waiting.len() as u32);
-                let rounds = if lane.is_some_and(|l| l.quick) {
-                    1 + WAITING_ROUNDS
-                } else {
-                    1
-                };
-                let limit = (rounds * e.max_in_flight)
-                    .saturating_sub(busy)
-                    .min(share.max(1));
-                let limit = probe.unwrap_or(limit);
-                let lease = self.lease(&e);
-                (limit > 0).then(|| EndpointSlot {
-                    endpoint: Arc::new(e),
-                    limit,
-                    lease,
-                })
-            })
-            .collect();
-        drop(lanes);
+        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((tokio::time::Instant::now(), endpoints.clone()));
+        let margin = self.config.lease_margin;
+        let mut slots = room::slots(&self.lanes, &endpoints, free, margin, room::For::Claim);
         slots.shuffle(&mut rand::thread_rng());
         Ok(slots)
     }
 
-    /// The lease of a delivery to `e`: waiting rounds plus its own attempt, each bounded by the
-    /// timeouts; the margin keeps a live worker's lease from running out before it records the
-    /// attempt.
-    fn lease(&self, e: &crate::endpoint::Endpoint) -> Duration {
-        let t = self.lanes.sender.timeouts(e);
-        self.config.lease_margin + (t.connect + t.response) * (1 + WAITING_ROUNDS)
+    /// The relay's handle for deliveries born claimed to this process (see `room`).
+    pub fn births(&self) -> Births {
+        Births {
+            lanes: Arc::downgrade(&self.lanes),
+            seen: self.seen.clone(),
+            config: self.config.clone(),
+            owner: self.owner.clone(),
+        }
     }
 
     /// Runs until `shutdown`: claims and sends, waking for the relay's `wake` (new deliveries

@@ -29,6 +29,7 @@
 pub mod activity;
 pub mod admin;
 pub mod backlog;
+mod born;
 pub mod breaker;
 mod claims;
 mod endpoint_changes;
@@ -69,6 +70,7 @@ pub use admin::{
     ReplayFilter, ReplayRecord, ReplayRequest, Stats, StatusCount,
 };
 pub use backlog::Backlog;
+pub use born::{BornRoom, Relayed};
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
 pub(crate) use claims::{ClaimAsk, LeaseEnd, Leased, OrphanLooks};
 pub(crate) use endpoint_changes::{bind_endpoint, bind_endpoint_text};
@@ -155,6 +157,10 @@ pub struct StoredEvent {
     /// SQL contract that breaks it (migration 0005 names the rule). `None` for every other row.
     pub refused_reason: Option<String>,
 }
+
+/// Whether the relay has work: one index probe, the same text in every dialect.
+const OUTBOX_PENDING: &str =
+    "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)";
 
 /// What one relay batch did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -304,7 +310,29 @@ impl Store {
     /// endpoint created no later than the event, then marks the rows dispatched, in one
     /// transaction. Safe to run in several processes at once.
     pub async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
-        on_backend!(self, s => s.relay_batch(limit).await)
+        if !self.outbox_pending().await? {
+            return Ok(RelayOutcome::default());
+        }
+        Ok(self.relay_batch_born(limit, None).await?.outcome)
+    }
+
+    /// Whether the outbox has undispatched rows: what an idle relay looks at, one index probe
+    /// (no transaction, no lock).
+    pub async fn outbox_pending(&self) -> Result<bool> {
+        on_backend!(self, s => s.outbox_pending().await)
+    }
+
+    /// [`Store::relay_batch`] without its look at [`Store::outbox_pending`], inserting the
+    /// deliveries `room` has a slot for born claimed: already leased to `room.owner` as
+    /// [`Store::claim_due_deliveries`] would lease them, and returned in [`Relayed::born`] (see
+    /// `store::born`). Keyed deliveries are never born claimed.
+    pub async fn relay_batch_born(
+        &self,
+        limit: u32,
+        room: Option<BornRoom<'_>>,
+    ) -> Result<Relayed> {
+        let room = room.filter(|r| r.limit > 0 && !r.slots.is_empty());
+        on_backend!(self, s => s.relay_batch(limit, room).await)
     }
 
     /// Leases due deliveries for `owner`: at most `slot.limit` per endpoint and `limit` in all,

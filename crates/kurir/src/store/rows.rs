@@ -381,6 +381,7 @@ pub(crate) struct FanOutRow {
     pub event_types: String,
     pub ordering: String,
     pub created_at: Ts,
+    pub updated_at: Ts,
 }
 
 /// A replay's audit row.

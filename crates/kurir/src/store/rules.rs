@@ -41,6 +41,7 @@ pub(crate) struct FanOutTarget {
     pub filter: crate::endpoint::EventFilter,
     pub ordering: Ordering,
     pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }
 
 impl FanOutTarget {
@@ -67,6 +68,7 @@ impl TryFrom<FanOutRow> for FanOutTarget {
             filter,
             ordering,
             created_at: row.created_at.0,
+            updated_at: row.updated_at.0,
         })
     }
 }
@@ -82,6 +84,9 @@ pub(crate) struct FanOut {
     pub ordering_keys: Vec<Option<String>>,
     pub dispatched: Vec<i64>,
     pub events_by_type: BTreeMap<String, u64>,
+    /// Each target's `updated_at` as this batch read it: a delivery is born claimed only with
+    /// the endpoint's settings as of this read (see `store::born`).
+    pub versions: BTreeMap<String, DateTime<Utc>>,
 }
 
 /// Fans `events` out to the endpoints of `targets` that want them: one created no later than
@@ -91,7 +96,13 @@ pub(crate) fn fan_out(events: Vec<OutboxHead>, targets: Vec<FanOutRow>) -> Resul
         .into_iter()
         .map(FanOutTarget::try_from)
         .collect::<Result<Vec<_>>>()?;
-    let mut out = FanOut::default();
+    let mut out = FanOut {
+        versions: targets
+            .iter()
+            .map(|t| (t.id.clone(), t.updated_at))
+            .collect(),
+        ..FanOut::default()
+    };
     for event in events {
         for target in targets
             .iter()
@@ -121,20 +132,6 @@ impl FanOut {
             .any(Option::is_some)
             .then(|| self.dispatched.iter().copied().min())
             .flatten()
-    }
-
-    /// The deliveries as JSON arrays `[outbox_id, event_id, endpoint_id, ordering_key]`, for the
-    /// dialects that bind rows as one JSON text.
-    pub fn json_rows(&self) -> String {
-        let rows = (self.outbox_ids.iter())
-            .zip(&self.event_ids)
-            .zip(&self.endpoint_ids)
-            .zip(&self.ordering_keys)
-            .map(|(((outbox_id, event_id), endpoint_id), key)| {
-                serde_json::json!([outbox_id, event_id, endpoint_id, key])
-            })
-            .collect();
-        serde_json::Value::Array(rows).to_string()
     }
 
     /// The relay batch's outcome, given how many deliveries the insert created.

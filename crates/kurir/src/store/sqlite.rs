@@ -4,6 +4,7 @@
 
 mod admin;
 mod leases;
+mod relay;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -14,9 +15,8 @@ use sqlx::sqlite::{
 };
 use sqlx::Sqlite;
 
-use super::rows::{FanOutRow, OutboxHead};
-use super::rules::{fan_out, gone_endpoints, next_at, next_status};
-use super::{ensure_sqlite_file, now_millis, sqlite_ts, RelayOutcome, Result, StoreError};
+use super::rules::{gone_endpoints, next_at, next_status};
+use super::{ensure_sqlite_file, now_millis, sqlite_ts, Result, StoreError};
 use crate::delivery::Completion;
 use crate::endpoint::Endpoint;
 
@@ -174,65 +174,6 @@ impl SqliteStore {
             .execute(&self.pool)
             .await?;
         Ok(e.created_at)
-    }
-
-    /// One `BEGIN IMMEDIATE` transaction: reads a batch of undispatched rows, inserts their
-    /// deliveries (one statement over a JSON array) and marks them dispatched.
-    /// An idle relay only reads (one index probe), so it never takes the write lock for nothing.
-    /// (A read is busy only in rare moments of WAL recovery; then the batch looks anyway.)
-    pub(super) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
-        let pending = sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)",
-        )
-        .fetch_one(&self.bookkeeping)
-        .await;
-        let pending = match pending {
-            Err(e) if is_busy(&e) => true,
-            other => other?,
-        };
-        if !pending {
-            return Ok(RelayOutcome::default());
-        }
-        let mut tx = self.begin_immediate().await?;
-        let events: Vec<OutboxHead> = sqlx::query_as(
-            "SELECT id, event_id, event_type, aggregate_type, aggregate_id, created_at \
-             FROM kurir_outbox WHERE dispatched_at IS NULL ORDER BY id LIMIT ?1",
-        )
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await?;
-        if events.is_empty() {
-            return Ok(RelayOutcome::default());
-        }
-        let targets: Vec<FanOutRow> = sqlx::query_as(
-            "SELECT id, event_types, ordering, created_at FROM kurir_endpoints \
-                 WHERE enabled AND deleted_at IS NULL",
-        )
-        .fetch_all(&mut *tx)
-        .await?;
-        // One writer at a time: batches commit in outbox order (see `store::ordering`).
-        let fan_out = fan_out(events, targets)?;
-        let now = sqlite_ts(now_millis());
-        let inserted = sqlx::query(
-            "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, ordering_key, \
-                 available_at, created_at, updated_at) \
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
-                 json_extract(value, '$[2]'), json_extract(value, '$[3]'), ?2, ?2, ?2 \
-             FROM json_each(?1) WHERE true \
-             ON CONFLICT (outbox_id, endpoint_id) DO NOTHING",
-        )
-        .bind(fan_out.json_rows())
-        .bind(&now)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        sqlx::query("UPDATE kurir_outbox SET dispatched_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))")
-            .bind(serde_json::to_string(&fan_out.dispatched).unwrap_or_default())
-            .bind(&now)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(fan_out.outcome(inserted))
     }
 
     /// One `BEGIN IMMEDIATE` transaction of three statements over the completions as one flat

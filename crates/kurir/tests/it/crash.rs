@@ -256,6 +256,7 @@ mod scale_out {
 
     crate::on_shared_servers!(
         three_processes_share_2000_events_without_duplicates,
+        three_processes_share_the_first_attempts_of_a_stream,
         a_killed_process_among_three_loses_no_event,
     );
 
@@ -337,6 +338,58 @@ mod scale_out {
         assert!(
             duplicates <= 16,
             "only the victim's in-flight requests may repeat, got {duplicates}"
+        );
+    }
+
+    /// Issue 19: with deliveries born claimed to the process whose relay fans them out, a
+    /// stream of events written while three processes run still has its first attempts made
+    /// by all three (each relay takes its own share of the outbox), and none twice.
+    async fn three_processes_share_the_first_attempts_of_a_stream(db: TestDb) {
+        let dir = tempfile::tempdir().unwrap();
+        let rx = Receiver::ok().await;
+        let endpoint = NewEndpoint::new(rx.url("/stream"));
+        db.store.create_endpoint(endpoint).await.unwrap();
+        let mut children: Vec<Kurir> = (0..3).map(|_| spawn_kurir(&db, dir.path())).collect();
+        let mut ids = enqueue_events(&db.store, "order.paid", 1).await;
+        wait_all_sent(&db.store, 1).await;
+        for _ in 0..150 {
+            ids.extend(enqueue_events(&db.store, "order.paid", 10).await);
+            // The application's pace: ten events every 10 ms.
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        wait_all_sent(&db.store, ids.len() as i64).await;
+        for child in &mut children {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        let seen = receipts(&rx.requests());
+        assert_eq!(seen.len(), ids.len(), "every event arrived");
+        assert!(seen.values().all(|n| *n == 1), "none twice");
+        let sql = "SELECT CAST(worker AS CHAR(255)), count(*) FROM kurir_attempts \
+                   WHERE attempt = 1 GROUP BY worker";
+        let by_worker: Vec<(String, i64)> = match &db.store {
+            Store::Postgres(pg) => {
+                sqlx::query_as(&sql.replace("CHAR(255)", "TEXT"))
+                    .fetch_all(pg.pool())
+                    .await
+            }
+            Store::Mysql(my) => {
+                sqlx::query_as(&sql.replace("(255)", ""))
+                    .fetch_all(my.pool())
+                    .await
+            }
+            Store::Sqlite(_) => unreachable!("one process per SQLite file"),
+        }
+        .unwrap();
+        let counts: Vec<i64> = by_worker.iter().map(|(_, n)| *n).collect();
+        eprintln!(
+            "first attempts of a stream on {} by process: {counts:?}",
+            db.store.backend()
+        );
+        assert_eq!(
+            counts.len(),
+            3,
+            "all three processes made first attempts: {counts:?}"
         );
     }
 }

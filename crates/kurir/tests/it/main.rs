@@ -9,6 +9,7 @@ mod support;
 
 mod api;
 mod binary;
+mod born;
 mod breaker;
 mod browser;
 mod cli;

@@ -2,13 +2,17 @@
 //! completion writer's, each one transaction over a JSON array of rows (see the parent module
 //! for why `JSON_TABLE`).
 
+use sqlx::{MySql, Row, Transaction};
+use tokio::time::Instant;
+
 use super::{bind_all, datetime, in_list, MySqlStore};
-use crate::delivery::Completion;
+use crate::delivery::{Completion, Trigger};
+use crate::store::born::{births, Births};
 use crate::store::ordering::EARLIER_BATCHES;
 use crate::store::rows::{FanOutRow, OutboxHead};
-use crate::store::rules::{fan_out, gone_endpoints, next_at, next_status};
+use crate::store::rules::{fan_out, gone_endpoints, next_at, next_status, FanOut};
 use crate::store::sql::positional;
-use crate::store::{RelayOutcome, Result};
+use crate::store::{BornRoom, EndpointSlot, Leased, Relayed, Result, OUTBOX_PENDING};
 
 /// The completions of [`MySqlStore::complete_deliveries`] as rows `x`, from one JSON array of
 /// arrays (the first bind).
@@ -18,28 +22,49 @@ const COMPLETIONS: &str = "JSON_TABLE(?, '$[*]' COLUMNS ( \
         err LONGTEXT PATH '$[6]', body LONGTEXT PATH '$[7]', status VARCHAR(16) PATH '$[8]', \
         next_at DATETIME(3) PATH '$[9]')) AS x";
 
+/// The deliveries of a batch, from one JSON array of `[outbox_id, event_id, endpoint_id,
+/// ordering_key, lease_us]` (the second bind): a row with a lease (in microseconds) is born
+/// claimed to the first bind, leased as the claim leases (`leases::lease_slot`); one with `0`
+/// is inserted pending. IGNORE skips a pair that already has its delivery (the unique key); the
+/// values are kurir's own, so no other error can be downgraded by it.
+const INSERT_SQL: &str = "INSERT IGNORE INTO kurir_deliveries (outbox_id, event_id, \
+         endpoint_id, ordering_key, status, lease_owner, lease_expires_at, attempt_count) \
+     SELECT x.outbox_id, x.event_id, x.endpoint_id, x.ordering_key, \
+         CASE WHEN x.lease_us > 0 THEN 'processing' ELSE 'pending' END, \
+         CASE WHEN x.lease_us > 0 THEN ? END, \
+         CASE WHEN x.lease_us > 0 \
+             THEN DATE_ADD(UTC_TIMESTAMP(3), INTERVAL x.lease_us MICROSECOND) END, \
+         CASE WHEN x.lease_us > 0 THEN 1 ELSE 0 END \
+     FROM JSON_TABLE(?, '$[*]' COLUMNS ( \
+         outbox_id BIGINT PATH '$[0]', event_id VARCHAR(256) PATH '$[1]', \
+         endpoint_id VARCHAR(255) PATH '$[2]', ordering_key VARCHAR(520) PATH '$[3]', \
+         lease_us BIGINT PATH '$[4]')) AS x";
+
 impl MySqlStore {
+    /// Whether the outbox has undispatched rows: one index probe, no transaction, no lock.
+    pub(in crate::store) async fn outbox_pending(&self) -> Result<bool> {
+        Ok(sqlx::query_scalar(OUTBOX_PENDING)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
     /// One transaction: locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP
     /// LOCKED` (concurrent relays take disjoint batches; a row the application has inserted but
     /// not committed is locked by its insert and skipped, so ids committing out of order are
     /// never a gap the relay steps over: it looks by `dispatched_at IS NULL`, not past an id),
     /// reads the enabled endpoints `LOCK IN SHARE MODE` (relays share it; an endpoint's
     /// deletion waits for this batch, and a batch that starts after it sees the endpoint gone),
-    /// inserts the deliveries and marks the rows dispatched. A batch with deliveries to keep in
+    /// inserts the deliveries (those `room` takes born claimed, see `store::born`) and marks the
+    /// rows dispatched. A batch with deliveries to keep in
     /// order first waits for the earlier undispatched rows another transaction holds (see
     /// `store::ordering`): another relay's batch, or here also an application's insert of an
     /// earlier event not yet committed.
-    ///
-    /// An idle relay costs one index probe (no transaction, no lock) per look.
-    pub(in crate::store) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
-        let pending: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        if !pending {
-            return Ok(RelayOutcome::default());
-        }
+    pub(in crate::store) async fn relay_batch(
+        &self,
+        limit: u32,
+        room: Option<BornRoom<'_>>,
+    ) -> Result<Relayed> {
+        let sent_at = Instant::now();
         let mut tx = self.pool.begin().await?;
         let events: Vec<OutboxHead> = sqlx::query_as(
             "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, \
@@ -54,11 +79,11 @@ impl MySqlStore {
             // Explicitly: a dropped transaction is rolled back only when its connection is next
             // used, and until then keeps what it locked.
             tx.commit().await?;
-            return Ok(RelayOutcome::default());
+            return Ok(Relayed::default());
         }
         let endpoints: Vec<FanOutRow> = sqlx::query_as(
             "SELECT CAST(id AS CHAR) AS id, CAST(event_types AS CHAR) AS event_types, \
-                 CAST(ordering AS CHAR) AS ordering, created_at \
+                 CAST(ordering AS CHAR) AS ordering, created_at, updated_at \
              FROM kurir_endpoints WHERE enabled AND deleted_at IS NULL LOCK IN SHARE MODE",
         )
         .fetch_all(&mut *tx)
@@ -68,19 +93,15 @@ impl MySqlStore {
             let (sql, _) = positional(EARLIER_BATCHES);
             sqlx::query(&sql).bind(first).execute(&mut *tx).await?;
         }
-        // IGNORE skips a pair that already has its delivery (the unique key); the values are
-        // kurir's own, so no other error can be downgraded by it.
-        let inserted = sqlx::query(
-            "INSERT IGNORE INTO kurir_deliveries (outbox_id, event_id, endpoint_id, ordering_key) \
-             SELECT x.outbox_id, x.event_id, x.endpoint_id, x.ordering_key \
-             FROM JSON_TABLE(?, '$[*]' COLUMNS ( \
-                 outbox_id BIGINT PATH '$[0]', event_id VARCHAR(256) PATH '$[1]', \
-                 endpoint_id VARCHAR(255) PATH '$[2]', ordering_key VARCHAR(520) PATH '$[3]')) AS x",
-        )
-        .bind(out.json_rows())
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let births = births(&out, room);
+        let inserted = sqlx::query(INSERT_SQL)
+            .bind(births.owner)
+            .bind(births.json_rows(&out, lease_us, 0.into()))
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        let leased = born_rows(&mut tx, &out, &births).await?;
+        let events = super::leases::events_of(&mut tx, &leased).await?;
         let sql = format!(
             "UPDATE kurir_outbox SET dispatched_at = UTC_TIMESTAMP(3) WHERE {}",
             in_list("id", out.dispatched.len())
@@ -89,7 +110,13 @@ impl MySqlStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(out.outcome(inserted))
+        Ok(Relayed {
+            born: leased
+                .into_iter()
+                .map(|l| l.claimed(&events, sent_at))
+                .collect::<Result<_>>()?,
+            outcome: out.outcome(inserted),
+        })
     }
 
     /// One transaction of three statements over the completions as one JSON array: the attempt
@@ -144,6 +171,52 @@ impl MySqlStore {
         tx.commit().await?;
         Ok(done.len() as u64 - moved)
     }
+}
+
+/// A born row's lease in microseconds.
+fn lease_us(slot: &EndpointSlot) -> serde_json::Value {
+    i64::try_from(slot.lease.as_micros())
+        .unwrap_or(i64::MAX)
+        .max(1)
+        .into()
+}
+
+/// The rows [`INSERT_SQL`] inserted born claimed (MySQL has no `INSERT … RETURNING`): this
+/// batch's rows leased to the owner, found by the batch's locked outbox rows, whose deliveries
+/// only this transaction can have written.
+async fn born_rows<'a>(
+    tx: &mut Transaction<'static, MySql>,
+    out: &FanOut,
+    births: &Births<'a>,
+) -> Result<Vec<Leased<'a>>> {
+    let mut outbox_ids: Vec<i64> = (out.outbox_ids.iter())
+        .zip(&births.rows)
+        .filter(|(_, slot)| slot.is_some())
+        .map(|(id, _)| *id)
+        .collect();
+    outbox_ids.dedup();
+    if outbox_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!(
+        "SELECT id, outbox_id, CAST(endpoint_id AS CHAR) AS endpoint_id FROM kurir_deliveries \
+         WHERE lease_owner = ? AND status = 'processing' AND attempt_count = 1 AND {}",
+        in_list("outbox_id", outbox_ids.len())
+    );
+    let rows = bind_all(sqlx::query(&sql).bind(births.owner), &outbox_ids)
+        .fetch_all(&mut **tx)
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Leased {
+                delivery_id: r.try_get("id")?,
+                outbox_id: r.try_get("outbox_id")?,
+                attempt: 1,
+                trigger: Trigger::Scheduled,
+                slot: births.slot(r.try_get("endpoint_id")?)?,
+            })
+        })
+        .collect()
 }
 
 /// The completions as one JSON array of arrays, in [`COMPLETIONS`]' column order.

@@ -1,28 +1,67 @@
 //! Fanning events out on PostgreSQL: the relay's batch.
 
+use sqlx::postgres::PgRow;
+use sqlx::Row;
+use tokio::time::Instant;
+
 use super::{PgStore, FAN_OUT_LOCK};
+use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
+use crate::store::born::{births, Births};
 use crate::store::ordering::EARLIER_BATCHES;
 use crate::store::rows::{FanOutRow, OutboxHead};
-use crate::store::rules::fan_out;
-use crate::store::{RelayOutcome, Result};
+use crate::store::rules::{fan_out, FanOut};
+use crate::store::{BornRoom, Relayed, Result, OUTBOX_PENDING};
+
+/// The deliveries of a batch with none born claimed.
+const INSERT_PENDING: &str = "INSERT INTO kurir_deliveries \
+        (outbox_id, event_id, endpoint_id, ordering_key) \
+     SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[]) \
+     ON CONFLICT (outbox_id, endpoint_id) DO NOTHING";
+
+/// The deliveries of a batch with some born claimed (`$5`: the lease in seconds, `NULL` for a
+/// row inserted pending; `$6`: the owner), leased as `claim_sql!` leases. Returns one row with
+/// the number inserted (`summary`), then each born row with its event (read as the claim's
+/// `RETURNING` reads it); rows inserted pending are not sent back.
+const INSERT_BORN: &str = "WITH ins AS ( \
+        INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, ordering_key, status, \
+            lease_owner, lease_expires_at, attempt_count) \
+        SELECT o, e, p, k, CASE WHEN l IS NULL THEN 'pending' ELSE 'processing' END, \
+            CASE WHEN l IS NULL THEN NULL ELSE $6::text END, \
+            now() + make_interval(secs => l), CASE WHEN l IS NULL THEN 0 ELSE 1 END \
+        FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[], $5::float8[]) \
+            AS x(o, e, p, k, l) \
+        ON CONFLICT (outbox_id, endpoint_id) DO NOTHING \
+        RETURNING id, outbox_id, endpoint_id, lease_owner IS NOT NULL AS born \
+     ) \
+     SELECT TRUE AS summary, count(*) AS id, NULL::text AS endpoint_id, NULL::text AS event_id, \
+         NULL::text AS event_type, NULL::int4 AS version, NULL::timestamptz AS occurred_at, \
+         NULL::text AS aggregate_id, NULL::text AS payload FROM ins \
+     UNION ALL \
+     SELECT FALSE, i.id, i.endpoint_id, o.event_id, o.event_type, o.version, o.occurred_at, \
+         o.aggregate_id, o.payload::text \
+     FROM ins i JOIN kurir_outbox o ON o.id = i.outbox_id WHERE i.born";
 
 impl PgStore {
+    /// Whether the outbox has undispatched rows: one index probe, no transaction, no lock.
+    pub(in crate::store) async fn outbox_pending(&self) -> Result<bool> {
+        Ok(sqlx::query_scalar(OUTBOX_PENDING)
+            .fetch_one(&self.bookkeeping)
+            .await?)
+    }
+
     /// Locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP LOCKED` (so concurrent
-    /// relays take disjoint batches), inserts their deliveries and marks them dispatched, all in
-    /// one transaction, which holds [`FAN_OUT_LOCK`] shared (relays never wait for each other
-    /// on it, only for an endpoint's deletion). A batch with deliveries to keep in order first
-    /// waits for the relays holding earlier rows (see `store::ordering`).
-    ///
-    /// An idle relay costs one index probe (no transaction, no lock) per look.
-    pub(in crate::store) async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
-        let pending: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)",
-        )
-        .fetch_one(&self.bookkeeping)
-        .await?;
-        if !pending {
-            return Ok(RelayOutcome::default());
-        }
+    /// relays take disjoint batches), inserts their deliveries (those `room` takes born
+    /// claimed, see `store::born`) and marks them dispatched, all in one transaction, which
+    /// holds [`FAN_OUT_LOCK`] shared (relays never wait for each other on it, only for an
+    /// endpoint's deletion). A batch with deliveries to keep in order first waits for the
+    /// relays holding earlier rows (see `store::ordering`).
+    pub(in crate::store) async fn relay_batch(
+        &self,
+        limit: u32,
+        room: Option<BornRoom<'_>>,
+    ) -> Result<Relayed> {
+        // Before the transaction, whose start is the `now()` born leases count from.
+        let sent_at = Instant::now();
         let mut tx = self.bookkeeping.begin().await?;
         // Before the endpoints are read: their snapshot then shows every deletion that
         // committed, and none can commit until this transaction does.
@@ -39,10 +78,10 @@ impl PgStore {
         .fetch_all(&mut *tx)
         .await?;
         if events.is_empty() {
-            return Ok(RelayOutcome::default());
+            return Ok(Relayed::default());
         }
         let targets: Vec<FanOutRow> = sqlx::query_as(
-            "SELECT id, event_types::text AS event_types, ordering, created_at \
+            "SELECT id, event_types::text AS event_types, ordering, created_at, updated_at \
              FROM kurir_endpoints WHERE enabled AND deleted_at IS NULL",
         )
         .fetch_all(&mut *tx)
@@ -54,23 +93,75 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await?;
         }
-        let inserted = sqlx::query(
-            "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, ordering_key) \
-             SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[]) \
-             ON CONFLICT (outbox_id, endpoint_id) DO NOTHING",
-        )
-        .bind(&fan_out.outbox_ids)
-        .bind(&fan_out.event_ids)
-        .bind(&fan_out.endpoint_ids)
-        .bind(&fan_out.ordering_keys)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let births = births(&fan_out, room);
+        let (inserted, born) = if births.any() {
+            insert_born(&mut tx, &fan_out, &births, sent_at).await?
+        } else {
+            let done = sqlx::query(INSERT_PENDING)
+                .bind(&fan_out.outbox_ids)
+                .bind(&fan_out.event_ids)
+                .bind(&fan_out.endpoint_ids)
+                .bind(&fan_out.ordering_keys)
+                .execute(&mut *tx)
+                .await?;
+            (done.rows_affected(), Vec::new())
+        };
         sqlx::query("UPDATE kurir_outbox SET dispatched_at = now() WHERE id = ANY($1)")
             .bind(&fan_out.dispatched)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(fan_out.outcome(inserted))
+        Ok(Relayed {
+            outcome: fan_out.outcome(inserted),
+            born,
+        })
     }
+}
+
+/// Runs [`INSERT_BORN`]: how many rows it inserted, and the born ones as claimed deliveries.
+async fn insert_born(
+    tx: &mut sqlx::PgConnection,
+    fan_out: &FanOut,
+    births: &Births<'_>,
+    sent_at: Instant,
+) -> Result<(u64, Vec<ClaimedDelivery>)> {
+    let rows = sqlx::query(INSERT_BORN)
+        .bind(&fan_out.outbox_ids)
+        .bind(&fan_out.event_ids)
+        .bind(&fan_out.endpoint_ids)
+        .bind(&fan_out.ordering_keys)
+        .bind(births.lease_secs(fan_out.endpoint_ids.len()))
+        .bind(births.owner())
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut inserted = 0;
+    let mut born = Vec::new();
+    for r in &rows {
+        if r.try_get("summary")? {
+            inserted = r.try_get::<i64, _>("id")?;
+        } else {
+            born.push(born_claimed(r, births, sent_at)?);
+        }
+    }
+    Ok((inserted.try_into().unwrap_or(0), born))
+}
+
+fn born_claimed(r: &PgRow, births: &Births<'_>, sent_at: Instant) -> Result<ClaimedDelivery> {
+    let endpoint_id: String = r.try_get("endpoint_id")?;
+    let slot = births.slot(&endpoint_id)?;
+    Ok(ClaimedDelivery {
+        delivery_id: r.try_get("id")?,
+        attempt: 1,
+        trigger: Trigger::Scheduled,
+        event: EventSnapshot {
+            event_id: r.try_get("event_id")?,
+            event_type: r.try_get("event_type")?,
+            version: r.try_get("version")?,
+            occurred_at: r.try_get("occurred_at")?,
+            aggregate_id: r.try_get("aggregate_id")?,
+            payload: r.try_get("payload")?,
+        },
+        endpoint: slot.endpoint.clone(),
+        lease_deadline: sent_at + slot.lease,
+    })
 }

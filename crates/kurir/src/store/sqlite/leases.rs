@@ -263,7 +263,7 @@ async fn lease_slot<'a>(
 }
 
 /// The events of `leased`, by outbox row id.
-async fn events_of(
+pub(super) async fn events_of(
     tx: &mut Transaction<'static, Sqlite>,
     leased: &[Leased<'_>],
 ) -> Result<HashMap<i64, EventSnapshot>> {

@@ -3,6 +3,7 @@
 //! behind each row; SIGKILL mid-burst is `crash.rs`'s.
 
 mod database;
+mod kills;
 mod receiver_down;
 mod shapes;
 

@@ -1,0 +1,203 @@
+//! The room this process has for deliveries, per endpoint: what a claim may take, and what a
+//! relay batch may insert born claimed (see `store::born`).
+//!
+//! Both are one computation over the lanes: an endpoint's room is its `max_in_flight` in
+//! flight plus, when it answers quickly, [`WAITING_ROUNDS`] of it waiting, less what its lane
+//! holds or has reserved, and at most its fair share of the room left in the process. Born
+//! claims are offered less: only endpoints whose circuit is closed, without a rate limit and
+//! without ordering (a claim alone takes an ordered endpoint's head, a probe, or a share of a
+//! rate limit's bucket), so nothing is ever born claimed that a claim would refuse.
+//!
+//! A relay batch reserves its room in the lanes until its deliveries are there (or the batch
+//! failed), so a claim running meanwhile does not take the same room twice.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::breakers::Gate;
+use super::lanes::Lanes;
+use super::WAITING_ROUNDS;
+use crate::config::DeliveryConfig;
+use crate::delivery::ClaimedDelivery;
+use crate::endpoint::{Endpoint, Ordering};
+use crate::store::{BornRoom, EndpointSlot};
+
+/// How old the enabled endpoints read by the dispatcher's last step may be for a relay batch to
+/// use them: above the slowest idle poll of the dispatcher ([`crate::wake::DISPATCHER_SLOWEST_POLL`]),
+/// so a running process always has them. Older (the dispatcher is stuck on the database), the
+/// batch is inserted pending. An endpoint changed since (its `updated_at` differs from the one
+/// the relay's batch reads) gets no born claims until the dispatcher has read it again.
+pub const ENDPOINTS_FRESH: Duration = Duration::from_secs(3);
+
+/// The enabled endpoints as the dispatcher last read them, and when.
+pub(super) type Seen = Arc<Mutex<Option<(Instant, Arc<[Arc<Endpoint>]>)>>>;
+
+/// Who may take a slot.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum For {
+    Claim,
+    Birth,
+}
+
+/// Every endpoint of `endpoints` with room left in this process for `who`, sharing `free`
+/// (see the module doc). Reserves the slots in the lanes when `who` is a birth.
+pub(super) fn slots(
+    lanes: &Lanes,
+    endpoints: &[Arc<Endpoint>],
+    free: usize,
+    margin: Duration,
+    who: For,
+) -> Vec<EndpointSlot> {
+    let share = free.div_ceil(endpoints.len().max(1)) as u32;
+    let mut held = lanes.lock();
+    endpoints
+        .iter()
+        .filter_map(|e| {
+            let probe = match lanes.breakers.gate(e) {
+                Gate::Pass => None,
+                Gate::Probe if who == For::Claim => Some(1),
+                Gate::Probe | Gate::Hold => return None,
+            };
+            let born_refused = e.ordering != Ordering::None || e.rate_limit_per_second.is_some();
+            if who == For::Birth && born_refused {
+                return None;
+            }
+            let lane = held.get(&e.id);
+            let busy = lane.map_or(0, |l| l.in_flight + l.waiting.len() as u32 + l.reserved);
+            let rounds = if lane.is_some_and(|l| l.quick) {
+                1 + WAITING_ROUNDS
+            } else {
+                1
+            };
+            let limit = (rounds * e.max_in_flight)
+                .saturating_sub(busy)
+                .min(share.max(1));
+            let limit = probe.unwrap_or(limit);
+            if limit == 0 {
+                return None;
+            }
+            if who == For::Birth {
+                held.entry(e.id.clone()).or_default().reserved += limit;
+            }
+            Some(EndpointSlot {
+                endpoint: e.clone(),
+                limit,
+                lease: lease(lanes, margin, e),
+            })
+        })
+        .collect()
+}
+
+/// The lease of a delivery to `e`: waiting rounds plus its own attempt, each bounded by the
+/// timeouts; the margin keeps a live worker's lease from running out before it records the
+/// attempt.
+pub(super) fn lease(lanes: &Lanes, margin: Duration, e: &Endpoint) -> Duration {
+    let t = lanes.sender.timeouts(e);
+    margin + (t.connect + t.response) * (1 + WAITING_ROUNDS)
+}
+
+/// The claimed deliveries this process has room for, as many as a claim could take now
+/// (`room` of [`super::Dispatcher::step`]), at most `batch`.
+pub(super) fn free_room(lanes: &Lanes, config: &DeliveryConfig) -> usize {
+    let room = ((1 + WAITING_ROUNDS) * config.max_concurrency) as usize;
+    room.saturating_sub(lanes.outstanding())
+        .min(config.batch_size as usize)
+}
+
+/// The relay's handle on this process's dispatcher, for deliveries born claimed. It holds the
+/// lanes weakly: the dispatcher's shutdown waits for every strong holder of its lanes.
+#[derive(Clone)]
+pub struct Births {
+    pub(super) lanes: Weak<Lanes>,
+    pub(super) seen: Seen,
+    pub(super) config: DeliveryConfig,
+    pub(super) owner: String,
+}
+
+/// Room reserved for one relay batch; given back when dropped.
+pub struct Room {
+    slots: Vec<EndpointSlot>,
+    limit: u32,
+    owner: String,
+    lanes: Weak<Lanes>,
+}
+
+impl Room {
+    /// The room as the store takes it.
+    pub fn as_born(&self) -> BornRoom<'_> {
+        BornRoom {
+            owner: &self.owner,
+            slots: &self.slots,
+            limit: self.limit,
+        }
+    }
+
+    /// The lease owner the room's deliveries are born claimed to.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+}
+
+impl Drop for Room {
+    fn drop(&mut self) {
+        let Some(lanes) = self.lanes.upgrade() else {
+            return;
+        };
+        {
+            let mut held = lanes.lock();
+            for slot in &self.slots {
+                if let Some(lane) = held.get_mut(&slot.endpoint.id) {
+                    lane.reserved = lane.reserved.saturating_sub(slot.limit);
+                }
+            }
+        }
+        // A claim that found the room reserved may have gone to wait: what the batch did not
+        // use is the dispatcher's again.
+        lanes.freed.notify_one();
+    }
+}
+
+impl Births {
+    /// The room for the next relay batch, reserved; `None` when there is none, the process is
+    /// shutting down, or the dispatcher has not read the endpoints lately.
+    pub fn room(&self) -> Option<Room> {
+        let lanes = self.lanes.upgrade()?;
+        if lanes.is_closed() {
+            return None;
+        }
+        let endpoints = {
+            let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            let (at, endpoints) = seen.as_ref()?;
+            (at.elapsed() <= ENDPOINTS_FRESH).then(|| endpoints.clone())?
+        };
+        let free = free_room(&lanes, &self.config);
+        if free == 0 {
+            return None;
+        }
+        let margin = self.config.lease_margin;
+        let slots = slots(&lanes, &endpoints, free, margin, For::Birth);
+        if slots.is_empty() {
+            return None;
+        }
+        Some(Room {
+            slots,
+            limit: free as u32,
+            owner: self.owner.clone(),
+            lanes: self.lanes.clone(),
+        })
+    }
+
+    /// Puts the deliveries born claimed in `room` into their lanes and starts what the caps
+    /// allow, then gives the room's reservation back. Returns those the lanes refused (the
+    /// dispatcher is shutting down), for the caller to hand back.
+    pub fn hand_over(&self, room: Room, born: Vec<ClaimedDelivery>) -> Vec<ClaimedDelivery> {
+        let Some(lanes) = self.lanes.upgrade() else {
+            return born;
+        };
+        let refused = lanes.enqueue(born);
+        drop(room);
+        refused
+    }
+}

@@ -1,0 +1,116 @@
+//! Fanning events out on SQLite: the relay's batch.
+
+use sqlx::Row;
+use tokio::time::Instant;
+
+use super::{is_busy, SqliteStore};
+use crate::store::born::{births, Births};
+use crate::store::rows::{FanOutRow, OutboxHead};
+use crate::store::rules::{fan_out, FanOut};
+use crate::store::{now_millis, sqlite_ts, BornRoom, Leased, Relayed, Result, OUTBOX_PENDING};
+
+/// The deliveries of a batch, from one JSON array of `[outbox_id, event_id, endpoint_id,
+/// ordering_key, born]` (`?1`) at `?2`; `born` is the lease's end for a row born claimed to
+/// `?3` (leased as `LEASE_SQL` leases), `NULL` for a row inserted pending. Returns the born
+/// rows.
+const INSERT_SQL: &str = "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, \
+         ordering_key, status, lease_owner, lease_expires_at, attempt_count, available_at, \
+         created_at, updated_at) \
+     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), \
+         json_extract(value, '$[2]'), json_extract(value, '$[3]'), \
+         CASE WHEN json_extract(value, '$[4]') IS NULL THEN 'pending' ELSE 'processing' END, \
+         CASE WHEN json_extract(value, '$[4]') IS NULL THEN NULL ELSE ?3 END, \
+         json_extract(value, '$[4]'), \
+         CASE WHEN json_extract(value, '$[4]') IS NULL THEN 0 ELSE 1 END, ?2, ?2, ?2 \
+     FROM json_each(?1) WHERE true \
+     ON CONFLICT (outbox_id, endpoint_id) DO NOTHING \
+     RETURNING id, outbox_id, endpoint_id, lease_owner IS NOT NULL AS born";
+
+impl SqliteStore {
+    /// Whether the outbox has undispatched rows: an idle relay only reads (one index probe), so
+    /// it never takes the write lock for nothing. (A read is busy only in rare moments of WAL
+    /// recovery; then the relay looks anyway.)
+    pub(in crate::store) async fn outbox_pending(&self) -> Result<bool> {
+        let pending = sqlx::query_scalar::<_, bool>(OUTBOX_PENDING)
+            .fetch_one(&self.bookkeeping)
+            .await;
+        match pending {
+            Err(e) if is_busy(&e) => Ok(true),
+            other => Ok(other?),
+        }
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction: reads a batch of undispatched rows, inserts their
+    /// deliveries (one statement over a JSON array; those `room` takes born claimed, see
+    /// `store::born`) and marks them dispatched.
+    pub(in crate::store) async fn relay_batch(
+        &self,
+        limit: u32,
+        room: Option<BornRoom<'_>>,
+    ) -> Result<Relayed> {
+        let sent_at = Instant::now();
+        let mut tx = self.begin_immediate().await?;
+        let events: Vec<OutboxHead> = sqlx::query_as(
+            "SELECT id, event_id, event_type, aggregate_type, aggregate_id, created_at \
+             FROM kurir_outbox WHERE dispatched_at IS NULL ORDER BY id LIMIT ?1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        if events.is_empty() {
+            return Ok(Relayed::default());
+        }
+        let targets: Vec<FanOutRow> = sqlx::query_as(
+            "SELECT id, event_types, ordering, created_at, updated_at FROM kurir_endpoints \
+                 WHERE enabled AND deleted_at IS NULL",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        // One writer at a time: batches commit in outbox order (see `store::ordering`).
+        let fan_out = fan_out(events, targets)?;
+        let births = births(&fan_out, room);
+        let now = now_millis();
+        let rows = sqlx::query(INSERT_SQL)
+            .bind(json_rows(&fan_out, &births, now))
+            .bind(sqlite_ts(now))
+            .bind(births.owner)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut leased = Vec::new();
+        for r in &rows {
+            if !r.try_get::<bool, _>("born")? {
+                continue;
+            }
+            leased.push(Leased {
+                delivery_id: r.try_get("id")?,
+                outbox_id: r.try_get("outbox_id")?,
+                attempt: 1,
+                trigger: crate::delivery::Trigger::Scheduled,
+                slot: births.slot(r.try_get("endpoint_id")?)?,
+            });
+        }
+        let events = super::leases::events_of(&mut tx, &leased).await?;
+        sqlx::query("UPDATE kurir_outbox SET dispatched_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))")
+            .bind(serde_json::to_string(&fan_out.dispatched).unwrap_or_default())
+            .bind(sqlite_ts(now))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Relayed {
+            born: leased
+                .into_iter()
+                .map(|l| l.claimed(&events, sent_at))
+                .collect::<Result<_>>()?,
+            outcome: fan_out.outcome(rows.len() as u64),
+        })
+    }
+}
+
+/// The rows of [`INSERT_SQL`]: a born row's lease ends at `now` plus its slot's lease.
+fn json_rows(fan_out: &FanOut, births: &Births<'_>, now: chrono::DateTime<chrono::Utc>) -> String {
+    let ends = |slot: &crate::store::EndpointSlot| {
+        let lease = chrono::Duration::from_std(slot.lease).unwrap_or(chrono::Duration::MAX);
+        serde_json::Value::from(sqlite_ts(now + lease))
+    };
+    births.json_rows(fan_out, ends, serde_json::Value::Null)
+}
