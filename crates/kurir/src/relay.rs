@@ -10,7 +10,7 @@ use kurir_core::IdlePoll;
 use tokio_util::sync::CancellationToken;
 
 use crate::delivery::ClaimedDelivery;
-use crate::dispatch::{Births, Room};
+use crate::dispatch::{BirthRoom, Births};
 use crate::metrics::Metrics;
 use crate::store::{RelayOutcome, Store, StoreError};
 use crate::wake::{Wake, RELAY_SLOWEST_POLL};
@@ -54,7 +54,7 @@ pub async fn step_into(
     }
     let room = downstream.births.as_ref().and_then(Births::room);
     let relayed = store
-        .relay_batch_born(batch_size, room.as_ref().map(Room::as_born))
+        .relay_batch_born(batch_size, room.as_ref().map(BirthRoom::as_born))
         .await?;
     let outcome = relayed.outcome;
     metrics.record_relayed(&outcome);

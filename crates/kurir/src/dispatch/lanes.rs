@@ -32,7 +32,7 @@ pub(super) struct Lane {
     pub waiting: VecDeque<ClaimedDelivery>,
     /// The last attempt finished within [`QUICK_ANSWER`].
     pub quick: bool,
-    /// Room a relay batch reserved for deliveries born claimed, not here yet.
+    /// Room a claim or a relay batch reserved for deliveries not here yet (see `room`).
     pub reserved: u32,
 }
 

@@ -49,12 +49,13 @@ use crate::config::DeliveryConfig;
 use crate::delivery::Completion;
 use crate::endpoint::{Endpoint, Ordering};
 use crate::metrics::Metrics;
-use crate::store::{EndpointSlot, Store};
+use crate::store::Store;
 use breakers::Breakers;
 use deliver::Sender;
 use lanes::Lanes;
 use record::SHUTDOWN_RECORDING_PATIENCE;
-pub use room::{Births, Room, ENDPOINTS_FRESH};
+use room::Room;
+pub use room::{BirthRoom, Births, ENDPOINTS_FRESH};
 
 /// How many rounds of `max_in_flight` requests a lane may hold claimed beyond those in flight.
 /// Deep enough that an endpoint answering in a millisecond does not drain its lane while the
@@ -163,7 +164,10 @@ impl Dispatcher {
         if free == 0 {
             return Ok(StepOutcome::Saturated);
         }
-        let endpoint_slots = self.endpoint_slots(free).await?;
+        // Held until the claimed deliveries are in their lanes: a relay batch meanwhile sees the
+        // room as taken.
+        let mut room = self.reserve(free).await?;
+        let endpoint_slots = std::mem::take(&mut room.slots);
         let (endpoint_slots, taken, held) = rates::take(&self.store, endpoint_slots).await?;
         if endpoint_slots.is_empty() {
             return Ok(if self.lanes.slots.available_permits() == 0 {
@@ -185,6 +189,7 @@ impl Dispatcher {
         // The lanes close in `shut_down`, after the last step; were any refused, they would be
         // handed back with the late ones.
         let refused = self.lanes.enqueue(start);
+        drop(room);
         self.lanes.return_late(refused);
         if !back.is_empty() {
             self.lanes.return_late(back);
@@ -199,12 +204,9 @@ impl Dispatcher {
         })
     }
 
-    /// Every enabled endpoint with room left in this process, in random order so no endpoint is
-    /// always first in line when the global cap binds (see `room` for each one's room).
-    async fn endpoint_slots(
-        &self,
-        free: usize,
-    ) -> Result<Vec<EndpointSlot>, crate::store::StoreError> {
+    /// Every enabled endpoint with room left in this process, reserved, in random order so no
+    /// endpoint is always first in line when the global cap binds (see `room` for each one's room).
+    async fn reserve(&self, free: usize) -> Result<Room, crate::store::StoreError> {
         // Read at every claim: a rotated secret or a disabled endpoint counts from the next one.
         let endpoints: Arc<[Arc<Endpoint>]> = (self.store.enabled_endpoints().await?)
             .into_iter()
@@ -215,9 +217,9 @@ impl Dispatcher {
         *self.seen.lock().unwrap_or_else(|p| p.into_inner()) =
             Some((tokio::time::Instant::now(), endpoints.clone()));
         let margin = self.config.lease_margin;
-        let mut slots = room::slots(&self.lanes, &endpoints, free, margin, room::For::Claim);
-        slots.shuffle(&mut rand::thread_rng());
-        Ok(slots)
+        let mut room = room::reserve(&self.lanes, &endpoints, free, margin, room::For::Claim);
+        room.slots.shuffle(&mut rand::thread_rng());
+        Ok(room)
     }
 
     /// The relay's handle for deliveries born claimed to this process (see `room`).

@@ -8,8 +8,10 @@
 //! without ordering (a claim alone takes an ordered endpoint's head, a probe, or a share of a
 //! rate limit's bucket), so nothing is ever born claimed that a claim would refuse.
 //!
-//! A relay batch reserves its room in the lanes until its deliveries are there (or the batch
-//! failed), so a claim running meanwhile does not take the same room twice.
+//! A claim and a relay batch each reserve their room in the lanes ([`Room`]) until their
+//! deliveries are there (or the database call failed), so neither takes the room the other is
+//! about to fill: a claim in flight and a relay batch both seeing a one-in-flight endpoint's lane
+//! empty would lease it two deliveries.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -21,7 +23,7 @@ use super::lanes::Lanes;
 use super::WAITING_ROUNDS;
 use crate::config::DeliveryConfig;
 use crate::delivery::ClaimedDelivery;
-use crate::endpoint::{Endpoint, Ordering};
+use crate::endpoint::{Endpoint, EndpointId, Ordering};
 use crate::store::{BornRoom, EndpointSlot};
 
 /// How old the enabled endpoints read by the dispatcher's last step may be for a relay batch to
@@ -42,17 +44,17 @@ pub(super) enum For {
 }
 
 /// Every endpoint of `endpoints` with room left in this process for `who`, sharing `free`
-/// (see the module doc). Reserves the slots in the lanes when `who` is a birth.
-pub(super) fn slots(
-    lanes: &Lanes,
+/// (see the module doc), reserved in the lanes until the returned [`Room`] is dropped.
+pub(super) fn reserve(
+    lanes: &Arc<Lanes>,
     endpoints: &[Arc<Endpoint>],
     free: usize,
     margin: Duration,
     who: For,
-) -> Vec<EndpointSlot> {
+) -> Room {
     let share = free.div_ceil(endpoints.len().max(1)) as u32;
     let mut held = lanes.lock();
-    endpoints
+    let slots: Vec<EndpointSlot> = endpoints
         .iter()
         .filter_map(|e| {
             let probe = match lanes.breakers.gate(e) {
@@ -78,16 +80,25 @@ pub(super) fn slots(
             if limit == 0 {
                 return None;
             }
-            if who == For::Birth {
-                held.entry(e.id.clone()).or_default().reserved += limit;
-            }
+            held.entry(e.id.clone()).or_default().reserved += limit;
             Some(EndpointSlot {
                 endpoint: e.clone(),
                 limit,
                 lease: lease(lanes, margin, e),
             })
         })
-        .collect()
+        .collect();
+    drop(held);
+    Room {
+        reserved: slots
+            .iter()
+            .map(|s| (s.endpoint.id.clone(), s.limit))
+            .collect(),
+        slots,
+        limit: free as u32,
+        lanes: Arc::downgrade(lanes),
+        who,
+    }
 }
 
 /// The lease of a delivery to `e`: waiting rounds plus its own attempt, each bounded by the
@@ -116,21 +127,37 @@ pub struct Births {
     pub(super) owner: String,
 }
 
-/// Room reserved for one relay batch; given back when dropped.
+/// Room reserved for one claim or relay batch, as it was reserved: given back when dropped,
+/// after its deliveries are in their lanes (a claim may narrow its slots meanwhile, for a rate
+/// limit's bucket, and still gives back all it reserved).
 pub struct Room {
-    slots: Vec<EndpointSlot>,
+    reserved: Vec<(EndpointId, u32)>,
+    pub(super) slots: Vec<EndpointSlot>,
     limit: u32,
-    owner: String,
     lanes: Weak<Lanes>,
+    who: For,
 }
 
 impl Room {
+    /// No endpoint has room.
+    pub(super) fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+/// The room of a relay batch, with the process its deliveries are born claimed to.
+pub struct BirthRoom {
+    room: Room,
+    owner: String,
+}
+
+impl BirthRoom {
     /// The room as the store takes it.
     pub fn as_born(&self) -> BornRoom<'_> {
         BornRoom {
             owner: &self.owner,
-            slots: &self.slots,
-            limit: self.limit,
+            slots: &self.room.slots,
+            limit: self.room.limit,
         }
     }
 
@@ -147,22 +174,25 @@ impl Drop for Room {
         };
         {
             let mut held = lanes.lock();
-            for slot in &self.slots {
-                if let Some(lane) = held.get_mut(&slot.endpoint.id) {
-                    lane.reserved = lane.reserved.saturating_sub(slot.limit);
+            for (id, n) in &self.reserved {
+                if let Some(lane) = held.get_mut(id) {
+                    lane.reserved = lane.reserved.saturating_sub(*n);
                 }
             }
         }
-        // A claim that found the room reserved may have gone to wait: what the batch did not
-        // use is the dispatcher's again.
-        lanes.freed.notify_one();
+        // A claim that found the room reserved by a relay batch may have gone to wait: what the
+        // batch did not use is free again. The dispatcher's own claims do not wake it: it is
+        // not waiting while it claims, and a stored wake-up would make an idle one spin.
+        if self.who == For::Birth {
+            lanes.freed.notify_one();
+        }
     }
 }
 
 impl Births {
     /// The room for the next relay batch, reserved; `None` when there is none, the process is
     /// shutting down, or the dispatcher has not read the endpoints lately.
-    pub fn room(&self) -> Option<Room> {
+    pub fn room(&self) -> Option<BirthRoom> {
         let lanes = self.lanes.upgrade()?;
         if lanes.is_closed() {
             return None;
@@ -177,27 +207,82 @@ impl Births {
             return None;
         }
         let margin = self.config.lease_margin;
-        let slots = slots(&lanes, &endpoints, free, margin, For::Birth);
-        if slots.is_empty() {
-            return None;
-        }
-        Some(Room {
-            slots,
-            limit: free as u32,
+        let room = reserve(&lanes, &endpoints, free, margin, For::Birth);
+        (!room.is_empty()).then(|| BirthRoom {
+            room,
             owner: self.owner.clone(),
-            lanes: self.lanes.clone(),
         })
     }
 
     /// Puts the deliveries born claimed in `room` into their lanes and starts what the caps
     /// allow, then gives the room's reservation back. Returns those the lanes refused (the
     /// dispatcher is shutting down), for the caller to hand back.
-    pub fn hand_over(&self, room: Room, born: Vec<ClaimedDelivery>) -> Vec<ClaimedDelivery> {
+    pub fn hand_over(&self, room: BirthRoom, born: Vec<ClaimedDelivery>) -> Vec<ClaimedDelivery> {
         let Some(lanes) = self.lanes.upgrade() else {
             return born;
         };
         let refused = lanes.enqueue(born);
         drop(room);
         refused
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::sync::mpsc;
+
+    use super::{reserve, For};
+    use crate::config::DeliveryConfig;
+    use crate::dispatch::breakers::Breakers;
+    use crate::dispatch::deliver::Sender;
+    use crate::dispatch::lanes::Lanes;
+    use crate::endpoint::{Endpoint, NewEndpoint};
+    use crate::store::{endpoint_from_new, Store};
+
+    async fn lanes() -> Arc<Lanes> {
+        let store = Store::connect("sqlite::memory:").await.unwrap();
+        let config = DeliveryConfig::default();
+        let breakers = Arc::new(Breakers::new(
+            store,
+            config.breaker,
+            Duration::from_secs(60),
+        ));
+        let (tx, _rx) = mpsc::channel(1);
+        Arc::new(Lanes::new(Sender::new(config), breakers, 10, tx))
+    }
+
+    fn one_at_a_time() -> Arc<Endpoint> {
+        let mut new = NewEndpoint::new("http://127.0.0.1:9/hook");
+        new.max_in_flight = Some(1);
+        Arc::new(endpoint_from_new(new, chrono::Utc::now()))
+    }
+
+    /// A claim on its way to the database holds its endpoints' room: a relay batch meanwhile
+    /// finds none at a one-in-flight endpoint, and finds it again once the claim is done. With
+    /// only the relay's room reserved, both took the endpoint's one slot.
+    #[tokio::test]
+    async fn a_claim_in_flight_holds_its_room_against_a_relay_batch() {
+        let lanes = lanes().await;
+        let endpoints = [one_at_a_time()];
+        let margin = Duration::from_secs(1);
+        let claim = reserve(&lanes, &endpoints, 10, margin, For::Claim);
+        assert_eq!(claim.slots.len(), 1);
+        let birth = reserve(&lanes, &endpoints, 10, margin, For::Birth);
+        assert!(
+            birth.is_empty(),
+            "a relay batch took the room a claim holds"
+        );
+        drop(birth);
+        drop(claim);
+        let birth = reserve(&lanes, &endpoints, 10, margin, For::Birth);
+        assert_eq!(birth.slots.iter().map(|s| s.limit).sum::<u32>(), 1);
+        let claim = reserve(&lanes, &endpoints, 10, margin, For::Claim);
+        assert!(
+            claim.is_empty(),
+            "a claim took the room a relay batch holds"
+        );
     }
 }
