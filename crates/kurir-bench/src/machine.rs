@@ -111,3 +111,24 @@ pub fn postgres_cpu_seconds() -> f64 {
 pub fn own_cpu_seconds() -> f64 {
     sample(std::process::id()).map_or(0.0, |s| s.cpu_seconds)
 }
+
+/// The whole machine's CPU time so far, all cores, from the first line of `/proc/stat`, in clock
+/// ticks: `(busy, total)`, where idle and waiting for I/O are not busy. `None` off Linux.
+pub fn machine_cpu_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is already in user).
+    let total: u64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0);
+    Some((total - idle, total))
+}
+
+/// The share of the machine's CPU time that was busy between two [`machine_cpu_ticks`] readings.
+pub fn busy_share(start: Option<(u64, u64)>, end: Option<(u64, u64)>) -> Option<f64> {
+    let ((b0, t0), (b1, t1)) = (start?, end?);
+    (t1 > t0).then(|| (b1 - b0) as f64 / (t1 - t0) as f64)
+}

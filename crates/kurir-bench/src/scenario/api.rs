@@ -3,7 +3,8 @@
 //! each) as fast as kurir answers, to 1 and to 10 endpoints at the sink; then the same events in
 //! `POST /v1/events/batch` requests of [`BATCH`]. Reported: events accepted/s (first answer to
 //! last), deliveries/s at the sink (first answer to last receipt), delivered ÷ accepted, the
-//! request's p50/p99, the raw-POST ceiling of the same run, CPU per 1,000 events; on PostgreSQL
+//! request's p50/p99, the raw-POST ceiling of the same run, CPU per 1,000 events, how busy the
+//! whole machine's cores were from the first request to the last receipt; on PostgreSQL
 //! also what its active backends waited on, sampled every [`SAMPLE_EVERY`].
 
 use std::collections::BTreeMap;
@@ -72,9 +73,15 @@ async fn one(
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = tokio::spawn(sample_waits(rig.app.clone(), sampling.clone()));
     let client = super::ceiling::kurir_like_client()?;
+    let cpu_start = crate::machine::machine_cpu_ticks();
     let posted = post_all(client, base_url, rig.recorder.clone(), base, events, mode).await?;
     let expected = (events * endpoints) as u64;
     rig.wait_or_note(&mut r, expected, ctx.sizes.patience).await;
+    // Whether the machine, not a setting, limits the run: every process counts, so read it
+    // with the load average.
+    if let Some(busy) = crate::machine::busy_share(cpu_start, crate::machine::machine_cpu_ticks()) {
+        r.metric("machine_cpu_busy", busy * 100.0, "%");
+    }
     sampling.store(false, Ordering::Relaxed);
     let waits = sampler.await??;
     let d = Deliveries::collect(&rig.recorder, 0..endpoints);
