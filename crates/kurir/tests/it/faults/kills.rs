@@ -68,8 +68,9 @@ async fn sigkill_at_random_points_of_a_stream_loses_no_event(db: TestDb) {
         });
         tokio::time::sleep(kill_after).await;
         kurir.kill().await;
-        // The dead process's last requests are all recorded before the next one can send.
-        rx.wait_until("no request open", |_, open| open == 0).await;
+        // The dead process's last requests are all read and answered before the next one can
+        // send (some may still sit in the receiver's socket buffers).
+        rx.drain().await;
         let took_over = Instant::now();
         kurir = spawn(&db, dir.path());
         let ids = stream.await.unwrap();

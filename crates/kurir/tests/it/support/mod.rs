@@ -2,6 +2,7 @@
 //! hostile one on raw TCP, a TCP proxy that can cut connections, a kurir server in-process or as
 //! the real binary, and condition waits with deadlines.
 
+pub mod connections;
 pub mod dispatcher;
 pub mod hostile;
 pub mod process;

@@ -1,6 +1,7 @@
 //! A real HTTP receiver on 127.0.0.1:0 that records every request and answers as the test
 //! script says: fail the first N, always fail, hold requests open until released, and so on.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -10,6 +11,11 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tokio::sync::{Notify, Semaphore};
+
+use super::connections::{Counting, Open};
+
+/// The path of [`Receiver::drain`]'s probe, never recorded.
+const DRAIN: &str = "/__drain";
 
 /// One request as it arrived.
 #[derive(Clone, Debug)]
@@ -57,6 +63,7 @@ struct Shared {
     script: Script,
     /// When set, every request waits for a permit before it is answered.
     gate: Option<Arc<Semaphore>>,
+    connections: Open,
 }
 
 /// The receiver; stops when dropped.
@@ -94,9 +101,14 @@ impl Receiver {
             arrived: Arc::new(Notify::new()),
             script,
             gate,
+            connections: Open::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let listener = Counting {
+            listener,
+            open: shared.connections.clone(),
+        };
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
@@ -158,6 +170,38 @@ impl Receiver {
         }
     }
 
+    /// Waits until every request a killed sender had put on the wire has been read and
+    /// answered: connections are accepted in the order they were made, so once a probe made now
+    /// is answered, the sender's are all accepted; each closes after its last request is read.
+    /// Without this, a request still in the socket's buffer when the sender died arrives after
+    /// "no request open" held, and looks sent by whoever came next.
+    pub async fn drain(&self) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut probe = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+        probe
+            .write_all(
+                format!("GET {DRAIN} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+            )
+            .await
+            .unwrap();
+        probe.read_to_end(&mut Vec::new()).await.unwrap();
+        drop(probe);
+        let open = &self.shared.connections;
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let closed = open.closed.notified();
+            if open.count.load(Ordering::SeqCst) == 0 && self.shared.inner.lock().unwrap().open == 0
+            {
+                return;
+            }
+            let waited = tokio::time::timeout_at(deadline, closed).await;
+            assert!(
+                waited.is_ok(),
+                "timed out waiting for the receiver's connections to close"
+            );
+        }
+    }
+
     /// Waits for at least `n` requests.
     pub async fn wait_for(&self, n: usize) {
         self.wait_until(&format!("{n} requests"), |r, _| r.len() >= n)
@@ -171,6 +215,9 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if uri.path() == DRAIN {
+        return StatusCode::OK.into_response();
+    }
     let recorded = Recorded {
         path: uri.path().to_owned(),
         headers,
