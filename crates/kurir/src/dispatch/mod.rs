@@ -54,8 +54,8 @@ use breakers::Breakers;
 use deliver::Sender;
 use lanes::Lanes;
 use record::SHUTDOWN_RECORDING_PATIENCE;
-pub use room::{BirthRoom, Births, ENDPOINTS_FRESH};
 use room::Room;
+pub use room::{BirthRoom, Births, ENDPOINTS_FRESH};
 
 /// How many rounds of `max_in_flight` requests a lane may hold claimed beyond those in flight.
 /// Deep enough that an endpoint answering in a millisecond does not drain its lane while the

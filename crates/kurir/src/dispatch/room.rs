@@ -226,3 +226,63 @@ impl Births {
         refused
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tokio::sync::mpsc;
+
+    use super::{reserve, For};
+    use crate::config::DeliveryConfig;
+    use crate::dispatch::breakers::Breakers;
+    use crate::dispatch::deliver::Sender;
+    use crate::dispatch::lanes::Lanes;
+    use crate::endpoint::{Endpoint, NewEndpoint};
+    use crate::store::{endpoint_from_new, Store};
+
+    async fn lanes() -> Arc<Lanes> {
+        let store = Store::connect("sqlite::memory:").await.unwrap();
+        let config = DeliveryConfig::default();
+        let breakers = Arc::new(Breakers::new(
+            store,
+            config.breaker,
+            Duration::from_secs(60),
+        ));
+        let (tx, _rx) = mpsc::channel(1);
+        Arc::new(Lanes::new(Sender::new(config), breakers, 10, tx))
+    }
+
+    fn one_at_a_time() -> Arc<Endpoint> {
+        let mut new = NewEndpoint::new("http://127.0.0.1:9/hook");
+        new.max_in_flight = Some(1);
+        Arc::new(endpoint_from_new(new, chrono::Utc::now()))
+    }
+
+    /// A claim on its way to the database holds its endpoints' room: a relay batch meanwhile
+    /// finds none at a one-in-flight endpoint, and finds it again once the claim is done. With
+    /// only the relay's room reserved, both took the endpoint's one slot.
+    #[tokio::test]
+    async fn a_claim_in_flight_holds_its_room_against_a_relay_batch() {
+        let lanes = lanes().await;
+        let endpoints = [one_at_a_time()];
+        let margin = Duration::from_secs(1);
+        let claim = reserve(&lanes, &endpoints, 10, margin, For::Claim);
+        assert_eq!(claim.slots.len(), 1);
+        let birth = reserve(&lanes, &endpoints, 10, margin, For::Birth);
+        assert!(
+            birth.is_empty(),
+            "a relay batch took the room a claim holds"
+        );
+        drop(birth);
+        drop(claim);
+        let birth = reserve(&lanes, &endpoints, 10, margin, For::Birth);
+        assert_eq!(birth.slots.iter().map(|s| s.limit).sum::<u32>(), 1);
+        let claim = reserve(&lanes, &endpoints, 10, margin, For::Claim);
+        assert!(
+            claim.is_empty(),
+            "a claim took the room a relay batch holds"
+        );
+    }
+}
