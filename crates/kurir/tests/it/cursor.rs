@@ -2,14 +2,23 @@
 //! never updates an outbox row; a transaction that commits late is still relayed, a rolled-back
 //! one never, one relay holds the cursor at a time and another takes it over when it dies.
 
+use std::collections::HashMap;
+use std::time::Instant;
+
 use kurir::endpoint::NewEndpoint;
 use kurir::outbox::{enqueue, NewEvent};
 use kurir::store::Store;
 
+use crate::support::process::{kurir_serve, Kurir};
 use crate::support::receiver::Receiver;
-use crate::support::{scalar, test_delivery_config, Backend, TestDb, TestServer};
+use crate::support::{
+    enqueue_events, eventually, scalar, test_delivery_config, Backend, TestDb, TestServer,
+};
 
-crate::on_shared_servers!(a_late_commit_is_delivered_after_a_later_id_and_a_rollback_never);
+crate::on_shared_servers!(
+    a_late_commit_is_delivered_after_a_later_id_and_a_rollback_never,
+    two_processes_relay_in_turn_and_one_killed_mid_stream_hands_over,
+);
 
 fn event(n: &str) -> NewEvent {
     NewEvent::json("order.paid", &serde_json::json!({ "n": n })).unwrap()
@@ -32,7 +41,7 @@ async fn relaying_never_updates_an_outbox_row_on_postgres() {
     s.create_endpoint(NewEndpoint::new("https://partner.example/hooks"))
         .await
         .unwrap();
-    crate::support::enqueue_events(s, "order.paid", 5).await;
+    enqueue_events(s, "order.paid", 5).await;
     let versions = || async {
         sqlx::query_scalar::<_, String>(ROW_VERSIONS)
             .fetch_one(pg.pool())
@@ -63,7 +72,7 @@ async fn relaying_never_updates_an_outbox_row_on_sqlite() {
     .execute(sq.pool())
     .await
     .unwrap();
-    crate::support::enqueue_events(s, "order.paid", 5).await;
+    enqueue_events(s, "order.paid", 5).await;
     let relayed = s.relay_batch(100).await.unwrap();
     assert_eq!((relayed.events, relayed.deliveries), (5, 5));
     assert_eq!(
@@ -149,7 +158,7 @@ async fn a_long_transaction_holds_the_relay_back_until_it_ends() {
         .execute(&mut *long)
         .await
         .unwrap();
-    crate::support::enqueue_events(s, "order.paid", 2).await;
+    enqueue_events(s, "order.paid", 2).await;
     assert!(!s.outbox_pending().await.unwrap(), "nothing ready yet");
     assert_eq!(s.relay_batch(100).await.unwrap().events, 0);
     assert_eq!(s.backlog().await.unwrap().undispatched, 2, "but it waits");
@@ -172,7 +181,7 @@ async fn a_dead_relays_cursor_passes_to_another() {
     s.create_endpoint(NewEndpoint::new("https://partner.example/hooks"))
         .await
         .unwrap();
-    crate::support::enqueue_events(s, "order.paid", 3).await;
+    enqueue_events(s, "order.paid", 3).await;
     // A relay mid-batch, as another process's would be.
     let mut holder = pg.pool().begin().await.unwrap();
     let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid() FROM kurir_relay_cursor FOR UPDATE")
@@ -195,7 +204,7 @@ async fn a_dead_relays_cursor_passes_to_another() {
         .await
         .unwrap();
     drop(holder);
-    crate::support::eventually("the cursor to pass on", || async {
+    eventually("the cursor to pass on", || async {
         (s.relay_batch(100).await.ok()?.events == 3).then_some(())
     })
     .await;
@@ -215,7 +224,7 @@ async fn sqlite_refuses_an_explicit_id_the_relay_has_passed() {
     s.create_endpoint(NewEndpoint::new("https://partner.example/hooks"))
         .await
         .unwrap();
-    crate::support::enqueue_events(s, "order.paid", 3).await;
+    enqueue_events(s, "order.paid", 3).await;
     assert_eq!(s.relay_batch(100).await.unwrap().events, 3);
     sqlx::query("DELETE FROM kurir_outbox WHERE id = 2")
         .execute(sq.pool())
@@ -272,7 +281,7 @@ async fn rows_waiting_at_the_cursor_migration_are_relayed(backend: Backend) {
         .create_endpoint(NewEndpoint::new("https://partner.example/hooks"))
         .await
         .unwrap();
-    crate::support::enqueue_events(s, "order.paid", 4).await;
+    enqueue_events(s, "order.paid", 4).await;
     // The relay before the cursor fanned out the first two.
     for sql in [
         format!(
@@ -303,4 +312,63 @@ async fn rows_waiting_at_the_cursor_migration_are_relayed(backend: Backend) {
             "fanned-out history has no txid"
         );
     }
+}
+
+/// Two `kurir serve` processes on one database: the relay passes between them batch by batch
+/// (on PostgreSQL whichever takes the cursor's lock). One is SIGKILLed while events stream in,
+/// whatever it was doing: the other relays the rest, every event arrives, and only one the dead
+/// process had already sent may arrive twice.
+async fn two_processes_relay_in_turn_and_one_killed_mid_stream_hands_over(db: TestDb) {
+    let rx = Receiver::ok().await;
+    db.store
+        .create_endpoint(NewEndpoint::new(rx.url("/hook")))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Leases of 1 s + 4 × (0.2 + 0.5) s, so the dead one's are swept soon.
+    let spawn = || {
+        let mut cmd = kurir_serve(&db.url, dir.path());
+        cmd.env("KURIR_CONNECT_TIMEOUT", "200ms")
+            .env("KURIR_REQUEST_TIMEOUT", "500ms");
+        Kurir::spawn(cmd)
+    };
+    let mut victim = spawn();
+    let mut survivor = spawn();
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        ids.extend(enqueue_events(&db.store, "order.paid", 10).await);
+    }
+    rx.wait_until("the first 100 events", |r, _| r.len() >= 100)
+        .await;
+    let store = db.store.clone();
+    let stream = tokio::spawn(async move {
+        let mut ids = Vec::new();
+        for _ in 0..20 {
+            ids.extend(enqueue_events(&store, "order.paid", 10).await);
+        }
+        ids
+    });
+    rx.wait_until("the stream to be under way", |r, _| r.len() > 120)
+        .await;
+    victim.kill().await;
+    let killed_at = Instant::now();
+    ids.extend(stream.await.unwrap());
+    eventually("every event to arrive", || async {
+        let seen: std::collections::HashSet<String> =
+            rx.requests().iter().map(|r| r.event_id()).collect();
+        ids.iter().all(|id| seen.contains(id)).then_some(())
+    })
+    .await;
+    let mut receipts: HashMap<String, Vec<Instant>> = HashMap::new();
+    for r in rx.requests() {
+        receipts.entry(r.event_id()).or_default().push(r.at);
+    }
+    for id in &ids {
+        let at = &receipts[id];
+        assert!(
+            at.len() == 1 || at.iter().min().is_some_and(|first| *first < killed_at),
+            "{id} arrived twice, first after the kill"
+        );
+    }
+    assert!(survivor.terminate().await.success(), "SIGTERM exits 0");
 }
