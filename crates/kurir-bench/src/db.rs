@@ -132,8 +132,9 @@ impl AppPool {
         match self {
             Self::Postgres(pool) => {
                 sqlx::query(
-                    "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload, dispatched_at) \
-                     SELECT 'ev-' || ($1 + g), $3, 'order', ($1 + g)::text, $4::json, now() \
+                    // No `txid`: history the relay's cursor never reads (kurir's migration 0011).
+                    "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload, dispatched_at, txid) \
+                     SELECT 'ev-' || ($1 + g), $3, 'order', ($1 + g)::text, $4::json, now(), NULL \
                      FROM generate_series(0, $2 - 1) AS g",
                 )
                 .bind(base as i64)
@@ -178,6 +179,9 @@ impl AppPool {
                 .bind(&now)
                 .execute(pool)
                 .await?;
+                sqlx::query(SQLITE_CURSOR_PAST_HISTORY)
+                    .execute(pool)
+                    .await?;
                 sqlx::query("ANALYZE").execute(pool).await?;
             }
             Self::Mysql(pool) => preload_mysql(pool, base, count, endpoint_id).await?,
@@ -231,12 +235,26 @@ impl AppPool {
 
     /// Relayed events with fewer deliveries than the endpoints that existed when they were
     /// written (every endpoint the harness creates takes every event): events kurir lost.
+    /// Relayed: marked so, or at or below the relay's cursor (kurir's `store::cursor`).
     pub async fn lost_events(&self) -> anyhow::Result<i64> {
-        let sql = "SELECT count(*) FROM kurir_outbox o \
-             WHERE o.dispatched_at IS NOT NULL AND o.refused_reason IS NULL \
+        let relayed = match self {
+            Self::Postgres(_) => {
+                "(o.dispatched_at IS NOT NULL OR o.txid IS NULL \
+                 OR (o.txid, o.id) <= (SELECT txid, outbox_id FROM kurir_relay_cursor))"
+            }
+            Self::Sqlite(_) => {
+                "(o.dispatched_at IS NOT NULL \
+                 OR o.id <= (SELECT outbox_id FROM kurir_relay_cursor))"
+            }
+            Self::Mysql(_) => "o.dispatched_at IS NOT NULL",
+        };
+        let sql = format!(
+            "SELECT count(*) FROM kurir_outbox o \
+             WHERE {relayed} AND o.refused_reason IS NULL \
                AND (SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id = o.id) \
-                 < (SELECT count(*) FROM kurir_endpoints e WHERE e.created_at <= o.created_at)";
-        Ok(each_pool!(self, pool => sqlx::query_scalar(sql).fetch_one(pool).await?))
+                 < (SELECT count(*) FROM kurir_endpoints e WHERE e.created_at <= o.created_at)"
+        );
+        Ok(each_pool!(self, pool => sqlx::query_scalar(&sql).fetch_one(pool).await?))
     }
 
     /// Rows in `kurir_inbox`.
@@ -322,6 +340,13 @@ pub async fn server_version(backend: Backend, server_url: &str) -> anyhow::Resul
     pool.close().await;
     v
 }
+
+/// After history was written in bulk on SQLite: the relay's cursor moves past it, unless rows
+/// still wait for the relay (the cursor must never step over those).
+pub(crate) const SQLITE_CURSOR_PAST_HISTORY: &str = "UPDATE kurir_relay_cursor \
+     SET outbox_id = (SELECT max(id) FROM kurir_outbox) \
+     WHERE NOT EXISTS (SELECT 1 FROM kurir_outbox \
+         WHERE id > kurir_relay_cursor.outbox_id AND dispatched_at IS NULL)";
 
 /// MySQL's bulk backlog: the numbers `0..count` from a cross join of digits (MySQL stops a
 /// recursive CTE at 1,000 rows unless told otherwise, a setting MariaDB does not have).

@@ -112,6 +112,9 @@ async fn seed_delivered(app: &AppPool, count: i64, endpoint_id: &str) -> anyhow:
         for sql in [DELIVERIES, ATTEMPTS] {
             sqlx::query(&dialect(sql)).bind(endpoint_id).execute(pool).await?;
         }
+        if matches!(app, AppPool::Sqlite(_)) {
+            sqlx::query(crate::db::SQLITE_CURSOR_PAST_HISTORY).execute(pool).await?;
+        }
         sqlx::query(analyze).execute(pool).await?;
     });
     Ok(())
@@ -119,8 +122,8 @@ async fn seed_delivered(app: &AppPool, count: i64, endpoint_id: &str) -> anyhow:
 
 /// The seeded events: `old-1` … (binds: the type, the payload, the count).
 const OUTBOX_PG: &str = "INSERT INTO kurir_outbox (event_id, event_type, payload, occurred_at, \
-        created_at, dispatched_at) \
-     SELECT 'old-' || g, $1, $2::json, t, t, t \
+        created_at, dispatched_at, txid) \
+     SELECT 'old-' || g, $1, $2::json, t, t, t, NULL \
      FROM generate_series(1, $3) AS g, (SELECT now() - interval '2 days' AS t) AS c";
 
 const OUTBOX_SQLITE: &str = "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g \

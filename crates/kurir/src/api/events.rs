@@ -73,8 +73,13 @@ pub struct EventView {
     pub occurred_at: DateTime<Utc>,
     /// When kurir recorded it.
     pub created_at: DateTime<Utc>,
-    /// When the relay fanned it out to endpoints (absent: not yet).
+    /// When the relay fanned it out to endpoints (absent: not yet, see `dispatched`). On
+    /// PostgreSQL and SQLite the outbox is append-only and records no such time: for events
+    /// fanned out since kurir's migration 0011 this is when the event's first delivery was
+    /// written (by the relay, as it fanned out), and absent when the event matched no endpoint.
     pub dispatched_at: Option<DateTime<Utc>>,
+    /// Whether the relay has fanned it out (true too for an event refused at migration).
+    pub dispatched: bool,
     /// Why it was refused and never delivered: written by SQL before the database enforced the
     /// outbox's rules, it breaks the rule named here. Absent for every other event.
     pub refused_reason: Option<String>,
@@ -101,6 +106,7 @@ impl TryFrom<StoredEvent> for EventView {
             occurred_at: e.occurred_at,
             created_at: e.created_at,
             dispatched_at: e.dispatched_at,
+            dispatched: e.dispatched,
             refused_reason: e.refused_reason,
             data,
         })

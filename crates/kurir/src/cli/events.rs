@@ -241,6 +241,7 @@ fn show(event: &Value, names: &HashMap<String, String>) {
             "aggregate_id",
             "occurred_at",
             "created_at",
+            "dispatched",
             "dispatched_at",
         ],
     );

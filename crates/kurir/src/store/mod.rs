@@ -32,6 +32,7 @@ pub mod backlog;
 mod born;
 pub mod breaker;
 mod claims;
+mod cursor;
 mod endpoint_changes;
 mod enqueue;
 pub mod inbox;
@@ -151,21 +152,23 @@ pub struct StoredEvent {
     pub payload: String,
     /// When it was written.
     pub created_at: DateTime<Utc>,
-    /// When the relay fanned it out (`None`: not yet).
+    /// When the relay fanned it out (`None`: not yet, or see [`StoredEvent::dispatched`]). On
+    /// PostgreSQL and SQLite the outbox is append-only: for a row fanned out since migration
+    /// 0011 this is when its first delivery was written, by the relay's transaction, and `None`
+    /// when it matched no endpoint.
     pub dispatched_at: Option<DateTime<Utc>>,
+    /// Whether the relay fanned it out (or migration 0005 refused it).
+    pub dispatched: bool,
     /// Why it was refused and never fanned out: a row written before the database enforced the
     /// SQL contract that breaks it (migration 0005 names the rule). `None` for every other row.
     pub refused_reason: Option<String>,
 }
 
-/// Whether the relay has work: one index probe, the same text in every dialect.
-const OUTBOX_PENDING: &str =
-    "SELECT EXISTS (SELECT 1 FROM kurir_outbox WHERE dispatched_at IS NULL)";
-
 /// What one relay batch did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RelayOutcome {
-    /// Outbox rows marked dispatched.
+    /// Outbox rows the batch passed: fanned out, or, past the cursor, found marked dispatched
+    /// already (see `store::cursor`).
     pub events: usize,
     /// Delivery rows created.
     pub deliveries: usize,
@@ -306,9 +309,10 @@ impl Store {
         Ok(endpoint)
     }
 
-    /// Fans out up to `limit` undispatched outbox rows: one delivery per matching enabled
-    /// endpoint created no later than the event, then marks the rows dispatched, in one
-    /// transaction. Safe to run in several processes at once.
+    /// Fans out up to `limit` outbox rows not yet fanned out: one delivery per matching enabled
+    /// endpoint created no later than the event, and records that the rows were (PostgreSQL and
+    /// SQLite: moves the relay's cursor past them, see `store::cursor`; MySQL: marks them
+    /// dispatched), in one transaction. Safe to run in several processes at once.
     pub async fn relay_batch(&self, limit: u32) -> Result<RelayOutcome> {
         if !self.outbox_pending().await? {
             return Ok(RelayOutcome::default());
@@ -316,8 +320,8 @@ impl Store {
         Ok(self.relay_batch_born(limit, None).await?.outcome)
     }
 
-    /// Whether the outbox has undispatched rows: what an idle relay looks at, one index probe
-    /// (no transaction, no lock).
+    /// Whether the outbox has rows ready to fan out: what an idle relay looks at, one index
+    /// probe (no transaction, no lock).
     pub async fn outbox_pending(&self) -> Result<bool> {
         on_backend!(self, s => s.outbox_pending().await)
     }

@@ -49,13 +49,26 @@
 //!   committed change.
 //!
 //! **Fan-out in outbox order.** The check compares `outbox_id`s of deliveries that exist, so
-//! a later event's delivery must never exist before an earlier one's. Concurrent relays take
-//! disjoint batches (`SKIP LOCKED`) and could commit a later batch first; a batch that holds
-//! keyed deliveries therefore first waits for every earlier undispatched outbox row another
-//! relay holds ([`EARLIER_BATCHES`]): it commits after them, and any snapshot that sees its
-//! deliveries sees theirs. Outbox order is id order: events of one aggregate must be committed
-//! in id order, which holds when the application writes an aggregate's events one transaction
-//! after the other (as it does when it locks the aggregate's row to change it).
+//! a later event's delivery must never exist before an earlier one's.
+//!
+//! - **PostgreSQL and SQLite**: one relay at a time reads past the cursor (`store::cursor`),
+//!   each batch committing before the next is read, so deliveries come to exist in cursor
+//!   order. On SQLite that is id order, which is commit order. On PostgreSQL it is the order
+//!   of `(txid, id)`, `txid` being the id of the inserting transaction, given at its first
+//!   write: the events of an aggregate must be written by transactions that take their ids in
+//!   the events' order. That holds when the application writes an aggregate's events one
+//!   transaction after the other and each transaction's first write is the lock of the
+//!   aggregate's row (a transaction waiting for that lock has its id only once the holder has
+//!   one). A transaction that wrote something else first may hold an older id than the
+//!   aggregate's previous event: the two are then fanned out in the other order when a batch
+//!   ends between them.
+//! - **MySQL and MariaDB**: concurrent relays take disjoint batches (`SKIP LOCKED`) and could
+//!   commit a later batch first; a batch that holds keyed deliveries therefore first waits for
+//!   every earlier undispatched outbox row another relay holds ([`EARLIER_BATCHES`]): it
+//!   commits after them, and any snapshot that sees its deliveries sees theirs. Outbox order is
+//!   id order: events of one aggregate must be committed in id order, which holds when the
+//!   application writes an aggregate's events one transaction after the other (as it does when
+//!   it locks the aggregate's row to change it).
 
 use crate::endpoint::{Endpoint, OnDeadLetter, Ordering};
 
@@ -77,6 +90,7 @@ pub(crate) fn ordered(endpoint: &Endpoint) -> bool {
 
 /// Before a relay batch that holds keyed deliveries is written: locks the undispatched outbox
 /// rows before its first (`$1`), waiting for another relay's batch that holds them to commit
-/// (its rows are then dispatched and drop out). PostgreSQL's text; MySQL's with `?`.
+/// (its rows are then dispatched and drop out). MySQL's, written with `$1` (see
+/// `store::sql::positional`).
 pub(crate) const EARLIER_BATCHES: &str =
     "SELECT id FROM kurir_outbox WHERE dispatched_at IS NULL AND id < $1 FOR UPDATE";

@@ -54,45 +54,81 @@ const LIST_ENDPOINTS: Sql = Sql {
     ),
 };
 
+/// When an outbox row `o` was fanned out, and whether it was (see `StoredEvent::dispatched_at`):
+/// a literal, for `concat!`.
+macro_rules! dispatch_columns {
+    (mysql) => {
+        "o.dispatched_at, o.dispatched_at IS NOT NULL AS dispatched"
+    };
+    ($dialect:tt) => {
+        concat!(
+            "COALESCE(o.dispatched_at, CASE WHEN ",
+            super::cursor::relayed!($dialect),
+            " THEN (SELECT min(d.created_at) FROM kurir_deliveries d WHERE d.outbox_id = o.id) \
+            END) AS dispatched_at, CASE WHEN ",
+            super::cursor::relayed!($dialect),
+            " THEN TRUE ELSE FALSE END AS dispatched"
+        )
+    };
+}
+
 const GET_EVENT: Sql = Sql {
-    postgres: "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
-        occurred_at, payload::text AS payload, created_at, dispatched_at, refused_reason \
-        FROM kurir_outbox WHERE event_id = $1",
-    sqlite: "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
-        occurred_at, payload, created_at, dispatched_at, refused_reason \
-        FROM kurir_outbox WHERE event_id = ?1",
-    mysql: "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, version, \
+    postgres: concat!(
+        "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
+        occurred_at, payload::text AS payload, created_at, refused_reason, ",
+        dispatch_columns!(postgres),
+        " FROM kurir_outbox o WHERE event_id = $1"
+    ),
+    sqlite: concat!(
+        "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
+        occurred_at, payload, created_at, refused_reason, ",
+        dispatch_columns!(sqlite),
+        " FROM kurir_outbox o WHERE event_id = ?1"
+    ),
+    mysql: concat!(
+        "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, version, \
         CAST(aggregate_type AS CHAR) AS aggregate_type, CAST(aggregate_id AS CHAR) AS aggregate_id, \
-        occurred_at, CAST(payload AS CHAR) AS payload, created_at, dispatched_at, \
-        CAST(refused_reason AS CHAR) AS refused_reason \
-        FROM kurir_outbox WHERE event_id = $1",
+        occurred_at, CAST(payload AS CHAR) AS payload, created_at, \
+        CAST(refused_reason AS CHAR) AS refused_reason, ",
+        dispatch_columns!(mysql),
+        " FROM kurir_outbox o WHERE event_id = $1"
+    ),
 };
 
 const LIST_EVENTS: Sql = Sql {
-    postgres: "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
-        occurred_at, payload::text AS payload, created_at, dispatched_at, refused_reason \
-        FROM kurir_outbox \
+    postgres: concat!(
+        "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
+        occurred_at, payload::text AS payload, created_at, refused_reason, ",
+        dispatch_columns!(postgres),
+        " FROM kurir_outbox o \
         WHERE ($1::text IS NULL OR event_type = $1) AND ($2::text IS NULL OR aggregate_id = $2) \
           AND ($3::timestamptz IS NULL OR created_at >= $3) \
           AND ($4::timestamptz IS NULL OR created_at < $4) \
           AND ($5::int8 IS NULL OR id < $5) \
-        ORDER BY id DESC LIMIT $6",
-    sqlite: "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
-        occurred_at, payload, created_at, dispatched_at, refused_reason \
-        FROM kurir_outbox \
+        ORDER BY id DESC LIMIT $6"
+    ),
+    sqlite: concat!(
+        "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
+        occurred_at, payload, created_at, refused_reason, ",
+        dispatch_columns!(sqlite),
+        " FROM kurir_outbox o \
         WHERE (?1 IS NULL OR event_type = ?1) AND (?2 IS NULL OR aggregate_id = ?2) \
           AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at < ?4) \
           AND (?5 IS NULL OR id < ?5) \
-        ORDER BY id DESC LIMIT ?6",
-    mysql: "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, version, \
+        ORDER BY id DESC LIMIT ?6"
+    ),
+    mysql: concat!(
+        "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, version, \
         CAST(aggregate_type AS CHAR) AS aggregate_type, CAST(aggregate_id AS CHAR) AS aggregate_id, \
-        occurred_at, CAST(payload AS CHAR) AS payload, created_at, dispatched_at, \
-        CAST(refused_reason AS CHAR) AS refused_reason \
-        FROM kurir_outbox \
+        occurred_at, CAST(payload AS CHAR) AS payload, created_at, \
+        CAST(refused_reason AS CHAR) AS refused_reason, ",
+        dispatch_columns!(mysql),
+        " FROM kurir_outbox o \
         WHERE ($1 IS NULL OR event_type = $1) AND ($2 IS NULL OR aggregate_id = $2) \
           AND ($3 IS NULL OR created_at >= $3) AND ($4 IS NULL OR created_at < $4) \
           AND ($5 IS NULL OR id < $5) \
-        ORDER BY id DESC LIMIT $6",
+        ORDER BY id DESC LIMIT $6"
+    ),
 };
 
 /// A delivery's columns with its endpoint's url and tombstone (`e`, joined by `d.endpoint_id`;
@@ -194,12 +230,18 @@ const LIST_REPLAYS: Sql = Sql {
 };
 
 /// Total and not-yet-fanned-out events, and the oldest of the latter.
-const OUTBOX_COUNTS_SQL: &str = "SELECT (SELECT count(*) FROM kurir_outbox), count(*), \
-    min(created_at) FROM kurir_outbox WHERE dispatched_at IS NULL";
+macro_rules! outbox_counts {
+    ($dialect:tt) => {
+        concat!(
+            "SELECT (SELECT count(*) FROM kurir_outbox), count(*), min(o.created_at) FROM ",
+            super::cursor::unrelayed_rows!($dialect)
+        )
+    };
+}
 const OUTBOX_COUNTS: Sql = Sql {
-    postgres: OUTBOX_COUNTS_SQL,
-    sqlite: OUTBOX_COUNTS_SQL,
-    mysql: OUTBOX_COUNTS_SQL,
+    postgres: outbox_counts!(postgres),
+    sqlite: outbox_counts!(sqlite),
+    mysql: outbox_counts!(mysql),
 };
 
 /// Per status: how many deliveries, and the oldest one's creation.

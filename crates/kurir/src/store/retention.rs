@@ -76,13 +76,16 @@ impl Pruned {
 }
 
 /// The condition on outbox row `o` for it to go (binds: events cutoff, dead-letter cutoff, the
-/// later of the two). Plain SQL, the same in every dialect but for the placeholders.
+/// later of the two). Plain SQL, the same in every dialect but for the placeholders and what
+/// fanned out means (`store::cursor`).
 macro_rules! prunable_event {
-    ($p1:literal, $p2:literal, $p3:literal) => {
+    ($dialect:tt, $p1:literal, $p2:literal, $p3:literal) => {
         concat!(
             "o.created_at < ",
             $p3,
-            " AND o.dispatched_at IS NOT NULL ",
+            " AND ",
+            super::cursor::relayed!($dialect),
+            " ",
             "AND NOT EXISTS (SELECT 1 FROM kurir_deliveries d WHERE d.outbox_id = o.id ",
             "AND d.status IN ('pending', 'processing', 'failed')) ",
             "AND CASE WHEN EXISTS (SELECT 1 FROM kurir_deliveries d WHERE d.outbox_id = o.id ",
@@ -95,48 +98,44 @@ macro_rules! prunable_event {
     };
 }
 
-/// PostgreSQL's text of [`EVENT_CANDIDATES`], which MySQL shares (see [`Sql::mysql`]).
-const EVENT_CANDIDATES_PG: &str = concat!(
-    "SELECT o.id FROM kurir_outbox o WHERE ",
-    prunable_event!("$1", "$2", "$3"),
-    " ORDER BY o.created_at, o.id LIMIT $4"
-);
+/// The outbox rows that may go, oldest first.
+macro_rules! event_candidates {
+    ($dialect:tt, $p1:literal, $p2:literal, $p3:literal, $p4:literal) => {
+        concat!(
+            "SELECT o.id FROM kurir_outbox o WHERE ",
+            prunable_event!($dialect, $p1, $p2, $p3),
+            " ORDER BY o.created_at, o.id LIMIT ",
+            $p4
+        )
+    };
+}
 
 const EVENT_CANDIDATES: Sql = Sql {
-    postgres: EVENT_CANDIDATES_PG,
-    sqlite: concat!(
-        "SELECT o.id FROM kurir_outbox o WHERE ",
-        prunable_event!("?1", "?2", "?3"),
-        " ORDER BY o.created_at, o.id LIMIT ?4"
-    ),
-    mysql: EVENT_CANDIDATES_PG,
+    postgres: event_candidates!(postgres, "$1", "$2", "$3", "$4"),
+    sqlite: event_candidates!(sqlite, "?1", "?2", "?3", "?4"),
+    mysql: event_candidates!(mysql, "$1", "$2", "$3", "$4"),
 };
 
-/// PostgreSQL's text of [`COUNT_EVENTS`], which MySQL shares.
-const COUNT_EVENTS_PG: &str = concat!(
-    "SELECT count(*), ",
-    "(SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
-    prunable_event!("$1", "$2", "$3"),
-    ")), (SELECT count(*) FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id ",
-    "WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
-    prunable_event!("$1", "$2", "$3"),
-    ")) FROM kurir_outbox o WHERE ",
-    prunable_event!("$1", "$2", "$3"),
-);
+/// How many events, deliveries and attempts would go.
+macro_rules! count_events {
+    ($dialect:tt, $p1:literal, $p2:literal, $p3:literal) => {
+        concat!(
+            "SELECT count(*), ",
+            "(SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
+            prunable_event!($dialect, $p1, $p2, $p3),
+            ")), (SELECT count(*) FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id ",
+            "WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
+            prunable_event!($dialect, $p1, $p2, $p3),
+            ")) FROM kurir_outbox o WHERE ",
+            prunable_event!($dialect, $p1, $p2, $p3),
+        )
+    };
+}
 
 const COUNT_EVENTS: Sql = Sql {
-    postgres: COUNT_EVENTS_PG,
-    sqlite: concat!(
-        "SELECT count(*), ",
-        "(SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
-        prunable_event!("?1", "?2", "?3"),
-        ")), (SELECT count(*) FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id ",
-        "WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
-        prunable_event!("?1", "?2", "?3"),
-        ")) FROM kurir_outbox o WHERE ",
-        prunable_event!("?1", "?2", "?3"),
-    ),
-    mysql: COUNT_EVENTS_PG,
+    postgres: count_events!(postgres, "$1", "$2", "$3"),
+    sqlite: count_events!(sqlite, "?1", "?2", "?3"),
+    mysql: count_events!(mysql, "$1", "$2", "$3"),
 };
 
 const COUNT_INBOX: Sql = Sql {

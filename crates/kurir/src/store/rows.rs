@@ -323,6 +323,7 @@ pub(crate) struct EventRow {
     payload: String,
     created_at: Ts,
     dispatched_at: Option<Ts>,
+    dispatched: bool,
     refused_reason: Option<String>,
 }
 
@@ -339,6 +340,7 @@ impl From<EventRow> for StoredEvent {
             payload: r.payload,
             created_at: r.created_at.0,
             dispatched_at: r.dispatched_at.map(Into::into),
+            dispatched: r.dispatched,
             refused_reason: r.refused_reason,
         }
     }
@@ -363,16 +365,7 @@ impl TryFrom<DeliveryListRow> for super::DeliveryListItem {
     }
 }
 
-/// What the relay reads of an undispatched outbox row.
-#[derive(sqlx::FromRow)]
-pub(crate) struct OutboxHead {
-    pub id: i64,
-    pub event_id: String,
-    pub event_type: String,
-    pub aggregate_type: Option<String>,
-    pub aggregate_id: Option<String>,
-    pub created_at: Ts,
-}
+pub(crate) use super::cursor::OutboxHead;
 
 /// What the relay reads of an enabled endpoint.
 #[derive(sqlx::FromRow)]

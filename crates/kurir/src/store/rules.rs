@@ -74,8 +74,8 @@ impl TryFrom<FanOutRow> for FanOutTarget {
 }
 
 /// What one relay batch writes: a delivery per (event, wanting endpoint), as parallel columns
-/// (with its ordering key, see [`crate::endpoint::ordering_key`]), and the outbox rows to mark
-/// dispatched.
+/// (with its ordering key, see [`crate::endpoint::ordering_key`]), and the outbox rows it passes
+/// (MySQL marks them dispatched).
 #[derive(Default)]
 pub(crate) struct FanOut {
     pub outbox_ids: Vec<i64>,
@@ -104,6 +104,10 @@ pub(crate) fn fan_out(events: Vec<OutboxHead>, targets: Vec<FanOutRow>) -> Resul
         ..FanOut::default()
     };
     for event in events {
+        out.dispatched.push(event.id);
+        if event.passed {
+            continue;
+        }
         for target in targets
             .iter()
             .filter(|t| t.wants(&event.event_type, event.created_at.0))
@@ -117,7 +121,6 @@ pub(crate) fn fan_out(events: Vec<OutboxHead>, targets: Vec<FanOutRow>) -> Resul
                 event.aggregate_id.as_deref(),
             ));
         }
-        out.dispatched.push(event.id);
         *out.events_by_type.entry(event.event_type).or_default() += 1;
     }
     Ok(out)

@@ -14,6 +14,7 @@ mod breaker;
 mod browser;
 mod cli;
 mod crash;
+mod cursor;
 mod debug_output;
 mod delivery;
 mod endpoint_writes;

@@ -126,15 +126,18 @@ fn event(agg: u64, seq: u64) -> NewEvent {
 /// first is leased for centuries: the rest are due and blocked.
 async fn block_the_head(db: &TestDb, endpoint_id: &str) {
     let (n, from) = numbers(BLOCKED_DIGITS);
-    let (event_id, now) = match &db.store {
-        Store::Mysql(_) => (format!("CONCAT('blocked-', {n})"), "UTC_TIMESTAMP(3)"),
-        _ => (format!("'blocked-' || {n}"), "now()"),
+    // Fanned out already: on PostgreSQL history without a `txid`, which the relay's cursor
+    // never reads (`store::cursor`).
+    let (event_id, now, txid) = match &db.store {
+        Store::Mysql(_) => (format!("CONCAT('blocked-', {n})"), "UTC_TIMESTAMP(3)", ""),
+        _ => (format!("'blocked-' || {n}"), "now()", ", NULL"),
     };
+    let txid_column = if txid.is_empty() { "" } else { ", txid" };
     by_hand(
         db,
         &format!(
-            "INSERT INTO kurir_outbox (event_id, event_type, payload, dispatched_at) \
-             SELECT {event_id}, 'order.changed', '{{}}', {now} FROM {from}"
+            "INSERT INTO kurir_outbox (event_id, event_type, payload, dispatched_at{txid_column}) \
+             SELECT {event_id}, 'order.changed', '{{}}', {now}{txid} FROM {from}"
         ),
     )
     .await;

@@ -1,8 +1,10 @@
 //! Ids that commit out of order: an application's transaction takes an outbox id, another takes
 //! the next one and commits first. A relay that went on from the highest id it had seen would
-//! step over the first event for ever; kurir's relay looks for rows not yet dispatched, so the
-//! late one is fanned out once it commits. PostgreSQL's sequences and InnoDB's auto-increment
-//! both hand out ids before commit; SQLite has one writer at a time, so it cannot happen there.
+//! step over the first event for ever. kurir's does not: on PostgreSQL it reads past a cursor in
+//! the order of the inserting transactions' ids (`store::cursor`), on MySQL it looks for rows
+//! not yet marked dispatched; the late one is fanned out once it commits. PostgreSQL's
+//! sequences and InnoDB's auto-increment both hand out ids before commit; SQLite has one writer
+//! at a time, so it cannot happen there.
 
 use kurir::endpoint::NewEndpoint;
 use kurir::outbox::{enqueue, NewEvent};
@@ -21,11 +23,19 @@ async fn an_event_whose_id_commits_after_a_later_one_is_still_relayed(db: TestDb
     s.create_endpoint(NewEndpoint::new("https://partner.example/hooks"))
         .await
         .unwrap();
+    // PostgreSQL's relay reads in the order of the inserting transactions' ids, and an older
+    // one still open holds later ones back (`cursor::a_long_transaction_holds_the_relay_back…`):
+    // the quick transaction takes its id first, so only the outbox ids are out of order.
+    let take_xid = match s {
+        Store::Postgres(_) => "SELECT pg_current_xact_id()::text",
+        _ => "SELECT 'none'",
+    };
     macro_rules! run {
         ($pool:expr) => {{
+            let mut quick = $pool.begin().await.unwrap();
+            sqlx::query(take_xid).execute(&mut *quick).await.unwrap();
             let mut slow = $pool.begin().await.unwrap();
             let first = enqueue(&mut slow, event(1)).await.unwrap();
-            let mut quick = $pool.begin().await.unwrap();
             let second = enqueue(&mut quick, event(2)).await.unwrap();
             quick.commit().await.unwrap();
 

@@ -12,7 +12,7 @@ use crate::store::ordering::EARLIER_BATCHES;
 use crate::store::rows::{FanOutRow, OutboxHead};
 use crate::store::rules::{fan_out, gone_endpoints, next_at, next_status, FanOut};
 use crate::store::sql::positional;
-use crate::store::{BornRoom, EndpointSlot, Leased, Relayed, Result, OUTBOX_PENDING};
+use crate::store::{BornRoom, EndpointSlot, Leased, Relayed, Result};
 
 /// The completions of [`MySqlStore::complete_deliveries`] as rows `x`, from one JSON array of
 /// arrays (the first bind).
@@ -43,9 +43,11 @@ const INSERT_SQL: &str = "INSERT IGNORE INTO kurir_deliveries (outbox_id, event_
 impl MySqlStore {
     /// Whether the outbox has undispatched rows: one index probe, no transaction, no lock.
     pub(in crate::store) async fn outbox_pending(&self) -> Result<bool> {
-        Ok(sqlx::query_scalar(OUTBOX_PENDING)
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(
+            sqlx::query_scalar(crate::store::cursor::OUTBOX_PENDING_MYSQL)
+                .fetch_one(&self.pool)
+                .await?,
+        )
     }
 
     /// One transaction: locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP

@@ -7,10 +7,27 @@ use tokio::time::Instant;
 use super::{PgStore, FAN_OUT_LOCK};
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::born::{births, Births};
-use crate::store::ordering::EARLIER_BATCHES;
+use crate::store::cursor::{horizon_pg, past_cursor, OUTBOX_PENDING_PG};
 use crate::store::rows::{FanOutRow, OutboxHead};
 use crate::store::rules::{fan_out, FanOut};
-use crate::store::{BornRoom, Relayed, Result, OUTBOX_PENDING};
+use crate::store::{BornRoom, Relayed, Result};
+
+/// The next rows past the cursor (see `store::cursor`), in cursor order.
+const NEXT_ROWS: &str = concat!(
+    "SELECT o.id, o.event_id, o.event_type, o.aggregate_type, o.aggregate_id, o.created_at, \
+         o.dispatched_at IS NOT NULL AS passed \
+     FROM kurir_outbox o WHERE ",
+    past_cursor!(postgres),
+    " AND o.txid < $2::text::xid8 ORDER BY o.txid, o.id LIMIT $1"
+);
+
+/// Locks the cursor without waiting, and reads [`horizon_pg`] in the same statement: no row
+/// when another relay holds the cursor.
+const LOCK_CURSOR: &str = concat!(
+    "SELECT (",
+    horizon_pg!(),
+    ")::text FROM kurir_relay_cursor FOR UPDATE SKIP LOCKED"
+);
 
 /// The deliveries of a batch with none born claimed.
 const INSERT_PENDING: &str = "INSERT INTO kurir_deliveries \
@@ -42,19 +59,21 @@ const INSERT_BORN: &str = "WITH ins AS ( \
      FROM ins i JOIN kurir_outbox o ON o.id = i.outbox_id WHERE i.born";
 
 impl PgStore {
-    /// Whether the outbox has undispatched rows: one index probe, no transaction, no lock.
+    /// Whether rows past the cursor are ready to fan out: one index probe, no transaction, no
+    /// lock.
     pub(in crate::store) async fn outbox_pending(&self) -> Result<bool> {
-        Ok(sqlx::query_scalar(OUTBOX_PENDING)
+        Ok(sqlx::query_scalar(OUTBOX_PENDING_PG)
             .fetch_one(&self.bookkeeping)
             .await?)
     }
 
-    /// Locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP LOCKED` (so concurrent
-    /// relays take disjoint batches), inserts their deliveries (those `room` takes born
-    /// claimed, see `store::born`) and marks them dispatched, all in one transaction, which
-    /// holds [`FAN_OUT_LOCK`] shared (relays never wait for each other on it, only for an
-    /// endpoint's deletion). A batch with deliveries to keep in order first waits for the
-    /// relays holding earlier rows (see `store::ordering`).
+    /// Fans out up to `limit` outbox rows past the cursor (see `store::cursor`): takes the
+    /// cursor's row lock without waiting (held by another process, which is relaying now: this
+    /// one has nothing to do), reads the rows, inserts their deliveries (those `room` takes born
+    /// claimed, see `store::born`) and moves the cursor past them, all in one transaction, which
+    /// holds [`FAN_OUT_LOCK`] shared (waiting only for an endpoint's deletion). One relay at a
+    /// time, each batch committing after the one before: batches are fanned out in cursor
+    /// order, without waiting for each other (see `store::ordering`).
     pub(in crate::store) async fn relay_batch(
         &self,
         limit: u32,
@@ -63,23 +82,27 @@ impl PgStore {
         // Before the transaction, whose start is the `now()` born leases count from.
         let sent_at = Instant::now();
         let mut tx = self.bookkeeping.begin().await?;
+        let horizon: Option<String> = sqlx::query_scalar(LOCK_CURSOR)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(horizon) = horizon else {
+            return Ok(Relayed::default());
+        };
         // Before the endpoints are read: their snapshot then shows every deletion that
         // committed, and none can commit until this transaction does.
         sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
             .bind(FAN_OUT_LOCK)
             .execute(&mut *tx)
             .await?;
-        let events: Vec<OutboxHead> = sqlx::query_as(
-            "SELECT id, event_id, event_type, aggregate_type, aggregate_id, created_at \
-             FROM kurir_outbox WHERE dispatched_at IS NULL ORDER BY id LIMIT $1 \
-             FOR UPDATE SKIP LOCKED",
-        )
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await?;
-        if events.is_empty() {
+        // A later statement than the horizon's: its snapshot sees every row below it.
+        let events: Vec<OutboxHead> = sqlx::query_as(NEXT_ROWS)
+            .bind(i64::from(limit))
+            .bind(horizon)
+            .fetch_all(&mut *tx)
+            .await?;
+        let Some(last) = events.last().map(|e| e.id) else {
             return Ok(Relayed::default());
-        }
+        };
         let targets: Vec<FanOutRow> = sqlx::query_as(
             "SELECT id, event_types::text AS event_types, ordering, created_at, updated_at \
              FROM kurir_endpoints WHERE enabled AND deleted_at IS NULL",
@@ -87,12 +110,6 @@ impl PgStore {
         .fetch_all(&mut *tx)
         .await?;
         let fan_out = fan_out(events, targets)?;
-        if let Some(first) = fan_out.ordered_from() {
-            sqlx::query(EARLIER_BATCHES)
-                .bind(first)
-                .execute(&mut *tx)
-                .await?;
-        }
         let births = births(&fan_out, room);
         let (inserted, born) = if births.any() {
             insert_born(&mut tx, &fan_out, &births, sent_at).await?
@@ -106,10 +123,13 @@ impl PgStore {
                 .await?;
             (done.rows_affected(), Vec::new())
         };
-        sqlx::query("UPDATE kurir_outbox SET dispatched_at = now() WHERE id = ANY($1)")
-            .bind(&fan_out.dispatched)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE kurir_relay_cursor SET (txid, outbox_id) = \
+             (SELECT txid, id FROM kurir_outbox WHERE id = $1)",
+        )
+        .bind(last)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(Relayed {
             outcome: fan_out.outcome(inserted),

@@ -5,9 +5,19 @@ use tokio::time::Instant;
 
 use super::{is_busy, SqliteStore};
 use crate::store::born::{births, Births};
+use crate::store::cursor::{past_cursor, OUTBOX_PENDING_SQLITE};
 use crate::store::rows::{FanOutRow, OutboxHead};
 use crate::store::rules::{fan_out, FanOut};
-use crate::store::{now_millis, sqlite_ts, BornRoom, Leased, Relayed, Result, OUTBOX_PENDING};
+use crate::store::{now_millis, sqlite_ts, BornRoom, Leased, Relayed, Result};
+
+/// The next rows past the cursor (see `store::cursor`), in id order.
+const NEXT_ROWS: &str = concat!(
+    "SELECT o.id, o.event_id, o.event_type, o.aggregate_type, o.aggregate_id, o.created_at, \
+         o.dispatched_at IS NOT NULL AS passed \
+     FROM kurir_outbox o WHERE ",
+    past_cursor!(sqlite),
+    " ORDER BY o.id LIMIT ?1"
+);
 
 /// The deliveries of a batch, from one JSON array of `[outbox_id, event_id, endpoint_id,
 /// ordering_key, born]` (`?1`) at `?2`; `born` is the lease's end for a row born claimed to
@@ -27,11 +37,11 @@ const INSERT_SQL: &str = "INSERT INTO kurir_deliveries (outbox_id, event_id, end
      RETURNING id, outbox_id, endpoint_id, lease_owner IS NOT NULL AS born";
 
 impl SqliteStore {
-    /// Whether the outbox has undispatched rows: an idle relay only reads (one index probe), so
+    /// Whether rows past the cursor wait: an idle relay only reads (one index probe), so
     /// it never takes the write lock for nothing. (A read is busy only in rare moments of WAL
     /// recovery; then the relay looks anyway.)
     pub(in crate::store) async fn outbox_pending(&self) -> Result<bool> {
-        let pending = sqlx::query_scalar::<_, bool>(OUTBOX_PENDING)
+        let pending = sqlx::query_scalar::<_, bool>(OUTBOX_PENDING_SQLITE)
             .fetch_one(&self.bookkeeping)
             .await;
         match pending {
@@ -40,9 +50,9 @@ impl SqliteStore {
         }
     }
 
-    /// One `BEGIN IMMEDIATE` transaction: reads a batch of undispatched rows, inserts their
-    /// deliveries (one statement over a JSON array; those `room` takes born claimed, see
-    /// `store::born`) and marks them dispatched.
+    /// One `BEGIN IMMEDIATE` transaction: reads a batch of rows past the cursor (see
+    /// `store::cursor`), inserts their deliveries (one statement over a JSON array; those
+    /// `room` takes born claimed, see `store::born`) and moves the cursor past them.
     pub(in crate::store) async fn relay_batch(
         &self,
         limit: u32,
@@ -50,16 +60,13 @@ impl SqliteStore {
     ) -> Result<Relayed> {
         let sent_at = Instant::now();
         let mut tx = self.begin_immediate().await?;
-        let events: Vec<OutboxHead> = sqlx::query_as(
-            "SELECT id, event_id, event_type, aggregate_type, aggregate_id, created_at \
-             FROM kurir_outbox WHERE dispatched_at IS NULL ORDER BY id LIMIT ?1",
-        )
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await?;
-        if events.is_empty() {
+        let events: Vec<OutboxHead> = sqlx::query_as(NEXT_ROWS)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+        let Some(last) = events.last().map(|e| e.id) else {
             return Ok(Relayed::default());
-        }
+        };
         let targets: Vec<FanOutRow> = sqlx::query_as(
             "SELECT id, event_types, ordering, created_at, updated_at FROM kurir_endpoints \
                  WHERE enabled AND deleted_at IS NULL",
@@ -90,9 +97,8 @@ impl SqliteStore {
             });
         }
         let events = super::leases::events_of(&mut tx, &leased).await?;
-        sqlx::query("UPDATE kurir_outbox SET dispatched_at = ?2 WHERE id IN (SELECT value FROM json_each(?1))")
-            .bind(serde_json::to_string(&fan_out.dispatched).unwrap_or_default())
-            .bind(sqlite_ts(now))
+        sqlx::query("UPDATE kurir_relay_cursor SET outbox_id = ?1")
+            .bind(last)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
