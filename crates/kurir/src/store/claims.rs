@@ -39,6 +39,13 @@ impl OrphanLooks {
         };
         *self.next.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + wait);
     }
+
+    /// Puts the next look an hour away, for tests of claims that must not look.
+    #[cfg(test)]
+    pub fn hold_off(&self) {
+        let later = Instant::now() + Duration::from_secs(3600);
+        *self.next.lock().unwrap_or_else(|p| p.into_inner()) = Some(later);
+    }
 }
 
 /// What a claim asks of its dialect (see [`super::Store::claim_due_deliveries`]).

@@ -2,6 +2,7 @@
 //! row locks (`FOR UPDATE SKIP LOCKED`), leases and fences.
 
 mod admin;
+mod cursors;
 mod leases;
 mod notify;
 mod relay;
@@ -50,6 +51,8 @@ pub struct PgStore {
     bookkeeping: PgPool,
     /// When claims look for orphans past the rows they take.
     orphan_looks: std::sync::Arc<super::OrphanLooks>,
+    /// Where each endpoint's next claim starts reading its due rows.
+    claim_cursors: std::sync::Arc<cursors::ClaimCursors>,
     /// Seals and opens the secret columns.
     pub(super) secrets: super::SecretCodec,
 }
@@ -81,6 +84,7 @@ impl PgStore {
             pool,
             bookkeeping,
             orphan_looks: Default::default(),
+            claim_cursors: Default::default(),
             secrets: Default::default(),
         })
     }
@@ -91,6 +95,7 @@ impl PgStore {
         Self {
             bookkeeping: pool.clone(),
             orphan_looks: Default::default(),
+            claim_cursors: Default::default(),
             secrets: Default::default(),
             pool,
         }

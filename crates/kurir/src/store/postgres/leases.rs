@@ -3,11 +3,13 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use sqlx::postgres::PgRow;
 use sqlx::Row;
 
 use tokio::time::Instant;
 
+use super::cursors::{Position, Taken};
 use super::PgStore;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::ordering::{dead_letter_status, ordered};
@@ -18,6 +20,12 @@ use crate::store::{
 /// The claim (see [`PgStore::claim_due_deliveries`]): `due` locks and `leased` leases the live
 /// rows; `$orphans` adds the look for orphans of [`CLAIM_LOOKING_SQL`], `$tail` is the final
 /// `SELECT`.
+///
+/// Each endpoint's rows are read in `(available_at, id)` order, from just after `$8`/`$9` of its
+/// slot when they are set (its [`super::cursors`] position: where its last claim stopped), else from
+/// the start. The comparison of both columns as a row is a condition on the due index
+/// `(endpoint_id, available_at, id)`: the scan starts at the cursor, past the dead entries of the
+/// rows claimed before, instead of filtering them one by one.
 ///
 /// Every row is reached through an index whatever the statistics say, and the estimated cost
 /// stays far below `jit_above_cost` (an unbounded orphan walk was estimated at a third of each
@@ -39,12 +47,15 @@ macro_rules! claim_sql {
         concat!(
             "WITH slots AS ( \
                 SELECT * FROM unnest($2::text[], $3::int4[], $4::float8[], $6::bool[], \
-                    $7::text[]) AS s(endpoint_id, lim, lease_s, ordered, dead_letter) \
+                    $7::text[], $8::timestamptz[], $9::int8[]) \
+                    AS s(endpoint_id, lim, lease_s, ordered, dead_letter, after_at, after_id) \
              ), due AS ( \
                 SELECT c.id, c.available_at, s.endpoint_id FROM slots s CROSS JOIN LATERAL ( \
                     SELECT d.id, d.available_at FROM kurir_deliveries d \
                     WHERE d.endpoint_id = s.endpoint_id AND d.status IN ('pending', 'failed') \
                       AND d.available_at <= now() \
+                      AND (d.available_at, d.id) > (COALESCE(s.after_at, '-infinity'), \
+                          COALESCE(s.after_id, 0)) \
                       AND (SELECT o.id FROM kurir_outbox o WHERE o.id = d.outbox_id) IS NOT NULL \
                       AND (d.ordering_key IS NULL OR NOT s.ordered OR NOT EXISTS ( \
                         SELECT 1 FROM unnest(ARRAY['pending', 'processing', 'failed', \
@@ -56,7 +67,7 @@ macro_rules! claim_sql {
                                 < (d.endpoint_id, d.ordering_key, h.status, d.outbox_id) \
                             ORDER BY p.endpoint_id DESC, p.ordering_key DESC, p.status DESC, \
                                 p.outbox_id DESC LIMIT 1))) \
-                    ORDER BY d.available_at LIMIT s.lim \
+                    ORDER BY d.available_at, d.id LIMIT s.lim \
                     FOR UPDATE OF d SKIP LOCKED \
                 ) c LIMIT $5 ",
             $orphans,
@@ -70,7 +81,7 @@ macro_rules! claim_sql {
                 WHERE d.id = ANY (ARRAY(SELECT id FROM due)) AND o.id = d.outbox_id \
                 RETURNING d.id, d.endpoint_id, d.attempt_count, d.trigger, o.event_id, \
                     o.event_type, o.version, o.occurred_at, o.aggregate_id, \
-                    o.payload::text AS payload \
+                    o.payload::text AS payload, d.available_at \
              ) ",
             $tail
         )
@@ -86,10 +97,11 @@ const CLAIM_SQL: &str = claim_sql!("", "SELECT FALSE AS orphan, * FROM leased");
 /// `read_to` bounds, for each endpoint, the due rows the claim surely read: those before its
 /// last claimed row's `available_at` (rows tied with it may lie after it in the index: a relay
 /// batch shares one timestamp), or all of them when it took fewer than it could and the claim
-/// was not cut short by the overall limit. `orphaned` removes the rows within that bound whose
+/// was not cut short by the overall limit (a claim that looks reads every endpoint from the
+/// start, without a cursor, so these are counted from there). `orphaned` removes the rows within that bound whose
 /// outbox row is gone, and `forgotten` their attempts (the hot tables have no foreign keys, see
 /// migration 0004). Orphans tied with a claimed row are reached by a later look. The walk
-/// reads at most `$8` rows ([`ORPHAN_WALK`]): mostly the rows just claimed, read again; a
+/// reads at most `$10` rows ([`ORPHAN_WALK`]): mostly the rows just claimed, read again; a
 /// longer run of orphans is removed over several claims. It takes no lock of its own (the
 /// deletion locks what it deletes), so it never holds up another process's claim.
 const CLAIM_LOOKING_SQL: &str = claim_sql!(
@@ -104,8 +116,8 @@ const CLAIM_LOOKING_SQL: &str = claim_sql!(
                     SELECT x.id, x.outbox_id FROM kurir_deliveries x \
                     WHERE x.endpoint_id = r.endpoint_id AND x.status IN ('pending', 'failed') \
                       AND x.available_at <= now() AND x.available_at < r.before \
-                    ORDER BY x.available_at LIMIT $8 \
-                ) h LIMIT $8 \
+                    ORDER BY x.available_at LIMIT $10 \
+                ) h LIMIT $10 \
             ) w WHERE (SELECT o.id FROM kurir_outbox o WHERE o.id = w.outbox_id) IS NULL)) \
         RETURNING d.id, d.endpoint_id, d.event_id \
      ), forgotten AS ( \
@@ -113,7 +125,7 @@ const CLAIM_LOOKING_SQL: &str = claim_sql!(
     "SELECT FALSE AS orphan, * FROM leased \
      UNION ALL \
      SELECT TRUE, id, endpoint_id, NULL::int4, NULL::text, event_id, NULL::text, NULL::int4, \
-         NULL::timestamptz, NULL::text, NULL::text FROM orphaned"
+         NULL::timestamptz, NULL::text, NULL::text, NULL::timestamptz FROM orphaned"
 );
 
 /// Ends leases without a recorded attempt, counting each as an attempt: dead-letters the
@@ -184,33 +196,14 @@ impl PgStore {
     /// due rows it read past. The locks end with the statement; the lease is what protects a
     /// row during the HTTP call.
     pub(in crate::store) async fn claim_due_deliveries(&self, ask: ClaimAsk<'_>) -> Result<Claim> {
-        let ids: Vec<&str> = ask.slots.iter().map(|s| s.endpoint.id.as_str()).collect();
-        let limits: Vec<i32> = ask
-            .slots
-            .iter()
-            .map(|s| s.limit.try_into().unwrap_or(i32::MAX))
-            .collect();
-        let leases: Vec<f64> = ask.slots.iter().map(|s| s.lease.as_secs_f64()).collect();
-        let ordered: Vec<bool> = ask.slots.iter().map(|s| ordered(&s.endpoint)).collect();
-        let dead_letter: Vec<&str> = ask
-            .slots
-            .iter()
-            .map(|s| dead_letter_status(&s.endpoint))
-            .collect();
         let looking = self.orphan_looks.due();
+        let args = SlotArgs::of(ask.slots, |slot| self.claim_start(slot, looking));
         let sql = if looking {
             CLAIM_LOOKING_SQL
         } else {
             CLAIM_SQL
         };
-        let mut query = sqlx::query(sql)
-            .bind(ask.owner)
-            .bind(&ids)
-            .bind(&limits)
-            .bind(&leases)
-            .bind(i64::from(ask.limit))
-            .bind(&ordered)
-            .bind(&dead_letter);
+        let mut query = args.bind(sqlx::query(sql).bind(ask.owner), ask.limit);
         if looking {
             query = query.bind(ORPHAN_WALK);
         }
@@ -221,19 +214,62 @@ impl PgStore {
             .map(|s| (s.endpoint.id.as_str(), s))
             .collect();
         let mut claim = Claim::default();
+        let mut taken: HashMap<String, (u32, Position)> = HashMap::new();
         for r in &rows {
             if r.try_get("orphan")? {
                 claim
                     .orphans
                     .push(Orphan::of_row(r, OrphanReason::EventDeleted)?);
-            } else {
-                claim.deliveries.push(claimed(r, &by_id, ask.sent_at)?);
+                continue;
             }
+            let delivery = claimed(r, &by_id, ask.sent_at)?;
+            let at = (r.try_get("available_at")?, delivery.delivery_id);
+            let entry = taken
+                .entry(delivery.endpoint.id.to_string())
+                .or_insert((0, at));
+            *entry = (entry.0 + 1, entry.1.max(at));
+            claim.deliveries.push(delivery);
         }
         if looking {
             self.orphan_looks.looked(!claim.orphans.is_empty());
         }
+        self.move_cursors(&ask, &args, &taken);
         Ok(claim)
+    }
+
+    /// Where the claim for `slot` starts reading its endpoint's due rows (see [`super::cursors`]):
+    /// from the start for an ordered endpoint and when the claim looks for orphans.
+    fn claim_start(&self, slot: &EndpointSlot, looking: bool) -> Option<Position> {
+        let id = slot.endpoint.id.as_str();
+        if looking || ordered(&slot.endpoint) {
+            self.claim_cursors.forget(id);
+            return None;
+        }
+        self.claim_cursors.after(id)
+    }
+
+    /// Moves or drops each slot's cursor after a claim that `taken` sums up per endpoint:
+    /// how many rows it took and the last of them.
+    fn move_cursors(
+        &self,
+        ask: &ClaimAsk<'_>,
+        args: &SlotArgs<'_>,
+        taken: &HashMap<String, (u32, Position)>,
+    ) {
+        for (slot, after) in ask.slots.iter().zip(&args.after) {
+            let id = slot.endpoint.id.as_str();
+            if ordered(&slot.endpoint) {
+                continue;
+            }
+            let (count, last) = taken.get(id).map_or((0, None), |(n, at)| (*n, Some(*at)));
+            let took = Taken {
+                after: *after,
+                sent_at: ask.sent_at,
+                full: count >= slot.limit,
+                last,
+            };
+            self.claim_cursors.took(id, took);
+        }
     }
 
     /// One statement; the deletions take row locks, so two processes removing the same rows
@@ -299,6 +335,54 @@ impl PgStore {
         Ok(Requeued::of_statuses(&statuses))
     }
 }
+
+/// The claim's arguments per endpoint slot, in the slots' order: `$2`–`$4` and `$6`–`$9` of
+/// `claim_sql!`.
+struct SlotArgs<'a> {
+    ids: Vec<&'a str>,
+    limits: Vec<i32>,
+    leases: Vec<f64>,
+    ordered: Vec<bool>,
+    dead_letter: Vec<&'a str>,
+    /// Where each slot's claim starts (see [`super::cursors`]).
+    after: Vec<Option<Position>>,
+}
+
+impl<'a> SlotArgs<'a> {
+    fn of(slots: &'a [EndpointSlot], start: impl Fn(&EndpointSlot) -> Option<Position>) -> Self {
+        Self {
+            ids: slots.iter().map(|s| s.endpoint.id.as_str()).collect(),
+            limits: (slots.iter())
+                .map(|s| s.limit.try_into().unwrap_or(i32::MAX))
+                .collect(),
+            leases: slots.iter().map(|s| s.lease.as_secs_f64()).collect(),
+            ordered: slots.iter().map(|s| ordered(&s.endpoint)).collect(),
+            dead_letter: slots
+                .iter()
+                .map(|s| dead_letter_status(&s.endpoint))
+                .collect(),
+            after: slots.iter().map(start).collect(),
+        }
+    }
+
+    /// `$2` to `$9` bound after `$1` on `query`, with `limit` in all as `$5`.
+    fn bind<'q>(&'q self, query: PgQuery<'q>, limit: u32) -> PgQuery<'q> {
+        let after_at: Vec<Option<DateTime<Utc>>> =
+            self.after.iter().map(|a| a.map(|p| p.0)).collect();
+        let after_id: Vec<Option<i64>> = self.after.iter().map(|a| a.map(|p| p.1)).collect();
+        query
+            .bind(&self.ids)
+            .bind(&self.limits)
+            .bind(&self.leases)
+            .bind(i64::from(limit))
+            .bind(&self.ordered)
+            .bind(&self.dead_letter)
+            .bind(after_at)
+            .bind(after_id)
+    }
+}
+
+type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
 fn millis(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -372,6 +456,8 @@ mod tests {
         drop_database(&admin, &name).await;
         let allowed = ["kurir_deliveries_due", "kurir_deliveries_pkey"];
         for plan in plans {
+            let start = "ROW(available_at, id) > ROW(COALESCE(";
+            assert!(plan.to_string().contains(start), "{plan}");
             let mut scans = Vec::new();
             scans_of(&plan, &mut scans);
             let on_deliveries = scans
@@ -390,14 +476,17 @@ mod tests {
     }
 
     /// The plans of both claims for one ordered endpoint, as planned for these arguments and as
-    /// a generic plan.
+    /// a generic plan, and of the claim from a cursor (whose start is an index condition).
     async fn claim_plans(store: &PgStore) -> Vec<serde_json::Value> {
         let mut plans = Vec::new();
-        for (sql, generic) in [
-            (CLAIM_SQL, false),
-            (CLAIM_SQL, true),
-            (CLAIM_LOOKING_SQL, false),
-            (CLAIM_LOOKING_SQL, true),
+        let cursor = Some((Utc::now(), 1));
+        for (sql, generic, after) in [
+            (CLAIM_SQL, false, None),
+            (CLAIM_SQL, true, None),
+            (CLAIM_SQL, false, cursor),
+            (CLAIM_SQL, true, cursor),
+            (CLAIM_LOOKING_SQL, false, None),
+            (CLAIM_LOOKING_SQL, true, None),
         ] {
             let mut tx = store.pool().begin().await.unwrap();
             if generic {
@@ -414,7 +503,9 @@ mod tests {
                 .bind(vec![30.0f64])
                 .bind(100i64)
                 .bind(vec![true])
-                .bind(vec!["dead_letter"]);
+                .bind(vec!["dead_letter"])
+                .bind(vec![after.map(|a: Position| a.0)])
+                .bind(vec![after.map(|a| a.1)]);
             if sql == CLAIM_LOOKING_SQL {
                 query = query.bind(ORPHAN_WALK);
             }
