@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -13,7 +13,7 @@ use kurir::store::Store;
 
 use crate::on_both_backends;
 use crate::support::receiver::{Receiver, Recorded};
-use crate::support::{enqueue_events, eventually, TestDb};
+use crate::support::{enqueue_events, eventually, eventually_within, TestDb};
 
 on_both_backends!(
     sigkill_mid_delivery_loses_no_event,
@@ -316,7 +316,15 @@ mod scale_out {
     async fn a_killed_process_among_three_loses_no_event(db: TestDb) {
         let (dir, rx, ids) = held_receiver_with_events(&db, 2000).await;
 
-        let mut children: Vec<Kurir> = (0..3).map(|_| spawn_kurir(&db, dir.path())).collect();
+        // Held requests must stay open until all three processes have started, which may be
+        // seconds apart under load (with 2 s requests, those of the first timed out and were
+        // sent again before the last one started, so 48 were never open at once). The price is
+        // the victim's leases: 1 s + 4 × (1 s + 10 s), which the others wait out before they
+        // send its deliveries, hence the longer wait for every delivery below.
+        let held = [("KURIR_REQUEST_TIMEOUT", "10s")];
+        let mut children: Vec<Kurir> = (0..3)
+            .map(|_| spawn_kurir_with(&db, dir.path(), &held))
+            .collect();
         rx.wait_until("48 requests held open by three processes", |_, open| {
             open == 48
         })
@@ -325,7 +333,14 @@ mod scale_out {
         children[0].kill().unwrap();
         children[0].wait().unwrap();
         rx.release(1_000_000);
-        wait_all_sent(&db.store, 2000).await;
+        eventually_within(
+            Duration::from_secs(120),
+            "2000 deliveries to be sent",
+            || async {
+                (count_status(&db.store, DeliveryStatus::Sent).await == 2000).then_some(())
+            },
+        )
+        .await;
         for child in &mut children[1..] {
             child.kill().unwrap();
             child.wait().unwrap();
@@ -355,7 +370,7 @@ mod scale_out {
         for _ in 0..150 {
             ids.extend(enqueue_events(&db.store, "order.paid", 10).await);
             // The application's pace: ten events every 10 ms.
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         wait_all_sent(&db.store, ids.len() as i64).await;
         for child in &mut children {

@@ -353,12 +353,21 @@ impl TestServer {
 }
 
 /// Polls `check` every 10 ms until it yields a value; panics after 30 s naming `what`.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    eventually_within(Duration::from_secs(30), what, check).await
+}
+
+/// [`eventually`], panicking after `patience`.
+pub async fn eventually_within<T, F, Fut>(patience: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + patience;
     loop {
         if let Some(v) = check().await {
             return v;
