@@ -388,6 +388,18 @@ fn millis(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// The event of a leased row, as the claim's `RETURNING` and the relay's born rows read it.
+pub(super) fn event_snapshot(r: &PgRow) -> Result<EventSnapshot> {
+    Ok(EventSnapshot {
+        event_id: r.try_get("event_id")?,
+        event_type: r.try_get("event_type")?,
+        version: r.try_get("version")?,
+        occurred_at: r.try_get("occurred_at")?,
+        aggregate_id: r.try_get("aggregate_id")?,
+        payload: r.try_get("payload")?,
+    })
+}
+
 fn claimed(
     r: &PgRow,
     slots: &HashMap<&str, &EndpointSlot>,
@@ -404,14 +416,7 @@ fn claimed(
         delivery_id: r.try_get("id")?,
         attempt: u32::try_from(r.try_get::<i32, _>("attempt_count")?).unwrap_or(0),
         trigger: Trigger::from_db(r.try_get("trigger")?),
-        event: EventSnapshot {
-            event_id: r.try_get("event_id")?,
-            event_type: r.try_get("event_type")?,
-            version: r.try_get("version")?,
-            occurred_at: r.try_get("occurred_at")?,
-            aggregate_id: r.try_get("aggregate_id")?,
-            payload: r.try_get("payload")?,
-        },
+        event: event_snapshot(r)?,
         endpoint: slot.endpoint.clone(),
         lease_deadline: sent_at + slot.lease,
     })

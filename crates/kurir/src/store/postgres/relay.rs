@@ -4,8 +4,9 @@ use sqlx::postgres::PgRow;
 use sqlx::Row;
 use tokio::time::Instant;
 
+use super::leases::event_snapshot;
 use super::{PgStore, FAN_OUT_LOCK};
-use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
+use crate::delivery::{ClaimedDelivery, Trigger};
 use crate::store::born::{births, Births};
 use crate::store::cursor::{horizon_pg, past_cursor, OUTBOX_PENDING_PG};
 use crate::store::rows::{FanOutRow, OutboxHead};
@@ -173,14 +174,7 @@ fn born_claimed(r: &PgRow, births: &Births<'_>, sent_at: Instant) -> Result<Clai
         delivery_id: r.try_get("id")?,
         attempt: 1,
         trigger: Trigger::Scheduled,
-        event: EventSnapshot {
-            event_id: r.try_get("event_id")?,
-            event_type: r.try_get("event_type")?,
-            version: r.try_get("version")?,
-            occurred_at: r.try_get("occurred_at")?,
-            aggregate_id: r.try_get("aggregate_id")?,
-            payload: r.try_get("payload")?,
-        },
+        event: event_snapshot(r)?,
         endpoint: slot.endpoint.clone(),
         lease_deadline: sent_at + slot.lease,
     })
