@@ -23,24 +23,47 @@ const NEXT_ROWS: &str = concat!(
 );
 
 /// Locks the cursor without waiting, and reads [`horizon_pg`] in the same statement: no row
-/// when another relay holds the cursor.
+/// when another relay holds the cursor. Also takes [`FAN_OUT_LOCK`] shared (`$1`), before the
+/// endpoints are read: their snapshot then shows every deletion that committed, and none can
+/// commit until this transaction does. (When the cursor is skipped the lock may have been
+/// taken too; the transaction ends at once.)
 const LOCK_CURSOR: &str = concat!(
     "SELECT (",
     horizon_pg!(),
-    ")::text FROM kurir_relay_cursor FOR UPDATE SKIP LOCKED"
+    ")::text AS horizon, pg_advisory_xact_lock_shared($1)::text AS fence \
+     FROM kurir_relay_cursor FOR UPDATE SKIP LOCKED"
 );
 
-/// The deliveries of a batch with none born claimed.
-const INSERT_PENDING: &str = "INSERT INTO kurir_deliveries \
-        (outbox_id, event_id, endpoint_id, ordering_key) \
+/// Moves the cursor to outbox row `$N`, as a `WITH` item of the statement inserting the
+/// batch's deliveries: the cursor moves in the same statement as the rows it passes.
+macro_rules! move_cursor {
+    ($n:literal) => {
+        concat!(
+            "moved AS (UPDATE kurir_relay_cursor SET (txid, outbox_id) = \
+             (SELECT txid, id FROM kurir_outbox WHERE id = $",
+            $n,
+            "))"
+        )
+    };
+}
+
+/// The deliveries of a batch with none born claimed; moves the cursor to `$5`.
+const INSERT_PENDING: &str = concat!(
+    "WITH ",
+    move_cursor!(5),
+    " INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, ordering_key) \
      SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[]) \
-     ON CONFLICT (outbox_id, endpoint_id) DO NOTHING";
+     ON CONFLICT (outbox_id, endpoint_id) DO NOTHING"
+);
 
 /// The deliveries of a batch with some born claimed (`$5`: the lease in seconds, `NULL` for a
 /// row inserted pending; `$6`: the owner), leased as `claim_sql!` leases. Returns one row with
 /// the number inserted (`summary`), then each born row with its event (read as the claim's
-/// `RETURNING` reads it); rows inserted pending are not sent back.
-const INSERT_BORN: &str = "WITH ins AS ( \
+/// `RETURNING` reads it); rows inserted pending are not sent back. Moves the cursor to `$7`.
+const INSERT_BORN: &str = concat!(
+    "WITH ",
+    move_cursor!(7),
+    ", ins AS ( \
         INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, ordering_key, status, \
             lease_owner, lease_expires_at, attempt_count) \
         SELECT o, e, p, k, CASE WHEN l IS NULL THEN 'pending' ELSE 'processing' END, \
@@ -57,7 +80,8 @@ const INSERT_BORN: &str = "WITH ins AS ( \
      UNION ALL \
      SELECT FALSE, i.id, i.endpoint_id, o.event_id, o.event_type, o.version, o.occurred_at, \
          o.aggregate_id, o.payload::text \
-     FROM ins i JOIN kurir_outbox o ON o.id = i.outbox_id WHERE i.born";
+     FROM ins i JOIN kurir_outbox o ON o.id = i.outbox_id WHERE i.born"
+);
 
 impl PgStore {
     /// Whether rows past the cursor are ready to fan out: one index probe, no transaction, no
@@ -84,17 +108,12 @@ impl PgStore {
         let sent_at = Instant::now();
         let mut tx = self.bookkeeping.begin().await?;
         let horizon: Option<String> = sqlx::query_scalar(LOCK_CURSOR)
+            .bind(FAN_OUT_LOCK)
             .fetch_optional(&mut *tx)
             .await?;
         let Some(horizon) = horizon else {
             return Ok(Relayed::default());
         };
-        // Before the endpoints are read: their snapshot then shows every deletion that
-        // committed, and none can commit until this transaction does.
-        sqlx::query("SELECT pg_advisory_xact_lock_shared($1)")
-            .bind(FAN_OUT_LOCK)
-            .execute(&mut *tx)
-            .await?;
         // A later statement than the horizon's: its snapshot sees every row below it.
         let events: Vec<OutboxHead> = sqlx::query_as(NEXT_ROWS)
             .bind(i64::from(limit))
@@ -113,24 +132,18 @@ impl PgStore {
         let fan_out = fan_out(events, targets)?;
         let births = births(&fan_out, room);
         let (inserted, born) = if births.any() {
-            insert_born(&mut tx, &fan_out, &births, sent_at).await?
+            insert_born(&mut tx, &fan_out, &births, last, sent_at).await?
         } else {
             let done = sqlx::query(INSERT_PENDING)
                 .bind(&fan_out.outbox_ids)
                 .bind(&fan_out.event_ids)
                 .bind(&fan_out.endpoint_ids)
                 .bind(&fan_out.ordering_keys)
+                .bind(last)
                 .execute(&mut *tx)
                 .await?;
             (done.rows_affected(), Vec::new())
         };
-        sqlx::query(
-            "UPDATE kurir_relay_cursor SET (txid, outbox_id) = \
-             (SELECT txid, id FROM kurir_outbox WHERE id = $1)",
-        )
-        .bind(last)
-        .execute(&mut *tx)
-        .await?;
         tx.commit().await?;
         Ok(Relayed {
             outcome: fan_out.outcome(inserted),
@@ -139,11 +152,13 @@ impl PgStore {
     }
 }
 
-/// Runs [`INSERT_BORN`]: how many rows it inserted, and the born ones as claimed deliveries.
+/// Runs [`INSERT_BORN`], moving the cursor to outbox row `last`: how many rows it inserted,
+/// and the born ones as claimed deliveries.
 async fn insert_born(
     tx: &mut sqlx::PgConnection,
     fan_out: &FanOut,
     births: &Births<'_>,
+    last: i64,
     sent_at: Instant,
 ) -> Result<(u64, Vec<ClaimedDelivery>)> {
     let rows = sqlx::query(INSERT_BORN)
@@ -153,6 +168,7 @@ async fn insert_born(
         .bind(&fan_out.ordering_keys)
         .bind(births.lease_secs(fan_out.endpoint_ids.len()))
         .bind(births.owner())
+        .bind(last)
         .fetch_all(&mut *tx)
         .await?;
     let mut inserted = 0;
