@@ -113,8 +113,8 @@ pub fn own_cpu_seconds() -> f64 {
 }
 
 /// The whole machine's CPU time so far, all cores, from the first line of `/proc/stat`, in clock
-/// ticks: `(busy, total)`, where idle and waiting for I/O are not busy. `None` off Linux.
-pub fn machine_cpu_ticks() -> Option<(u64, u64)> {
+/// ticks. `None` off Linux.
+pub fn machine_cpu_ticks() -> Option<MachineTicks> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().next()?.strip_prefix("cpu ")?;
     let ticks: Vec<u64> = line
@@ -124,11 +124,40 @@ pub fn machine_cpu_ticks() -> Option<(u64, u64)> {
     // user nice system idle iowait irq softirq steal (guest time is already in user).
     let total: u64 = ticks.iter().take(8).sum();
     let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0);
-    Some((total - idle, total))
+    Some(MachineTicks {
+        busy: total - idle,
+        stolen: ticks.get(7).copied().unwrap_or(0),
+        total,
+    })
 }
 
-/// The share of the machine's CPU time that was busy between two [`machine_cpu_ticks`] readings.
-pub fn busy_share(start: Option<(u64, u64)>, end: Option<(u64, u64)>) -> Option<f64> {
-    let ((b0, t0), (b1, t1)) = (start?, end?);
-    (t1 > t0).then(|| (b1 - b0) as f64 / (t1 - t0) as f64)
+/// A reading of [`machine_cpu_ticks`].
+#[derive(Clone, Copy, Debug)]
+pub struct MachineTicks {
+    /// Not idle and not waiting for I/O; includes `stolen`.
+    pub busy: u64,
+    /// Taken by the hypervisor for other guests while this one had work: on a shared VM it
+    /// moves every figure of a run, and no process here can use it.
+    pub stolen: u64,
+    /// Everything.
+    pub total: u64,
+}
+
+/// The shares of the machine's CPU time between two [`machine_cpu_ticks`] readings that were
+/// busy and that were stolen by the hypervisor (part of the busy share).
+fn busy_share(start: Option<MachineTicks>, end: Option<MachineTicks>) -> Option<(f64, f64)> {
+    let (a, b) = (start?, end?);
+    let total = b.total.checked_sub(a.total).filter(|t| *t > 0)? as f64;
+    let share = |x: u64, y: u64| y.saturating_sub(x) as f64 / total;
+    Some((share(a.busy, b.busy), share(a.stolen, b.stolen)))
+}
+
+/// Adds how busy the whole machine was since `start` (every process counts, so read it with
+/// the load average) and how much of that the hypervisor took, as `machine_cpu_busy` and
+/// `machine_cpu_stolen`: whether the machine, not a setting, limited the run.
+pub fn record_busy(r: &mut crate::report::ScenarioResult, start: Option<MachineTicks>) {
+    if let Some((busy, stolen)) = busy_share(start, machine_cpu_ticks()) {
+        r.metric("machine_cpu_busy", busy * 100.0, "%");
+        r.metric("machine_cpu_stolen", stolen * 100.0, "%");
+    }
 }

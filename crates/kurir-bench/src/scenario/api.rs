@@ -77,11 +77,7 @@ async fn one(
     let posted = post_all(client, base_url, rig.recorder.clone(), base, events, mode).await?;
     let expected = (events * endpoints) as u64;
     rig.wait_or_note(&mut r, expected, ctx.sizes.patience).await;
-    // Whether the machine, not a setting, limits the run: every process counts, so read it
-    // with the load average.
-    if let Some(busy) = crate::machine::busy_share(cpu_start, crate::machine::machine_cpu_ticks()) {
-        r.metric("machine_cpu_busy", busy * 100.0, "%");
-    }
+    crate::machine::record_busy(&mut r, cpu_start);
     sampling.store(false, Ordering::Relaxed);
     let waits = sampler.await??;
     let d = Deliveries::collect(&rig.recorder, 0..endpoints);

@@ -35,6 +35,7 @@ pub async fn one(ctx: &Ctx, events: usize, endpoints: usize) -> anyhow::Result<S
     let paths: Vec<String> = (0..endpoints).map(|k| format!("e/{k}")).collect();
     let mut rig = Rig::new(ctx, base, events, &paths).await?;
     rig.start_kurir(ctx).await?;
+    let cpu_start = crate::machine::machine_cpu_ticks();
     let pace = Pace {
         tx_size: TX_SIZE,
         producers: PRODUCERS,
@@ -43,6 +44,7 @@ pub async fn one(ctx: &Ctx, events: usize, endpoints: usize) -> anyhow::Result<S
     let enqueue_rate = produce(&rig.app, &Via::Rust, &rig.recorder, base, events, pace).await?;
     let expected = (events * endpoints) as u64;
     rig.wait_or_note(&mut r, expected, ctx.sizes.patience).await;
+    crate::machine::record_busy(&mut r, cpu_start);
     let d = Deliveries::collect(&rig.recorder, 0..endpoints);
     let rate = d.end_to_end_rate();
     let lat = d.latency();
