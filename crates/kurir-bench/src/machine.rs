@@ -161,3 +161,25 @@ pub fn record_busy(r: &mut crate::report::ScenarioResult, start: Option<MachineT
         r.metric("machine_cpu_stolen", stolen * 100.0, "%");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{busy_share, MachineTicks};
+
+    /// Shares are of the time between the readings, and the stolen share is part of the busy one.
+    #[test]
+    fn busy_and_stolen_shares_are_of_the_interval() {
+        let at = |busy, stolen, total| {
+            Some(MachineTicks {
+                busy,
+                stolen,
+                total,
+            })
+        };
+        let (busy, stolen) = busy_share(at(100, 10, 1_000), at(280, 30, 1_200)).unwrap();
+        assert!((busy - 0.9).abs() < 1e-9, "{busy}");
+        assert!((stolen - 0.1).abs() < 1e-9, "{stolen}");
+        assert_eq!(busy_share(at(5, 0, 100), at(5, 0, 100)), None);
+        assert_eq!(busy_share(None, at(5, 0, 100)), None);
+    }
+}
