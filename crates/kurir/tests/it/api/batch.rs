@@ -128,7 +128,10 @@ async fn concurrent_publishes_keep_their_idempotency(app: TestApp) {
                 )),
             };
             let (status, body) = app.send(req).await;
-            (kind, status, body["event_id"].as_str().unwrap().to_owned())
+            let Some(event_id) = body["event_id"].as_str() else {
+                panic!("{kind}: {status} {body}");
+            };
+            (kind, status, event_id.to_owned())
         });
     }
     let mut answers: Vec<(&str, StatusCode, String)> = Vec::new();
