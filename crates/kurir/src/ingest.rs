@@ -123,8 +123,7 @@ const DEADLOCK_TRIES: u32 = 3;
 /// Whether the database failed the transaction to break a deadlock (or a serialization
 /// conflict): nothing was written, and the same publish may succeed at once. Batches make them
 /// possible where single publishes made none: two batches insert the same event ids or keys in
-/// different orders, and on InnoDB, when a batch holding an id rolls back, the publishes that
-/// waited for that id each hold a shared lock on it and deadlock each other's insert.
+/// different orders, each holding one the other waits for.
 fn deadlocked(e: &EnqueueError) -> bool {
     match e {
         EnqueueError::Database(sqlx::Error::Database(d)) => {

@@ -190,8 +190,19 @@ pub(crate) async fn insert<DB: OutboxDatabase>(
 ) -> Result<EventId, EnqueueError> {
     event.validate()?;
     let id = event.event_id.clone().unwrap_or_else(EventId::new_v7);
-    match DB::insert_event(conn, &id, event).await {
-        Ok(()) => Ok(id),
+    let result = DB::insert_event(conn, &id, event).await;
+    inserted(id, result)
+}
+
+/// What [`OutboxDatabase::insert_event`]'s `result` for `id` means to the caller: a taken id,
+/// whether the look-up or the insert found it, is `DuplicateEventId`.
+pub(crate) fn inserted(
+    id: EventId,
+    result: Result<bool, sqlx::Error>,
+) -> Result<EventId, EnqueueError> {
+    match result {
+        Ok(true) => Ok(id),
+        Ok(false) => Err(EnqueueError::DuplicateEventId(id)),
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
             Err(EnqueueError::DuplicateEventId(id))
         }
@@ -202,12 +213,13 @@ pub(crate) async fn insert<DB: OutboxDatabase>(
 /// A database kurir's outbox can be written to: PostgreSQL, SQLite and MySQL/MariaDB (each
 /// dialect's statement is in the store, beside its other SQL).
 pub trait OutboxDatabase: sqlx::Database {
-    /// Inserts one outbox row; one statement, no locks beyond the row itself.
+    /// Inserts one outbox row, locking nothing beyond the row itself: `Ok(true)`. An id found
+    /// taken before the insert is `Ok(false)`, one the insert meets a unique violation.
     fn insert_event<'c>(
         conn: &'c mut Self::Connection,
         id: &'c EventId,
         event: &'c NewEvent,
-    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send + 'c;
+    ) -> impl Future<Output = Result<bool, sqlx::Error>> + Send + 'c;
 }
 
 #[cfg(test)]

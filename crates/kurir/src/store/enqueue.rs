@@ -1,5 +1,5 @@
 //! The outbox row's insert in each dialect: [`crate::outbox::enqueue`] runs it on the
-//! application's own transaction. One statement, no locks beyond the row itself.
+//! application's own transaction. It locks nothing beyond the row itself.
 
 use kurir_core::event::EventId;
 
@@ -104,8 +104,8 @@ impl OutboxDatabase for sqlx::Postgres {
         conn: &mut sqlx::PgConnection,
         id: &EventId,
         event: &NewEvent,
-    ) -> Result<(), sqlx::Error> {
-        insert_event!(INSERT_EVENT.postgres, conn, id, event).map(drop)
+    ) -> Result<bool, sqlx::Error> {
+        insert_event!(INSERT_EVENT.postgres, conn, id, event).map(|_| true)
     }
 }
 
@@ -114,9 +114,63 @@ impl OutboxDatabase for sqlx::Sqlite {
         conn: &mut sqlx::SqliteConnection,
         id: &EventId,
         event: &NewEvent,
-    ) -> Result<(), sqlx::Error> {
-        insert_event!(INSERT_EVENT.sqlite, conn, id, event).map(drop)
+    ) -> Result<bool, sqlx::Error> {
+        insert_event!(INSERT_EVENT.sqlite, conn, id, event).map(|_| true)
     }
+}
+
+// On MySQL/MariaDB an id the caller chose is looked up before the insert, because InnoDB checks
+// a duplicate key under a shared lock on the taken id *and the gap below it*, held until the
+// transaction ends, and queues a waiting check the same way. Inserts into that gap (where new
+// ids go, UUIDv7s being ascending) wait for it meanwhile, and two transactions that both hold it,
+// or one holding the id while another's check waits for it, deadlock at the next insert. The
+// API's group commit met both under concurrent publishes of one `event_id`.
+
+/// Whether an event has id `?`: a consistent read, which locks nothing in any isolation level.
+/// An application's transaction looks up with it: an id inserted by a transaction not yet
+/// committed, or after a `REPEATABLE READ` snapshot, is still met by the insert's check.
+const EVENT_ID_TAKEN_MYSQL: &str = "SELECT 1 FROM kurir_outbox WHERE event_id = ?";
+
+/// The same as a locking read, for kurir's own sessions: under their `READ COMMITTED` it locks
+/// the row found and no gap, so it waits for another transaction's uncommitted insert of the id
+/// without holding up anyone's inserts, then sees whether that one committed. (Under `REPEATABLE
+/// READ` a locking read that finds nothing locks the gap: not for applications' transactions.)
+const EVENT_ID_TAKEN_LOCKING_MYSQL: &str =
+    "SELECT 1 FROM kurir_outbox WHERE event_id = ? LOCK IN SHARE MODE";
+
+/// Inserts `event` as `id` on MySQL unless `look` (one of the reads above) finds a chosen id
+/// taken: whether it inserted.
+async fn insert_mysql(
+    conn: &mut sqlx::MySqlConnection,
+    id: &EventId,
+    event: &NewEvent,
+    look: &str,
+) -> Result<bool, sqlx::Error> {
+    if event.event_id.is_some() {
+        let taken = sqlx::query(look)
+            .bind(id.as_str())
+            .fetch_optional(&mut *conn)
+            .await?;
+        if taken.is_some() {
+            return Ok(false);
+        }
+    }
+    // Each value is bound once, in order, so the `?` text takes the binds as they come.
+    let (text, _) = super::sql::positional(INSERT_EVENT.mysql);
+    insert_event!(&text, conn, id, event).map(|_| true)
+}
+
+/// Inserts `event` on one of kurir's own MySQL sessions: its id, or `DuplicateEventId`, with the
+/// transaction still usable either way. A concurrent insert of the same id is waited for by the
+/// look-up, where waiting blocks no other insert.
+pub(super) async fn insert_event_unless_taken_mysql(
+    conn: &mut sqlx::MySqlConnection,
+    event: &NewEvent,
+) -> Result<EventId, crate::outbox::EnqueueError> {
+    event.validate()?;
+    let id = event.event_id.clone().unwrap_or_else(EventId::new_v7);
+    let inserted = insert_mysql(conn, &id, event, EVENT_ID_TAKEN_LOCKING_MYSQL).await;
+    crate::outbox::inserted(id, inserted)
 }
 
 impl OutboxDatabase for sqlx::MySql {
@@ -124,9 +178,7 @@ impl OutboxDatabase for sqlx::MySql {
         conn: &mut sqlx::MySqlConnection,
         id: &EventId,
         event: &NewEvent,
-    ) -> Result<(), sqlx::Error> {
-        // Each value is bound once, in order, so the `?` text takes the binds as they come.
-        let (text, _) = super::sql::positional(INSERT_EVENT.mysql);
-        insert_event!(&text, conn, id, event).map(drop)
+    ) -> Result<bool, sqlx::Error> {
+        insert_mysql(conn, id, event, EVENT_ID_TAKEN_MYSQL).await
     }
 }

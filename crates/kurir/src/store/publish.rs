@@ -9,8 +9,10 @@
 //! - SQLite takes the write lock up front (`BEGIN IMMEDIATE`), so no other writer comes in
 //!   between the key's lookup and its insert: the key is never found taken at the insert.
 //! - PostgreSQL and MySQL/MariaDB let the unique `event_id` decide between concurrent
-//!   duplicates, and a concurrent holder of the same key makes the key's insert wait for its
-//!   commit, then lose: the event is rolled back and the winner's answer given.
+//!   duplicates (on MySQL a chosen id is looked up under a row lock first, which waits for a
+//!   concurrent insert of it without the gap lock of InnoDB's duplicate check: see
+//!   [`super::enqueue`]), and a concurrent holder of the same key makes the key's insert wait
+//!   for its commit, then lose: the event is rolled back and the winner's answer given.
 //! - A taken event id must leave the transaction usable for the next publish of a batch: on
 //!   PostgreSQL a unique violation would abort it, so its insert skips a taken id instead
 //!   ([`super::enqueue`]); SQLite and InnoDB undo only the failed statement.
@@ -19,7 +21,9 @@
 //!   lock until then. The others leave a failed one to be rolled back as it is dropped.
 
 use super::admin::{IdempotencyKey, PublishItem, Published};
-use super::enqueue::{insert_event_unless_taken_pg, insert_events_unless_taken_pg};
+use super::enqueue::{
+    insert_event_unless_taken_mysql, insert_event_unless_taken_pg, insert_events_unless_taken_pg,
+};
 use super::sql::{run_in, Sql};
 use super::{Result, Store};
 use crate::outbox::{self, EnqueueError, NewEvent};
@@ -64,7 +68,7 @@ macro_rules! insert_event {
         outbox::insert::<sqlx::Sqlite>(&mut *$conn, $event).await
     };
     ($conn:expr, mysql, $event:expr) => {
-        outbox::insert::<sqlx::MySql>(&mut *$conn, $event).await
+        insert_event_unless_taken_mysql(&mut *$conn, $event).await
     };
 }
 

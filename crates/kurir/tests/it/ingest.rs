@@ -12,15 +12,17 @@ use kurir::store::{IdempotencyKey, PublishItem, Published};
 use kurir_core::event::EventId;
 use serde_json::json;
 
-use crate::on_both_backends;
 use crate::support::process::{kurir_serve, Kurir};
-use crate::support::{eventually, TestDb};
+use crate::support::{eventually, lock_waiters, scalar, TestDb};
+use crate::{on_both_backends, on_shared_servers};
 
 on_both_backends!(
     a_batch_means_what_each_publish_meant_alone,
     an_event_that_fails_does_not_fail_its_batch_mates,
     every_answered_publish_survives_a_sigkill,
 );
+
+on_shared_servers!(a_publish_waiting_for_an_id_in_flight_holds_up_no_insert);
 
 fn item(event_id: Option<&str>, n: u32, key: Option<(&str, &str)>) -> PublishItem {
     let mut event = NewEvent::json("order.paid", &json!({ "n": n })).unwrap();
@@ -34,6 +36,43 @@ fn item(event_id: Option<&str>, n: u32, key: Option<(&str, &str)>) -> PublishIte
             request_hash: hash.into(),
         }),
     }
+}
+
+/// A publish of an id another transaction inserted and has not committed waits for that one,
+/// and meanwhile holds up none of its inserts. On MySQL/MariaDB it used to wait in the insert's
+/// duplicate check, queued for a lock on the gap below the id, where the holder's next event
+/// (a new id) goes: that insert deadlocked with it and the publish failed.
+async fn a_publish_waiting_for_an_id_in_flight_holds_up_no_insert(db: TestDb) {
+    macro_rules! run {
+        ($pool:expr) => {{
+            let mut holder = $pool.begin().await.unwrap();
+            let event = item(Some("evt_in_flight"), 1, None).event;
+            kurir::outbox::enqueue(&mut holder, event.clone())
+                .await
+                .unwrap();
+            let store = db.store.clone();
+            let publish = tokio::spawn(async move { store.publish_event(event, None).await });
+            eventually("the publish waits for the holder's insert", || async {
+                (lock_waiters(&db.store).await == 1).then_some(())
+            })
+            .await;
+            kurir::outbox::enqueue(&mut holder, item(None, 2, None).event)
+                .await
+                .expect("the holder's next event");
+            holder.commit().await.unwrap();
+            let published = publish.await.unwrap().expect("the waiting publish");
+            assert_eq!(published, Published::EventIdExists("evt_in_flight".into()));
+        }};
+    }
+    match &db.store {
+        kurir::store::Store::Postgres(pg) => run!(pg.pool()),
+        kurir::store::Store::Mysql(my) => run!(my.pool()),
+        kurir::store::Store::Sqlite(_) => unreachable!("run on the shared servers"),
+    }
+    assert_eq!(
+        scalar(&db.store, "SELECT COUNT(*) FROM kurir_outbox").await,
+        2
+    );
 }
 
 async fn a_batch_means_what_each_publish_meant_alone(db: TestDb) {

@@ -215,3 +215,40 @@ fn a_payload_that_is_not_an_object_is_refused() {
         Err(EnqueueError::InvalidEventType(_))
     ));
 }
+
+/// An application's transactions that each found an event id taken go on inserting events, on
+/// MySQL/MariaDB too: InnoDB's duplicate check locks the gap below the taken id until the
+/// transaction ends, where every new id (UUIDv7, ascending) goes, so two such transactions
+/// deadlocked at their next insert. The API's group commit met it under concurrent publishes of
+/// one `event_id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_that_found_an_id_taken_go_on_inserting_on_mysql() {
+    let Some(db) = TestDb::mysql().await else {
+        return;
+    };
+    let Store::Mysql(my) = &db.store else {
+        unreachable!("TestDb::mysql is on MySQL")
+    };
+    let taken = EventId::parse("evt_taken").unwrap();
+    let mut first = my.pool().begin().await.unwrap();
+    enqueue(&mut first, order_paid().event_id(taken.clone()))
+        .await
+        .unwrap();
+    first.commit().await.unwrap();
+    let (mut a, mut b) = (
+        my.pool().begin().await.unwrap(),
+        my.pool().begin().await.unwrap(),
+    );
+    for tx in [&mut a, &mut b] {
+        let err = enqueue(tx, order_paid().event_id(taken.clone()))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, EnqueueError::DuplicateEventId(_)), "{err:?}");
+    }
+    let (in_a, in_b) = tokio::join!(enqueue(&mut a, order_paid()), enqueue(&mut b, order_paid()));
+    in_a.expect("the first transaction's new event");
+    in_b.expect("the second transaction's new event");
+    a.commit().await.unwrap();
+    b.commit().await.unwrap();
+    assert_eq!(count(&db, "kurir_outbox").await, 3);
+}

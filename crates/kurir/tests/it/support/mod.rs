@@ -432,3 +432,23 @@ pub async fn pg_lock_waiters(pg: &kurir::store::PgStore) -> i64 {
     .await
     .unwrap()
 }
+
+/// Sessions of `store`'s database waiting for a row lock (PostgreSQL), or in the middle of a
+/// statement (MySQL/MariaDB): how a test knows a statement it started is queued behind a lock
+/// the test holds, its own sessions being between statements. MariaDB's `INNODB_TRX`, which
+/// tells lock waits apart, lagged by seconds and left transactions out while other databases
+/// were busy.
+pub async fn lock_waiters(store: &Store) -> i64 {
+    match store {
+        Store::Postgres(pg) => pg_lock_waiters(pg).await,
+        Store::Mysql(_) => {
+            scalar(
+                store,
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                 WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND COMMAND <> 'Sleep'",
+            )
+            .await
+        }
+        Store::Sqlite(_) => unreachable!("SQLite has one writer: nothing waits for a row lock"),
+    }
+}
