@@ -143,6 +143,13 @@ impl NewEvent {
         self
     }
 
+    /// [`NewEvent::validate`]s the event and gives the id it is inserted under: the one chosen,
+    /// else a new UUIDv7.
+    pub(crate) fn checked_id(&self) -> Result<EventId, EnqueueError> {
+        self.validate()?;
+        Ok(self.event_id.clone().unwrap_or_else(EventId::new_v7))
+    }
+
     /// Checks what the setters cannot: the version, the time and the aggregate fields.
     pub fn validate(&self) -> Result<(), EnqueueError> {
         if self.version < 1 {
@@ -188,8 +195,7 @@ pub(crate) async fn insert<DB: OutboxDatabase>(
     conn: &mut DB::Connection,
     event: &NewEvent,
 ) -> Result<EventId, EnqueueError> {
-    event.validate()?;
-    let id = event.event_id.clone().unwrap_or_else(EventId::new_v7);
+    let id = event.checked_id()?;
     let result = DB::insert_event(conn, &id, event).await;
     inserted(id, result)
 }

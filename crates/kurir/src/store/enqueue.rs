@@ -48,13 +48,10 @@ pub(super) async fn insert_event_unless_taken_pg(
     conn: &mut sqlx::PgConnection,
     event: &NewEvent,
 ) -> Result<EventId, crate::outbox::EnqueueError> {
-    event.validate()?;
-    let id = event.event_id.clone().unwrap_or_else(EventId::new_v7);
-    let done = insert_event!(INSERT_EVENT_UNLESS_TAKEN_PG, conn, id, event)?;
-    if done.rows_affected() == 0 {
-        return Err(crate::outbox::EnqueueError::DuplicateEventId(id));
-    }
-    Ok(id)
+    let id = event.checked_id()?;
+    let inserted =
+        insert_event!(INSERT_EVENT_UNLESS_TAKEN_PG, conn, id, event).map(|d| d.rows_affected() > 0);
+    crate::outbox::inserted(id, inserted)
 }
 
 /// [`INSERT_EVENT_UNLESS_TAKEN_PG`] for many events in one statement: the API's group commit
@@ -76,8 +73,7 @@ pub(super) async fn insert_events_unless_taken_pg(
 ) -> Result<Vec<(bool, EventId)>, crate::outbox::EnqueueError> {
     let mut ids = Vec::with_capacity(events.len());
     for event in events {
-        event.validate()?;
-        ids.push(event.event_id.clone().unwrap_or_else(EventId::new_v7));
+        ids.push(event.checked_id()?);
     }
     let column =
         |f: fn(&NewEvent) -> Option<String>| events.iter().map(|e| f(e)).collect::<Vec<_>>();
@@ -167,8 +163,7 @@ pub(super) async fn insert_event_unless_taken_mysql(
     conn: &mut sqlx::MySqlConnection,
     event: &NewEvent,
 ) -> Result<EventId, crate::outbox::EnqueueError> {
-    event.validate()?;
-    let id = event.event_id.clone().unwrap_or_else(EventId::new_v7);
+    let id = event.checked_id()?;
     let inserted = insert_mysql(conn, &id, event, EVENT_ID_TAKEN_LOCKING_MYSQL).await;
     crate::outbox::inserted(id, inserted)
 }
