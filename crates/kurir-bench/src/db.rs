@@ -158,7 +158,7 @@ impl AppPool {
                     .await?;
             }
             Self::Sqlite(pool) => {
-                let now = kurir::store::sqlite_ts(kurir::store::now_millis());
+                let now = kurir::store::sqlite_ts(kurir::clock::Clock::system().now_millis());
                 sqlx::query(
                     "WITH RECURSIVE g(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM g WHERE x < ?2 - 1) \
                      INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload, dispatched_at) \
@@ -234,7 +234,8 @@ impl AppPool {
     }
 
     /// Relayed events with fewer deliveries than the endpoints that existed when they were
-    /// written (every endpoint the harness creates takes every event): events kurir lost.
+    /// written (every endpoint the harness creates takes every event, except those at
+    /// `/never/`, which subscribe to other types): events kurir lost.
     /// Relayed: marked so, or at or below the relay's cursor (kurir's `store::cursor`).
     pub async fn lost_events(&self) -> anyhow::Result<i64> {
         let relayed = match self {
@@ -252,9 +253,16 @@ impl AppPool {
             "SELECT count(*) FROM kurir_outbox o \
              WHERE {relayed} AND o.refused_reason IS NULL \
                AND (SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id = o.id) \
-                 < (SELECT count(*) FROM kurir_endpoints e WHERE e.created_at <= o.created_at)"
+                 < (SELECT count(*) FROM kurir_endpoints e WHERE e.created_at <= o.created_at \
+                      AND e.url NOT LIKE '%/never/%')"
         );
         Ok(each_pool!(self, pool => sqlx::query_scalar(&sql).fetch_one(pool).await?))
+    }
+
+    /// Attempts recorded per lease owner (each process's own), largest first.
+    pub async fn attempts_by_worker(&self) -> anyhow::Result<Vec<i64>> {
+        let sql = "SELECT count(*) AS n FROM kurir_attempts GROUP BY worker ORDER BY n DESC";
+        Ok(each_pool!(self, pool => sqlx::query_scalar(sql).fetch_all(pool).await?))
     }
 
     /// Rows in `kurir_inbox`.

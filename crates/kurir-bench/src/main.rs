@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, `idle`,
-//!   `soak`, `api`, and the rig they share (fresh database, sink, endpoints, kurir under test).
+//!   `soak`, `api`, `endpoints`, `scale-out`, `app-cost`, and the rig they share (fresh database, sink, endpoints, kurir under test).
 //! - [`child`]: the process under test: this executable re-entered as `kurir serve`, so its
 //!   memory and CPU are measured on their own.
 //! - [`sink`]: the loopback HTTP sink that records when each delivery arrived.
@@ -104,6 +104,9 @@ enum Scenario {
     Prune,
     Ordered,
     Api,
+    Endpoints,
+    ScaleOut,
+    AppCost,
     All,
 }
 
@@ -292,6 +295,9 @@ fn scenarios(s: Scenario) -> Vec<Scenario> {
             Scenario::Prune,
             Scenario::Ordered,
             Scenario::Api,
+            Scenario::Endpoints,
+            Scenario::ScaleOut,
+            Scenario::AppCost,
         ],
         one => vec![one],
     }
@@ -310,6 +316,9 @@ async fn run_scenario(ctx: &Ctx, s: Scenario) -> anyhow::Result<Vec<ScenarioResu
         Scenario::Prune => scenario::prune::run(ctx).await,
         Scenario::Ordered => scenario::ordered::run(ctx).await,
         Scenario::Api => scenario::api::run(ctx).await,
+        Scenario::Endpoints => scenario::endpoints::run(ctx).await,
+        Scenario::ScaleOut => scenario::scale_out::run(ctx).await,
+        Scenario::AppCost => scenario::app_cost::run(ctx).await,
         Scenario::All => unreachable!("expanded by scenarios()"),
     }
 }

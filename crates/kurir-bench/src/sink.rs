@@ -2,7 +2,8 @@
 //! per delivery, when it arrived.
 //!
 //! Paths: `/e/{k}` is endpoint `k` (fast), `/slow/{k}` an endpoint answering after
-//! [`SLOW_ANSWER`], `/raw` only counts (the ceiling's raw POSTs). The event is named by the
+//! [`SLOW_ANSWER`], `/d/{ms}/{k}` endpoint `k` answering after `ms` milliseconds (recorded like
+//! `/e/{k}`), `/never/{k}` an endpoint that should get nothing (a stray), `/raw` only counts (the ceiling's raw POSTs). The event is named by the
 //! `x-webhook-event-id` header kurir sends, `ev-<n>`, so recording is an index into an array
 //! rather than a map lookup.
 
@@ -225,6 +226,15 @@ async fn answer(
         // Counted, never recorded: kurir has given up on the request long before this answers.
         recorder.slow.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(SLOW_ANSWER).await;
+    } else if let Some((ms, k)) = delayed(&path) {
+        // A partner that takes `ms` to answer, recorded like a fast one once it has.
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        match event {
+            Some(n) => recorder.arrived(n, k, now_ns()),
+            None => {
+                recorder.stray.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     } else {
         match (event, path.strip_prefix("/e/").map(str::parse::<usize>)) {
             (Some(n), Some(Ok(k))) => recorder.arrived(n, k, at),
@@ -234,4 +244,10 @@ async fn answer(
         }
     }
     Ok(Response::new(Empty::new()))
+}
+
+/// The answer time and endpoint of a path `/d/{ms}/{k}`.
+fn delayed(path: &str) -> Option<(u64, usize)> {
+    let (ms, k) = path.strip_prefix("/d/")?.split_once('/')?;
+    Some((ms.parse().ok()?, k.parse().ok()?))
 }

@@ -8,10 +8,16 @@
 //!
 //! | from | to | when |
 //! |---|---|---|
-//! | closed | open | [`BreakerPolicy::failure_threshold`] failures in a row, or at least half of at least [`WINDOW_MIN_ATTEMPTS`] attempts in the last [`WINDOW`] failed |
+//! | closed | open | with fewer than [`WINDOW_MIN_ATTEMPTS`] attempts in the last [`WINDOW`]: [`BreakerPolicy::failure_threshold`] failures in a row; with at least that many: at least half of them failed |
 //! | open | half-open | the cool-down is over and a process takes the probe |
 //! | half-open | closed | the probe did not fail |
 //! | half-open | open | the probe failed; the cool-down doubles, up to [`MAX_COOLDOWN`] |
+
+//!
+//! Failures in a row decide only while the window holds few attempts (a partner with little
+//! traffic, or one that just started failing): at a high rate, a partner failing a third of
+//! requests at random fails five in a row every second by chance, which says nothing about
+//! whether it is down. Once the window holds enough attempts, the failure ratio decides.
 
 use std::time::Duration;
 
@@ -185,6 +191,26 @@ pub struct Circuit {
     pub window: Window,
 }
 
+/// Why an operator's action on a circuit was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The circuit is closed: deliveries flow, there is nothing to probe or close.
+    Closed,
+    /// A probe is under way (half-open, its time not up): its outcome decides.
+    ProbeUnderway,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Closed => "the circuit is closed: deliveries flow already",
+            Self::ProbeUnderway => {
+                "a probe is under way: its outcome closes or re-opens the circuit"
+            }
+        })
+    }
+}
+
 /// A change of state, to log and count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transition {
@@ -192,6 +218,20 @@ pub struct Transition {
     pub from: State,
     /// The state after.
     pub to: State,
+    /// The counts that made it, as they were at that moment (not after the attempts recorded
+    /// with it in the same batch).
+    pub counts: Counts,
+}
+
+/// What a circuit had counted when it changed state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    /// Failures in a row.
+    pub consecutive_failures: u32,
+    /// Attempts in the last [`WINDOW`] (estimated, rounded).
+    pub window_attempts: u32,
+    /// Of which failed.
+    pub window_failures: u32,
 }
 
 impl Circuit {
@@ -243,6 +283,7 @@ impl Circuit {
         Some(Transition {
             from,
             to: State::HalfOpen,
+            counts: self.counts(now),
         })
     }
 
@@ -281,6 +322,31 @@ impl Circuit {
         }
     }
 
+    /// An operator's "probe now": an open circuit's cool-down ends at `now`, so the next claim
+    /// takes the probe. Refused (`Err`, saying why) when there is nothing to bring forward: the
+    /// circuit is closed, or a probe is already under way.
+    pub fn probe_now(&mut self, now: DateTime<Utc>) -> Result<(), Refusal> {
+        match self.state {
+            State::Closed => Err(Refusal::Closed),
+            State::HalfOpen if !self.probe_due(now) => Err(Refusal::ProbeUnderway),
+            State::Open | State::HalfOpen => {
+                self.state = State::Open;
+                self.next_probe_at = Some(now);
+                self.probe_until = None;
+                Ok(())
+            }
+        }
+    }
+
+    /// An operator's "close circuit": closed from `now` with nothing counted, as after a probe
+    /// that succeeded. Refused (`Err`) when it is closed already.
+    pub fn close_now(&mut self, now: DateTime<Utc>) -> Result<Transition, Refusal> {
+        if self.state == State::Closed {
+            return Err(Refusal::Closed);
+        }
+        Ok(self.close(now))
+    }
+
     /// Whether `policy` turns the breaker off.
     pub fn is_off(policy: &BreakerPolicy) -> bool {
         policy.failure_threshold == 0
@@ -296,14 +362,26 @@ impl Circuit {
         if policy.failure_threshold == 0 {
             return false;
         }
-        if self.consecutive_failures >= policy.failure_threshold {
-            return true;
-        }
         let (attempts, failures) = self.window.estimate(now);
-        attempts >= WINDOW_MIN_ATTEMPTS && failures * 2.0 >= attempts
+        if attempts >= WINDOW_MIN_ATTEMPTS {
+            failures * 2.0 >= attempts
+        } else {
+            self.consecutive_failures >= policy.failure_threshold
+        }
+    }
+
+    /// What it has counted at `now`.
+    pub fn counts(&self, now: DateTime<Utc>) -> Counts {
+        let (attempts, failures) = self.window.estimate(now);
+        Counts {
+            consecutive_failures: self.consecutive_failures,
+            window_attempts: attempts.round() as u32,
+            window_failures: failures.round() as u32,
+        }
     }
 
     fn open(&mut self, policy: &BreakerPolicy, now: DateTime<Utc>) -> Transition {
+        let counts = self.counts(now);
         let from = self.state;
         self.state = State::Open;
         self.since = now;
@@ -313,19 +391,125 @@ impl Circuit {
         Transition {
             from,
             to: State::Open,
+            counts,
         }
     }
 
     fn close(&mut self, now: DateTime<Utc>) -> Transition {
+        let counts = self.counts(now);
         let from = self.state;
         *self = Self::closed(now);
         Transition {
             from,
             to: State::Closed,
+            counts,
         }
     }
 }
 
 fn delta(d: Duration) -> TimeDelta {
     TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A partner failing 30 % of requests in a fixed pattern that holds a run of six failures
+    /// in every hundred: at any rate, the ratio (under half) keeps the circuit closed.
+    fn noisy(n: usize) -> bool {
+        let i = n % 100;
+        (40..46).contains(&i) || (!(36..50).contains(&i) && matches!(i % 10, 2 | 5 | 8))
+    }
+
+    fn run(fails: impl Fn(usize) -> bool, attempts: usize, every: TimeDelta) -> Vec<Transition> {
+        let policy = BreakerPolicy::default();
+        let mut now = DateTime::<Utc>::UNIX_EPOCH;
+        let mut c = Circuit::closed(now);
+        let mut moved = Vec::new();
+        for n in 0..attempts {
+            now += every;
+            let health = if fails(n) {
+                Health::Failed
+            } else {
+                Health::Answered
+            };
+            // As the dispatcher does: answers to a clean circuit are not counted.
+            if health == Health::Answered && c.is_clean() {
+                continue;
+            }
+            moved.extend(c.record(&policy, health, now, now));
+            if c.state != State::Closed {
+                break;
+            }
+        }
+        moved
+    }
+
+    #[test]
+    fn a_noisy_partner_with_runs_of_failures_keeps_its_circuit_closed_at_a_high_rate() {
+        let share = (0..1000).filter(|&n| noisy(n)).count();
+        assert!((280..=320).contains(&share), "{share} failures in 1000");
+        assert_eq!(run(noisy, 6000, TimeDelta::milliseconds(2)), vec![]);
+    }
+
+    #[test]
+    fn a_partner_failing_everything_opens_after_the_threshold_and_logs_what_tripped_it() {
+        let moved = run(|_| true, 100, TimeDelta::milliseconds(2));
+        assert_eq!(moved.len(), 1);
+        assert_eq!(moved[0].to, State::Open);
+        assert_eq!(moved[0].counts.consecutive_failures, 5);
+        assert_eq!(moved[0].counts.window_failures, 5);
+    }
+
+    #[test]
+    fn a_partner_failing_most_requests_opens_on_the_ratio() {
+        // Two failures in every three: never five in a row.
+        let moved = run(|n| n % 3 != 0, 1000, TimeDelta::milliseconds(2));
+        assert_eq!(moved.len(), 1, "{moved:?}");
+        assert!(moved[0].counts.window_attempts >= WINDOW_MIN_ATTEMPTS as u32);
+        assert!(moved[0].counts.window_failures * 2 >= moved[0].counts.window_attempts);
+    }
+
+    fn at(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap()
+    }
+
+    fn opened() -> Circuit {
+        let policy = BreakerPolicy {
+            failure_threshold: 1,
+            cooldown: Duration::from_secs(30),
+        };
+        let mut c = Circuit::closed(at(0));
+        c.record(&policy, Health::Failed, at(1), at(1));
+        assert_eq!(c.state, State::Open);
+        c
+    }
+
+    #[test]
+    fn probe_now_ends_the_cooldown_of_an_open_circuit_only() {
+        let mut c = opened();
+        assert!(!c.probe_due(at(2)));
+        c.probe_now(at(2)).unwrap();
+        assert!(c.probe_due(at(2)), "the next claim may take the probe");
+        c.take_probe(at(3), Duration::from_secs(10)).unwrap();
+        assert_eq!(c.probe_now(at(4)), Err(Refusal::ProbeUnderway));
+        assert!(
+            c.probe_now(at(20)).is_ok(),
+            "a probe whose time is up may be re-taken"
+        );
+        assert_eq!(
+            Circuit::closed(at(0)).probe_now(at(1)),
+            Err(Refusal::Closed)
+        );
+    }
+
+    #[test]
+    fn close_now_forgets_what_was_counted() {
+        let mut c = opened();
+        let t = c.close_now(at(5)).unwrap();
+        assert_eq!((t.from, t.to), (State::Open, State::Closed));
+        assert_eq!(c, Circuit::closed(at(5)));
+        assert_eq!(c.close_now(at(6)), Err(Refusal::Closed));
+    }
 }

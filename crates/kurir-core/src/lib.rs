@@ -1,8 +1,9 @@
 //! kurir's wire contract, shared by the sender (`kurir`) and the receiving kit (`kurir-receiver`):
 //! the event envelope, the header names, signing and verifying for every supported scheme, the
-//! retry policy, and the idle polling schedule of kurir's loops.
+//! retry policy, the idle polling schedule of kurir's loops, and the [`Clock`] both read time from.
 //!
-//! Pure: no I/O, no async, no clock of its own (time is always passed in as `now`).
+//! Pure: no I/O, no async. Its functions read no clock: time is always passed in as `now`, read
+//! by the caller from a [`Clock`].
 //!
 //! # Layout
 //!
@@ -16,6 +17,8 @@
 //! - [`breaker`]: [`Circuit`], an endpoint's circuit breaker (closed, open, half-open) and
 //!   [`BreakerPolicy`].
 //! - [`rate`]: [`rate::Bucket`], an endpoint's rate limit (GCRA), lowered for a while by a `429`.
+//! - [`clock`]: [`Clock`], the current time as a service reads it: the system's or a test's,
+//!   corrected by an offset (kurir measures its process's against the database's clock).
 //! - `mac` (private): the HMAC-SHA256 and constant-time comparison both sides share.
 //!
 //! # Example
@@ -43,6 +46,7 @@
 //! ```
 
 pub mod breaker;
+pub mod clock;
 pub mod event;
 mod mac;
 pub mod poll;
@@ -53,6 +57,7 @@ pub mod sign;
 pub mod verify;
 
 pub use breaker::{BreakerPolicy, Circuit, Health};
+pub use clock::Clock;
 pub use event::{Envelope, EventId, EventType, InvalidEventId, InvalidEventType};
 pub use poll::IdlePoll;
 pub use retry::{parse_retry_after, AttemptOutcome, InvalidRetryPolicy, Next, RetryPolicy};

@@ -31,12 +31,24 @@ pub fn router(state: AppState) -> Router {
 /// does (connecting to one that is away would otherwise take the pool's whole acquire timeout).
 const READINESS_TIMEOUT: Duration = Duration::from_millis(900);
 
+/// Ready when the database answers and takes a write ([`crate::store::Store::probe_write`]):
+/// a kurir whose SQLite disk is full answers reads but stores no event, so it says so, and
+/// says ready again by itself once space is back.
 async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    match tokio::time::timeout(READINESS_TIMEOUT, state.store.ping()).await {
+    let store = &state.store;
+    let check = async {
+        store
+            .ping()
+            .await
+            .map_err(|e| (e, "database unreachable"))?;
+        let writes = store.probe_write().await;
+        writes.map_err(|e| (e, "database cannot write (is its disk full?)"))
+    };
+    match tokio::time::timeout(READINESS_TIMEOUT, check).await {
         Ok(Ok(())) => (StatusCode::OK, "ready"),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "readiness check failed");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
+        Ok(Err((e, reason))) => {
+            tracing::warn!(error = %e, reason, "readiness check failed");
+            (StatusCode::SERVICE_UNAVAILABLE, reason)
         }
         Err(_) => {
             tracing::warn!(

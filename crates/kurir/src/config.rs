@@ -51,7 +51,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "max_concurrency", env: "KURIR_MAX_CONCURRENCY", default: Some("256"), help: "concurrent deliveries per process, all endpoints together" },
     Setting { key: "batch_size", env: "KURIR_BATCH_SIZE", default: Some("200"), help: "rows per relay batch and per claim" },
     Setting { key: "lease_margin", env: "KURIR_LEASE_MARGIN", default: Some("30s"), help: "added to an endpoint's timeouts to make a delivery's lease, and kept free at its end to record the attempt (a delivery that cannot start in time is handed back); after a crash, deliveries are retried once their lease expires, each expiry counting as an attempt" },
-    Setting { key: "circuit_failure_threshold", env: "KURIR_CIRCUIT_FAILURE_THRESHOLD", default: Some("5"), help: "failed attempts in a row (timeouts, connection errors, 5xx) that open an endpoint's circuit breaker; it also opens when half of at least 20 attempts in a minute failed; 0 turns the breaker off for endpoints without a threshold of their own" },
+    Setting { key: "circuit_failure_threshold", env: "KURIR_CIRCUIT_FAILURE_THRESHOLD", default: Some("5"), help: "failed attempts in a row (timeouts, connection errors, 5xx) that open an endpoint's circuit breaker while it had fewer than 20 attempts in the last minute; with 20 or more, it opens when half of them failed (so a partner failing now and then at a high rate is not cut off by a chance run); 0 turns the breaker off for endpoints without a threshold of their own" },
     Setting { key: "circuit_cooldown", env: "KURIR_CIRCUIT_COOLDOWN", default: Some("30s"), help: "how long an open circuit breaker sends nothing before one probe delivery; doubles each time the probe fails, up to 10m" },
     Setting { key: "endpoint_disable_after", env: "KURIR_ENDPOINT_DISABLE_AFTER", default: Some("5days"), help: "an endpoint whose attempts have all failed for this long is disabled; its pending deliveries wait until it is enabled again" },
     Setting { key: "max_body_size", env: "KURIR_MAX_BODY_SIZE", default: Some("256KiB"), help: "largest admin API request body, e.g. an event with its data (bytes, or with KiB or MiB); larger requests get 413" },
@@ -66,6 +66,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "inbox_retention", env: "KURIR_INBOX_RETENTION", default: Some("30d"), help: "how long a completed inbox event is kept (a partner's retry of it after that is processed again)" },
     Setting { key: "replay_audit_retention", env: "KURIR_REPLAY_AUDIT_RETENTION", default: Some("forever"), help: "how long the replay audit is kept: forever, or a duration" },
     Setting { key: "prune_interval", env: "KURIR_PRUNE_INTERVAL", default: Some("1m"), help: "time between the pruner's rounds; a round deletes in small batches until nothing is left to prune" },
+    Setting { key: "event_catalog", env: "KURIR_EVENT_CATALOG", default: Some("open"), help: "how events are checked against the event catalog: off (not at all), open (an event whose type and version has a JSON Schema must pass it; others pass), strict (as open, and a type or version the catalog lacks is refused). The API answers 422; a row written with SQL is recorded as refused (kurir events recheck)" },
     Setting { key: "metrics_require_token", env: "KURIR_METRICS_REQUIRE_TOKEN", default: Some("false"), help: "whether GET /metrics needs the admin token (true or false)" },
 ];
 
@@ -156,6 +157,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Whether `GET /metrics` needs the admin token.
     pub metrics_require_token: bool,
+    /// How events are checked against the event catalog.
+    pub event_catalog: crate::catalog::CatalogMode,
     /// Delivery settings.
     pub delivery: DeliveryConfig,
     /// How the HTTP server treats its clients.
@@ -179,6 +182,7 @@ impl std::fmt::Debug for Config {
             )
             .field("max_body_bytes", &self.max_body_bytes)
             .field("metrics_require_token", &self.metrics_require_token)
+            .field("event_catalog", &self.event_catalog)
             .field("delivery", &self.delivery)
             .field("http", &self.http)
             .field("shutdown_timeout", &self.shutdown_timeout)
@@ -230,6 +234,11 @@ impl Config {
                 "metrics_require_token",
                 "true or false",
                 boolean,
+            )?,
+            event_catalog: raw.required(
+                "event_catalog",
+                "off, open or strict",
+                crate::catalog::CatalogMode::parse,
             )?,
             data_dir,
             delivery,

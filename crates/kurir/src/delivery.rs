@@ -22,7 +22,8 @@ pub enum DeliveryStatus {
     Processing,
     /// A 2xx was received.
     Sent,
-    /// The last attempt failed; another is scheduled at `available_at`.
+    /// The last attempt failed; another is scheduled at `available_at`. Stored as `failed`,
+    /// shown as `retrying` (see [`DeliveryStatus::name`]).
     Failed,
     /// No more attempts will be made without a replay.
     DeadLetter,
@@ -41,7 +42,17 @@ impl DeliveryStatus {
         Self::Cancelled,
     ];
 
-    /// The name used in the database and the API.
+    /// The name shown to people and API clients: the stored one, except that a delivery whose
+    /// retry is scheduled reads `retrying`, since `failed` read as given up (that is
+    /// `dead_letter`). Filters accept `failed` too, for clients written before.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Failed => "retrying",
+            other => other.as_str(),
+        }
+    }
+
+    /// The name used in the database (and in the SQL contract's readers).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
@@ -63,7 +74,7 @@ impl fmt::Display for DeliveryStatus {
 /// A status name that is not one of [`DeliveryStatus::ALL`].
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown delivery status '{0}' (expected pending, processing, sent, failed, dead_letter or cancelled)"
+    "unknown delivery status '{0}' (expected pending, processing, sent, retrying, dead_letter or cancelled)"
 )]
 pub struct UnknownStatus(pub String);
 
@@ -73,7 +84,7 @@ impl FromStr for DeliveryStatus {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::ALL
             .into_iter()
-            .find(|st| st.as_str() == s)
+            .find(|st| st.as_str() == s || st.name() == s)
             .ok_or_else(|| UnknownStatus(s.into()))
     }
 }

@@ -167,6 +167,9 @@ pub struct Endpoint {
     pub ordering: Ordering,
     /// What a dead-lettered delivery does to the later ones of its aggregate.
     pub ordering_on_dead_letter: OnDeadLetter,
+    /// The subscriber it belongs to (`None`: the operator's own). Set at creation, never moved:
+    /// it gets only that subscriber's events.
+    pub subscriber_id: Option<String>,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
@@ -194,6 +197,8 @@ pub struct NewEndpoint {
     pub ordering: Ordering,
     /// What a dead-lettered delivery does to the later ones of its aggregate.
     pub ordering_on_dead_letter: OnDeadLetter,
+    /// The subscriber it belongs to; `None`: the operator's own.
+    pub subscriber_id: Option<String>,
 }
 
 impl NewEndpoint {
@@ -209,6 +214,7 @@ impl NewEndpoint {
             rate_limit_per_second: None,
             ordering: Ordering::None,
             ordering_on_dead_letter: OnDeadLetter::Block,
+            subscriber_id: None,
         }
     }
 

@@ -37,23 +37,35 @@
 //!   forwards), its connections and the SSRF guard.
 //! - [`probe`]: endpoint checks: the SSRF warning at create time and the `kurir.test` event.
 //! - [`admin_token`]: the admin API's bearer token (configured, or generated into the data dir).
+//! - [`access`]: what a token may do (roles of the named tokens, decided in one place for the
+//!   API and the dashboard), the actor a request acts as, and where an action came from (for the
+//!   audit).
 //! - [`encryption`]: the keys that encrypt the secrets kurir stores, and the stored form.
 //! - [`listener`]: the HTTP listener: connection cap, header and body deadlines, bounded drain.
 //!
 //! The data:
 //! - [`ingest`]: group commit of the API's publishes: concurrent requests share a transaction.
 //! - [`outbox`]: the transactional write, the only writer of `kurir_outbox`.
-//! - [`store`]: one API over the dialects (PostgreSQL and SQLite): every database operation.
+//! - [`store`]: one API over the dialects (PostgreSQL, SQLite and MySQL/MariaDB): every database
+//!   operation.
 //! - [`endpoint`], [`delivery`]: the vocabulary: endpoints and their filters, delivery states.
+//! - [`catalog`]: the event catalog: each event type's versions, their JSON Schemas and
+//!   examples; the checks the API and the relay apply, and the OpenAPI export.
+//!
+//! Time: [`clock`], the one clock every part reads (the store's), corrected to the database's;
+//! [`pauses`], the process's own pauses, which a request's timeouts do not count.
 //!
 //! Settings and small pieces: [`config`] (settings from `kurir.toml`, the environment and flags,
 //! validated), [`limits`] (the documented bounds of every number), [`redact`] (secrets that
 //! show themselves as `***`), [`telemetry`] (logging).
 
+pub mod access;
 pub mod admin_token;
 pub mod api;
 pub mod app;
+pub mod catalog;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod delivery;
 pub mod dispatch;
@@ -65,6 +77,7 @@ pub mod limits;
 pub mod listener;
 pub mod metrics;
 pub mod outbox;
+pub mod pauses;
 pub mod probe;
 pub mod prune;
 pub mod redact;

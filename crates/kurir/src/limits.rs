@@ -93,6 +93,42 @@ pub const MAX_TEXT_BYTES: usize = 1000;
 /// Longest URL (endpoints, forward URLs), in bytes.
 pub const MAX_URL_BYTES: usize = 2048;
 
+/// The deepest an event's `data` may nest: arrays and objects inside one another, the payload's
+/// own object being the first level (`{"a":[1]}` is 2 deep). It is serde_json's own recursion
+/// limit, and far below where the databases fail with errors of their own (SQLite's JSON
+/// functions at 1,000 levels, PostgreSQL's `stack depth limit exceeded`): the API refuses a
+/// deeper `data` with `400`, and the relay records a deeper row written with plain SQL as
+/// refused (`kurir_outbox_payload_depth`).
+pub const MAX_JSON_DEPTH: usize = 128;
+
+/// How deep `json` nests (see [`MAX_JSON_DEPTH`]). Counted in one pass without recursion, so no
+/// depth can exhaust the stack; text that is not JSON is counted as far as it goes.
+pub fn json_depth(json: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in json.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// The years a time may fall in: what RFC 3339 writes (four digits) and both databases hold.
 pub const YEARS: RangeInclusive<i32> = 1..=9999;
 
@@ -144,5 +180,14 @@ mod tests {
         assert_eq!(text_problem("fine\nreason", 100), None);
         assert!(text_problem("a\0b", 100).is_some());
         assert!(text_problem("abc", 2).is_some());
+    }
+
+    #[test]
+    fn json_depth_counts_nested_arrays_and_objects_not_brackets_in_strings() {
+        assert_eq!(json_depth("{}"), 1);
+        assert_eq!(json_depth(r#"{"a":[1,{"b":{}}],"c":{}}"#), 4);
+        assert_eq!(json_depth(r#"{"a":"[[[{{{\"[["}"#), 1);
+        let deep = format!("{}{}", "[".repeat(50_000), "]".repeat(50_000));
+        assert_eq!(json_depth(&deep), 50_000);
     }
 }

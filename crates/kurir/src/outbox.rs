@@ -54,6 +54,10 @@ pub struct NewEvent {
     pub occurred_at: Option<DateTime<Utc>>,
     /// The payload snapshot, a JSON object, stored and delivered byte-for-byte.
     pub payload: Box<RawValue>,
+    /// The subscriber it is addressed to: delivered only to that subscriber's endpoints.
+    /// `None`: only to the endpoints without a subscriber (the operator's own). A subscriber
+    /// that does not exist fails the insert (`kurir_outbox_subscriber`).
+    pub subscriber_id: Option<String>,
 }
 
 /// Why an event could not be recorded.
@@ -71,6 +75,12 @@ pub enum EnqueueError {
     /// The payload is larger than [`MAX_PAYLOAD_BYTES`].
     #[error("the payload is {0} bytes, more than the limit of {MAX_PAYLOAD_BYTES}")]
     PayloadTooLarge(usize),
+    /// The payload nests deeper than [`crate::limits::MAX_JSON_DEPTH`].
+    #[error(
+        "the payload nests {0} levels deep, more than the limit of {max}",
+        max = crate::limits::MAX_JSON_DEPTH
+    )]
+    PayloadTooDeep(usize),
     /// `occurred_at` is outside the years 1 to 9999, which RFC 3339 (the wire format) and both
     /// databases can all hold.
     #[error("invalid occurred_at: must be within the years 0001 to 9999")]
@@ -107,6 +117,10 @@ impl NewEvent {
         if payload.get().len() > MAX_PAYLOAD_BYTES {
             return Err(EnqueueError::PayloadTooLarge(payload.get().len()));
         }
+        let depth = crate::limits::json_depth(payload.get());
+        if depth > crate::limits::MAX_JSON_DEPTH {
+            return Err(EnqueueError::PayloadTooDeep(depth));
+        }
         Ok(Self {
             event_id: None,
             event_type,
@@ -115,6 +129,7 @@ impl NewEvent {
             aggregate_id: None,
             occurred_at: None,
             payload,
+            subscriber_id: None,
         })
     }
 
@@ -134,6 +149,13 @@ impl NewEvent {
     /// Sets the payload version.
     pub fn version(mut self, version: i32) -> Self {
         self.version = version;
+        self
+    }
+
+    /// Addresses the event to a subscriber (its id, as the sender chose it): it goes only to
+    /// that subscriber's endpoints.
+    pub fn subscriber(mut self, id: impl Into<String>) -> Self {
+        self.subscriber_id = Some(id.into());
         self
     }
 

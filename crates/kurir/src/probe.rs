@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use chrono::Utc;
+use kurir_core::Clock;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -51,11 +51,11 @@ impl std::fmt::Debug for Probe {
 }
 
 impl Probe {
-    /// A probe with `config`'s timeouts and SSRF exemptions.
-    pub fn new(config: &DeliveryConfig) -> Arc<Self> {
+    /// A probe with `config`'s timeouts and SSRF exemptions, its events stamped by `clock`.
+    pub fn new(config: &DeliveryConfig, clock: Clock) -> Arc<Self> {
         Arc::new(Self {
             guard: Guard::new(config.allowed_networks.clone()),
-            sender: Sender::new(config.clone()),
+            sender: Sender::new(config.clone(), clock),
         })
     }
 
@@ -89,7 +89,7 @@ impl Probe {
                 event_id: event_id.clone(),
                 event_type: TEST_EVENT_TYPE.to_owned(),
                 version: 1,
-                occurred_at: Utc::now(),
+                occurred_at: self.sender.clock().now_millis(),
                 aggregate_id: None,
                 payload: payload.to_string(),
             },
@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn literal_addresses_the_guard_refuses_are_warned_about() {
-        let probe = Probe::new(&DeliveryConfig::default());
+        let probe = Probe::new(&DeliveryConfig::default(), Clock::system());
         let warning = probe.url_warning("http://127.0.0.1:9000/hook").unwrap();
         assert!(
             warning.contains("127.0.0.1 is a loopback address"),
@@ -131,7 +131,7 @@ mod tests {
             allowed_networks: vec!["127.0.0.0/8".parse().unwrap()],
             ..DeliveryConfig::default()
         };
-        assert!(Probe::new(&allowed)
+        assert!(Probe::new(&allowed, Clock::system())
             .url_warning("http://127.0.0.1:9000/hook")
             .is_none());
     }

@@ -83,7 +83,7 @@ pub async fn round(
     metrics: &Metrics,
     shutdown: &CancellationToken,
 ) -> Result<RoundOutcome, StoreError> {
-    let cutoffs = cutoffs(retention, crate::store::now_millis());
+    let cutoffs = cutoffs(retention, store.clock().now_millis());
     let pacing = Pacing::for_store(store);
     let mut total = Pruned::default();
     loop {

@@ -1,7 +1,8 @@
-//! `kurir serve`: runs the relay, the dispatcher, the lease sweep, the inbox gateway's runner and
-//! the HTTP server ([`crate::app::router`]) in one process, all stopped by one
-//! [`CancellationToken`], within a bounded time ([`run`]). It builds no routes and no workers of
-//! its own: it starts them and stops them.
+//! `kurir serve`: corrects the process's clock to the database's ([`crate::clock`]), then runs
+//! the relay, the dispatcher, the lease sweep, the inbox gateway's runner and the HTTP server
+//! ([`crate::app::router`]) in one process, all stopped by one [`CancellationToken`], within a
+//! bounded time ([`run`]). It builds no routes and no workers of its own: it starts them and
+//! stops them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::admin_token::{self, AdminToken, TokenSource, ADMIN_ACTOR};
 use crate::api::state::AppState;
+use crate::clock::Follower;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::gateway::Gateway;
@@ -38,6 +40,9 @@ pub async fn run(
     let token = settle_admin_token(&config, listen)?;
     let delivery = config.delivery.clone();
     let metrics = Metrics::new();
+    // Before any worker writes a time another process compares (see `crate::clock`).
+    let mut clock = Follower::new(store.clone(), Some(metrics.clone()));
+    clock.correct().await;
     let gateway = Gateway::new(store.clone(), &delivery)?.with_metrics(metrics.clone());
     let wakes = Wakes::announced();
     let state = AppState {
@@ -46,7 +51,7 @@ pub async fn run(
         max_body_bytes: config.max_body_bytes,
         metrics_require_token: config.metrics_require_token,
         retention: config.retention,
-        probe: Probe::new(&delivery),
+        probe: Probe::new(&delivery, store.clock().clone()),
         metrics,
         ..AppState::new(
             store.clone(),
@@ -64,29 +69,37 @@ pub async fn run(
         owner = dispatcher.owner(),
         "kurir serving"
     );
+    let workers = Workers {
+        dispatcher,
+        gateway,
+        clock,
+    };
     let tasks = spawn_workers(
         &state,
         &wakes,
         &delivery,
         config.retention,
-        dispatcher,
-        gateway,
+        workers,
         &shutdown,
     );
-    let limits = crate::listener::Limits {
-        header_timeout: config.http.header_timeout,
-        body_timeout: config.http.body_timeout,
-        max_connections: config.http.max_connections as usize,
-        drain: config.shutdown_timeout - stop_reserve(config.shutdown_timeout),
-    };
     let server = tokio::spawn(crate::listener::serve(
         listener,
         crate::app::router(state),
-        limits,
+        listener_limits(&config),
         shutdown.clone(),
     ));
     shutdown.cancelled().await;
     stop(server, tasks, &store, config.shutdown_timeout).await
+}
+
+/// The HTTP listener's bounds: `config`'s, its drain within the shutdown time.
+fn listener_limits(config: &Config) -> crate::listener::Limits {
+    crate::listener::Limits {
+        header_timeout: config.http.header_timeout,
+        body_timeout: config.http.body_timeout,
+        max_connections: config.http.max_connections as usize,
+        drain: config.shutdown_timeout - stop_reserve(config.shutdown_timeout),
+    }
 }
 
 /// The admin token to serve with (configured, read or generated), logged by where it came from.
@@ -106,20 +119,32 @@ fn settle_admin_token(config: &Config, listen: std::net::SocketAddr) -> anyhow::
     Ok(token)
 }
 
+/// The workers built before they start.
+struct Workers {
+    dispatcher: Arc<Dispatcher>,
+    gateway: Gateway,
+    clock: Follower,
+}
+
 /// Starts the relay, the cross-process wake-ups (PostgreSQL), the lease sweep, the metrics
-/// upkeep, the dispatcher, the inbox gateway's runner and the retention pruner, each stopping at
-/// `shutdown`.
+/// upkeep, the dispatcher, the inbox gateway's runner, the retention pruner and the clock's
+/// correction, each stopping at `shutdown`.
 fn spawn_workers(
     state: &AppState,
     wakes: &Wakes,
     delivery: &crate::config::DeliveryConfig,
     retention: crate::config::RetentionConfig,
-    dispatcher: Arc<Dispatcher>,
-    gateway: Gateway,
+    workers: Workers,
     shutdown: &CancellationToken,
 ) -> TaskTracker {
+    let Workers {
+        dispatcher,
+        gateway,
+        clock,
+    } = workers;
     let store = &state.store;
     let tasks = TaskTracker::new();
+    tasks.spawn(clock.run(shutdown.clone()));
     wakes.spawn(&tasks, store, dispatcher.owner(), shutdown);
     tasks.spawn(crate::relay::run(
         store.clone(),

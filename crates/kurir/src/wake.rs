@@ -20,8 +20,9 @@
 //!   to its configured interval as soon as it finds work.
 //!
 //! An idle process so costs a few statements a second: the relay's look at the outbox, the
-//! dispatcher's endpoint read and claim and the inbox runner's claim (with inbox sources), each
-//! at its slowest poll, plus the lease sweep ([`crate::dispatch::sweep::SWEEP_INTERVAL`]) and the
+//! dispatcher's read of the endpoints' change number and its look for endpoints with due
+//! deliveries (a claim only when it found some), the inbox runner's claim (with inbox
+//! sources), each at its slowest poll, plus the lease sweep ([`crate::dispatch::sweep::SWEEP_INTERVAL`]) and the
 //! gateway's read of its sources.
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -161,7 +161,7 @@ fn sent(d: ClaimedDelivery) -> Completion {
         endpoint_id: d.endpoint.id.clone(),
         attempt: d.attempt,
         trigger: d.trigger,
-        started_at: kurir::store::now_millis(),
+        started_at: kurir::clock::Clock::system().now_millis(),
         duration_ms: 0,
         status_code: Some(200),
         error: None,

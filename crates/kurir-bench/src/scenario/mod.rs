@@ -2,14 +2,17 @@
 //! [`Rig`] (fresh database, sink, endpoints, kurir under test) most of them stand up.
 
 pub mod api;
+pub mod app_cost;
 pub mod backlog;
 pub mod ceiling;
+pub mod endpoints;
 pub mod idle;
 pub mod inbox;
 pub mod isolation;
 pub mod latency;
 pub mod ordered;
 pub mod prune;
+pub mod scale_out;
 pub mod soak;
 pub mod throughput;
 
@@ -27,6 +30,16 @@ use crate::db::{AppPool, Backend, Database, EVENT_TYPE, PAYLOAD};
 use crate::machine::{self, ProcSample};
 use crate::report::ScenarioResult;
 use crate::sink::{event_id, Recorder, Sink};
+
+/// The key kurir encrypts stored secrets with in the scenarios that set it, and the harness
+/// creates endpoints with: processes sharing a database need the same one, and endpoints
+/// created with it need no sealing at kurir's start.
+pub const ENCRYPTION_KEY: &str = "a3VyaXItYmVuY2gtc2NhbGUtb3V0LWtleS0zMmJ5dGU=";
+
+/// The settings that give kurir [`ENCRYPTION_KEY`].
+pub fn with_encryption_key() -> [(&'static str, String); 1] {
+    [("KURIR_ENCRYPTION_KEY", ENCRYPTION_KEY.to_owned())]
+}
 
 /// kurir's default cap on concurrent requests to one endpoint (`max_in_flight`).
 pub const PER_ENDPOINT: usize = kurir::endpoint::DEFAULT_MAX_IN_FLIGHT as usize;
@@ -118,6 +131,17 @@ impl Ctx {
         let v = ceiling::raw_posts(concurrency, self.sizes.ceiling).await?;
         self.shared.lock().unwrap().raw_posts.insert(concurrency, v);
         Ok(v)
+    }
+}
+
+/// Adds to each of `runs` its `deliveries_per_s` divided by the first run's, as `key`: the
+/// figure that counts on this shared machine is the ratio within one run.
+pub fn ratio_to_first(runs: &mut [ScenarioResult], key: &str) {
+    let first = runs.first().and_then(|r| r.get("deliveries_per_s"));
+    let first = first.unwrap_or(0.0).max(f64::MIN_POSITIVE);
+    for r in runs {
+        let rate = r.get("deliveries_per_s").unwrap_or(0.0);
+        r.metric(key, rate / first, "");
     }
 }
 

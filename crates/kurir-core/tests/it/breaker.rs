@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use kurir_core::breaker::{State, Transition, MAX_COOLDOWN};
+use kurir_core::breaker::{State, Transition, MAX_COOLDOWN, WINDOW_MIN_ATTEMPTS};
 use kurir_core::{BreakerPolicy, Circuit, Health};
 use proptest::prelude::*;
 
@@ -85,8 +85,11 @@ proptest! {
                 let wait = (c.next_probe_at.unwrap() - c.since).to_std().unwrap();
                 prop_assert!(wait >= policy.cooldown.min(MAX_COOLDOWN) && wait <= MAX_COOLDOWN);
             }
-            if c.state == State::Closed {
-                prop_assert!(c.consecutive_failures < threshold);
+            if c.state == State::Closed && matches!(op, Op::Attempt { .. }) {
+                // Failures in a row decide only while the window holds few attempts (as
+                // counted when the attempt was).
+                let (attempts, _) = c.window.estimate(now);
+                prop_assert!(c.consecutive_failures < threshold || attempts >= WINDOW_MIN_ATTEMPTS);
             }
             if let Op::Attempt { failed: false, .. } = op {
                 prop_assert_eq!(c.consecutive_failures, 0);

@@ -106,6 +106,7 @@ both_backends! {
             if reply.status.is_success() {
                 break;
             }
+            // The sender's own backoff between its attempts, as a real sender waits.
             tokio::time::sleep(policy.backoff(attempt)).await;
         }
         assert_eq!(statuses[..2], [502, 503]);

@@ -1,6 +1,11 @@
-//! Bearer-token authentication of everything under `/v1`. A request without the admin token, or
-//! with a wrong one, is answered 401 before any handler (or body parsing) runs; an accepted
-//! request carries its [`Actor`] for handlers that record who did what.
+//! Bearer-token authentication of everything under `/v1`. A request without a token that
+//! works, or with a wrong one, is answered 401 before any handler (or body parsing) runs; one
+//! whose token's role does not allow it ([`crate::access::Role::permits`]) is answered 403. An
+//! accepted request carries its [`Actor`] for handlers that record who did what.
+//!
+//! Two kinds of token work: the environment's (the bootstrap admin, checked in memory) and the
+//! named ones of `kurir_tokens`, read on each request, so a revocation holds at once on every
+//! process sharing the database.
 
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
@@ -10,25 +15,57 @@ use axum::response::Response;
 
 use super::error::ApiError;
 use crate::api::state::AppState;
+use crate::store::tokens::{token_hash, TOKEN_PREFIX};
 
-/// Who made an authenticated request: the name of the token used.
-#[derive(Clone, Debug)]
-pub struct Actor(pub String);
+pub use crate::access::Actor;
+use crate::access::{Action, Via};
 
-/// Middleware: checks `Authorization: Bearer <token>` in constant time.
-pub async fn require_admin(
+/// Middleware: authenticates `Authorization: Bearer <token>` and asks [`Actor::may`] whether the
+/// token may do what the request's method and path ask ([`Action::of_api_request`]). Who it is
+/// goes on the request's log span.
+pub async fn require_token(
     State(state): State<AppState>,
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    match bearer_token(req.headers()) {
-        Some(token) if state.admin.verify(token) => {
-            req.extensions_mut()
-                .insert(Actor(state.admin.name().to_owned()));
-            Ok(next.run(req).await)
-        }
-        _ => Err(ApiError::Unauthorized),
+    let via = Via::of_api_request(req.headers());
+    let token = bearer_token(req.headers()).ok_or(ApiError::Unauthorized)?;
+    let actor = authenticate(&state, token, via)
+        .await?
+        .ok_or(ApiError::Unauthorized)?;
+    let span = tracing::Span::current();
+    span.record("actor", actor.name.as_str());
+    span.record("via", actor.via.as_str());
+    // Below `/v1`: the router is nested there, so the path the handlers see is the one checked.
+    let action = Action::of_api_request(req.method(), req.uri().path());
+    if !actor.may(action) {
+        return Err(ApiError::Forbidden(actor.refusal(action)));
     }
+    req.extensions_mut().insert(actor);
+    Ok(next.run(req).await)
+}
+
+/// Who `token` is, acting through `via`: the environment's token (compared in constant time),
+/// or a named token that is neither revoked nor expired. `None` for anything else.
+pub async fn authenticate(
+    state: &AppState,
+    token: &str,
+    via: Via,
+) -> Result<Option<Actor>, ApiError> {
+    if state.admin.verify(token) {
+        return Ok(Some(Actor::bootstrap(state.admin.name(), via)));
+    }
+    // Only kurir's own tokens are looked up: anything else is refused without a query.
+    if !token.starts_with(TOKEN_PREFIX) {
+        return Ok(None);
+    }
+    let found = state.store.active_token(&token_hash(token)).await?;
+    Ok(found.map(|t| Actor {
+        token_id: Some(t.id.to_string()),
+        name: t.name,
+        role: t.role,
+        via,
+    }))
 }
 
 /// The token of an `Authorization: Bearer <token>` header, if there is one.

@@ -15,7 +15,9 @@ use super::page::{Page, PageRequest};
 use crate::api::state::AppState;
 use crate::delivery::{AttemptRecord, DeliveryRecord, DeliveryStatus, Trigger};
 use crate::endpoint::EndpointId;
+use crate::store::breaker::StoredCircuit;
 use crate::store::DeliveryQuery;
+use kurir_core::breaker::State as CircuitState;
 
 /// A delivery: one event to one endpoint.
 #[derive(Debug, Serialize, ToSchema)]
@@ -33,13 +35,23 @@ pub struct DeliveryView {
     /// When the endpoint was deleted (absent: it still exists). Its deliveries stay until
     /// retention takes them; those not yet made were cancelled.
     pub endpoint_deleted_at: Option<DateTime<Utc>>,
-    /// `pending`, `processing`, `sent`, `failed`, `dead_letter` or `cancelled` (its endpoint
-    /// was deleted before it was delivered).
+    /// `pending`, `processing`, `sent`, `retrying` (the last attempt failed, another is
+    /// scheduled; called `failed` before, which the `status` filter still accepts),
+    /// `dead_letter` or `cancelled` (its endpoint was deleted before it was delivered).
     pub status: String,
     /// Attempts made since it was created or last replayed.
     pub attempt_count: u32,
-    /// When the next attempt is due (pending and failed deliveries only).
+    /// When the next attempt is due (pending and failed deliveries only). While `held`, this
+    /// is when it was scheduled: it waits for the circuit to close (see `next_probe_at`).
     pub next_attempt_at: Option<DateTime<Utc>>,
+    /// The state of the endpoint's circuit breaker: `closed`, `open` or `half_open`.
+    #[schema(example = "closed")]
+    pub circuit_state: &'static str,
+    /// Whether it waits (pending or failed) on a circuit that is not closed: nothing is sent
+    /// to the endpoint but one probe until the circuit closes.
+    pub held: bool,
+    /// When the endpoint's circuit is open: when its next probe may be sent.
+    pub next_probe_at: Option<DateTime<Utc>>,
     /// The last HTTP status received.
     pub last_status_code: Option<u16>,
     /// The last error.
@@ -51,17 +63,26 @@ pub struct DeliveryView {
 }
 
 impl DeliveryView {
-    /// The view of `d`, whose event has `event_type`.
-    pub fn new(d: DeliveryRecord, event_type: String) -> Self {
+    /// The view of `d`, whose event has `event_type`, with its endpoint's circuit among
+    /// `circuits` (none: closed).
+    pub fn new(d: DeliveryRecord, event_type: String, circuits: &[StoredCircuit]) -> Self {
         let due = matches!(d.status, DeliveryStatus::Pending | DeliveryStatus::Failed);
+        let circuit = circuits
+            .iter()
+            .find(|c| c.endpoint_id == d.endpoint_id)
+            .map(|c| c.circuit);
+        let state = circuit.map_or(CircuitState::Closed, |c| c.state);
         Self {
+            circuit_state: state.as_str(),
+            held: due && state != CircuitState::Closed,
+            next_probe_at: circuit.and_then(|c| c.next_probe_at),
             id: d.id,
             event_id: d.event_id,
             event_type,
             endpoint_id: d.endpoint_id,
             endpoint_url: d.endpoint_url,
             endpoint_deleted_at: d.endpoint_deleted_at,
-            status: d.status.as_str().to_owned(),
+            status: d.status.name().to_owned(),
             attempt_count: d.attempt_count,
             next_attempt_at: due.then_some(d.available_at),
             last_status_code: d.last_status_code,
@@ -75,7 +96,12 @@ impl DeliveryView {
 /// One HTTP attempt.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AttemptView {
-    /// Its number (restarts at 1 after a replay).
+    /// Its place in the delivery's whole history, from 1 (never restarts).
+    pub number: u32,
+    /// Which replay it belongs to: 0 for the attempts before any replay, then 1, 2, … for
+    /// those of the first, second, … replay.
+    pub replay: u32,
+    /// Its number within its run: the attempt count, which restarts at 1 after a replay.
     pub attempt: u32,
     /// `scheduled` or `replay`.
     pub trigger: String,
@@ -91,9 +117,26 @@ pub struct AttemptView {
     pub response_body: Option<String>,
 }
 
-impl From<AttemptRecord> for AttemptView {
-    fn from(a: AttemptRecord) -> Self {
+impl AttemptView {
+    /// A delivery's attempts, oldest first, numbered: a replay's first attempt is the one its
+    /// replay made (trigger `replay`), so each such attempt starts the next run.
+    pub fn history(records: Vec<AttemptRecord>) -> Vec<AttemptView> {
+        let mut replay = 0;
+        (1..)
+            .zip(records)
+            .map(|(number, a)| {
+                if a.trigger == Trigger::Replay {
+                    replay += 1;
+                }
+                AttemptView::new(a, number, replay)
+            })
+            .collect()
+    }
+
+    fn new(a: AttemptRecord, number: u32, replay: u32) -> Self {
         Self {
+            number,
+            replay,
             attempt: a.attempt,
             trigger: match a.trigger {
                 Trigger::Scheduled => "scheduled",
@@ -153,7 +196,8 @@ pub(super) fn check_window(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ListDeliveries {
-    /// `pending`, `processing`, `sent`, `failed`, `dead_letter` or `cancelled`.
+    /// `pending`, `processing`, `sent`, `retrying`, `dead_letter` or `cancelled`; `failed`
+    /// is the older name of `retrying`, still accepted.
     pub status: Option<String>,
     /// Only this endpoint's deliveries.
     pub endpoint_id: Option<String>,
@@ -166,6 +210,7 @@ pub struct ListDeliveries {
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
     /// Rows per page, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
 }
 
@@ -189,14 +234,16 @@ pub async fn list(
         event_type: q.event_type,
         since: q.since,
         until: q.until,
-        before_id: page.before_id,
+        before_id: page.past,
         limit: page.fetch(),
     };
     let rows = state.store.list_deliveries(&query).await?;
+    // The whole circuits table: one small row per endpoint that has failed.
+    let circuits = state.store.circuits().await?;
     Ok(Json(page.page(
         rows,
         |r| r.delivery.id,
-        |r| DeliveryView::new(r.delivery, r.event_type),
+        |r| DeliveryView::new(r.delivery, r.event_type, &circuits),
     )))
 }
 

@@ -10,12 +10,13 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use kurir_core::secret::Secret;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::circuit::CircuitView;
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiJson, ApiPath};
+use super::extract::{whole, whole_or_null, ApiJson, ApiPath, ApiQuery};
+use super::page::{Page, PageRequest};
 use crate::api::state::AppState;
 use crate::endpoint::{
     each_override, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint,
@@ -29,11 +30,16 @@ use crate::redact::Sensitive;
 /// update bodies also get `overrides()`, the overrides (or their changes) they carry.
 macro_rules! api_struct {
     ({ create $(#[$($attr:tt)*])* pub struct $name:ident { $($before:tt)* } { $($after:tt)* } }
-     $($field:ident: $ty:tt [$doc:tt $create:tt $view:tt $update:tt])*) => {
+     $($field:ident: $ty:tt ($min:tt, $max:tt) [$doc:tt $create:tt $view:tt $update:tt])*) => {
         $(#[$($attr)*])*
         pub struct $name {
             $($before)*
-            $(#[doc = $create] pub $field: Option<$ty>,)*
+            $(
+                #[doc = $create]
+                #[serde(default, deserialize_with = "whole")]
+                #[schema(minimum = $min, maximum = $max)]
+                pub $field: Option<$ty>,
+            )*
             $($after)*
         }
 
@@ -44,7 +50,7 @@ macro_rules! api_struct {
         }
     };
     ({ view $(#[$($attr:tt)*])* pub struct $name:ident { $($before:tt)* } { $($after:tt)* } }
-     $($field:ident: $ty:tt [$doc:tt $create:tt $view:tt $update:tt])*) => {
+     $($field:ident: $ty:tt ($min:tt, $max:tt) [$doc:tt $create:tt $view:tt $update:tt])*) => {
         $(#[$($attr)*])*
         pub struct $name {
             $($before)*
@@ -53,14 +59,14 @@ macro_rules! api_struct {
         }
     };
     ({ update $(#[$($attr:tt)*])* pub struct $name:ident { $($before:tt)* } { $($after:tt)* } }
-     $($field:ident: $ty:tt [$doc:tt $create:tt $view:tt $update:tt])*) => {
+     $($field:ident: $ty:tt ($min:tt, $max:tt) [$doc:tt $create:tt $view:tt $update:tt])*) => {
         $(#[$($attr)*])*
         pub struct $name {
             $($before)*
             $(
                 #[doc = $update]
-                #[serde(default, deserialize_with = "double_option")]
-                #[schema(value_type = Option<$ty>, nullable)]
+                #[serde(default, deserialize_with = "whole_or_null")]
+                #[schema(value_type = Option<$ty>, nullable, minimum = $min, maximum = $max)]
                 pub $field: Option<Option<$ty>>,
             )*
             $($after)*
@@ -88,6 +94,7 @@ each_override!(api_struct! { create
 #[serde(deny_unknown_fields)]
 pub struct CreateEndpoint {
     /// Absolute http(s) URL.
+    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[^/?#\\s]+", max_length = 2048, example = "https://example.com/webhooks")]
     pub url: String,
     /// Free text.
     #[serde(default)]
@@ -99,9 +106,13 @@ pub struct CreateEndpoint {
     /// generated when absent.
     #[schema(value_type = Option<String>)]
     pub secret: Option<Sensitive>,
-    /// Concurrent requests per kurir process (default 16).
+    /// Concurrent requests per kurir process, 1 to 1000 (default 16).
+    #[serde(default, deserialize_with = "whole")]
+    #[schema(minimum = 1, maximum = 1000)]
     pub max_in_flight: Option<u32>,
     /// Requests per second, all kurir processes together (1 to 100000); absent: no limit.
+    #[serde(default, deserialize_with = "whole")]
+    #[schema(minimum = 1, maximum = 100000)]
     pub rate_limit_per_second: Option<u32>,
     /// `none` (default) or `aggregate`: deliveries of events that share `aggregate_type` and
     /// `aggregate_id` are attempted one at a time, in outbox order.
@@ -109,6 +120,11 @@ pub struct CreateEndpoint {
     /// `block` (default): a dead-lettered delivery holds back the later ones of its aggregate
     /// until it is replayed; `skip`: they go on.
     pub ordering_on_dead_letter: Option<OnDeadLetter>,
+    /// The subscriber it belongs to (its id; set at creation, never moved): it gets only the
+    /// events addressed to that subscriber. Absent: the operator's own endpoint, which gets
+    /// only events addressed to no subscriber.
+    #[schema(example = "cus_8Hq2")]
+    pub subscriber_id: Option<String>,
 } {}
 });
 
@@ -118,7 +134,8 @@ each_override!(api_struct! { update
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateEndpoint {
-    /// New URL.
+    /// New URL: absolute, http(s).
+    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[^/?#\\s]+", max_length = 2048)]
     pub url: Option<String>,
     /// New description.
     pub description: Option<String>,
@@ -128,11 +145,13 @@ pub struct UpdateEndpoint {
     pub enabled: Option<bool>,
     /// Why, with `enabled: false`.
     pub disabled_reason: Option<String>,
-    /// New per-process concurrency.
+    /// New per-process concurrency, 1 to 1000.
+    #[serde(default, deserialize_with = "whole")]
+    #[schema(minimum = 1, maximum = 1000)]
     pub max_in_flight: Option<u32>,
-    /// New rate limit; `null` removes it.
-    #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<u32>, nullable)]
+    /// New rate limit, 1 to 100000; `null` removes it.
+    #[serde(default, deserialize_with = "whole_or_null")]
+    #[schema(value_type = Option<u32>, nullable, minimum = 1, maximum = 100000)]
     pub rate_limit_per_second: Option<Option<u32>>,
     /// New ordering (`none` or `aggregate`): applies to the deliveries fanned out from then
     /// on; turning it off releases the waiting ones at once.
@@ -142,19 +161,14 @@ pub struct UpdateEndpoint {
 } {}
 });
 
-/// Tells a field given as `null` (`Some(None)`) from an absent one (`None`).
-fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(d).map(Some)
-}
-
 /// Body of `POST /v1/endpoints/{id}/rotate-secret`; may be empty.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RotateSecret {
     /// How long the old secret keeps signing, as a second `v1,` entry (default 86400, at most
     /// 2592000; 0 drops it at once).
+    #[serde(default, deserialize_with = "whole")]
+    #[schema(minimum = 0, maximum = 2592000)]
     pub grace_period_seconds: Option<u64>,
     /// The new secret; generated when absent.
     #[schema(value_type = Option<String>)]
@@ -183,7 +197,7 @@ pub(super) fn not_found(id: &str) -> ApiError {
 
 /// Creates an endpoint.
 #[utoipa::path(post, path = "/v1/endpoints", operation_id = "create_endpoint", tag = "endpoints", request_body = CreateEndpoint,
-    responses((status = 201, description = "Created; the answer holds the secret, and `warnings` when the URL will be refused", body = EndpointView),
+    responses((status = 201, description = "Created; the answer holds the secret, and `warnings` when the URL will be refused or a filter pattern matches no event type of the catalog (refused with 400 under KURIR_EVENT_CATALOG=strict)", body = EndpointView),
               (status = 400, description = "A field is invalid", body = ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
@@ -200,32 +214,62 @@ pub async fn create(
         rate_limit_per_second: body.rate_limit_per_second,
         ordering: body.ordering.unwrap_or_default(),
         ordering_on_dead_letter: body.ordering_on_dead_letter.unwrap_or_default(),
+        subscriber_id: body.subscriber_id,
     };
     new.validate()?;
+    super::subscribers::addressable(&state, new.subscriber_id.as_deref()).await?;
+    let filter_warnings = super::event_types::check_filter(&state, &new.event_types).await?;
     let endpoint = state.store.create_endpoint(new).await?;
     tracing::info!(endpoint_id = %endpoint.id, "endpoint created");
-    let view = EndpointView::new(endpoint, true).warned(&state);
+    let mut view = EndpointView::new(endpoint, true, state.store.clock().now()).warned(&state);
+    view.warnings.extend(filter_warnings);
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-/// Lists every endpoint, oldest first.
-#[utoipa::path(get, path = "/v1/endpoints", operation_id = "list_endpoints", tag = "endpoints",
-    responses((status = 200, description = "Every endpoint", body = Vec<EndpointView>)))]
-pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<EndpointView>>, ApiError> {
-    let endpoints = state.store.list_endpoints().await?;
-    let circuits = state.store.circuits().await?;
-    Ok(Json(
-        endpoints
-            .into_iter()
-            .map(|e| {
-                let circuit = CircuitView::find(&circuits, e.id.as_str(), e.created_at);
-                EndpointView {
-                    circuit,
-                    ..EndpointView::new(e, false)
-                }
-            })
-            .collect(),
-    ))
+/// Query of `GET /v1/endpoints`.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListEndpoints {
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Rows per page, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
+    pub limit: Option<u32>,
+}
+
+/// Lists the endpoints, oldest first, a page at a time.
+#[utoipa::path(get, path = "/v1/endpoints", operation_id = "list_endpoints", tag = "endpoints", params(ListEndpoints),
+    responses((status = 200, description = "A page of endpoints, oldest first", body = Page<EndpointView>),
+              (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ListEndpoints>,
+) -> Result<Json<Page<EndpointView>>, ApiError> {
+    let page = PageRequest::<EndpointId>::new("endpoints", q.cursor.as_deref(), q.limit)?;
+    let rows = state
+        .store
+        .endpoint_page(page.past.as_ref(), page.fetch())
+        .await?;
+    let (endpoints, next_cursor) = page.split(rows, |e| e.id.clone());
+    // The circuits of this page's id range only: one range read, however many endpoints the
+    // other pages hold.
+    let circuits = match (endpoints.first(), endpoints.last()) {
+        (Some(first), Some(last)) => state.store.circuits_between(&first.id, &last.id).await?,
+        _ => Vec::new(),
+    };
+    let now = state.store.clock().now();
+    let data = endpoints
+        .into_iter()
+        .map(|e| {
+            let circuit = CircuitView::find(&circuits, e.id.as_str(), e.created_at);
+            EndpointView {
+                circuit,
+                ..EndpointView::new(e, false, now)
+            }
+        })
+        .collect();
+    Ok(Json(Page { data, next_cursor }))
 }
 
 /// Reads one endpoint.
@@ -243,7 +287,7 @@ pub async fn show(
         .await?
         .ok_or_else(|| not_found(&id))?;
     Ok(Json(
-        EndpointView::new(endpoint, false)
+        EndpointView::new(endpoint, false, state.store.clock().now())
             .with_circuit(&state)
             .await?,
     ))
@@ -269,6 +313,10 @@ pub async fn update(
     }
     let overrides = body.overrides();
     let event_types = body.event_types.map(EventFilter::parse).transpose()?;
+    let filter_warnings = match &event_types {
+        Some(filter) => super::event_types::check_filter(&state, filter).await?,
+        None => Vec::new(),
+    };
     // Checked against the stored overrides; only the fields given are written.
     let current = state
         .store
@@ -295,10 +343,12 @@ pub async fn update(
         .await?
         .ok_or_else(|| not_found(&id))?;
     tracing::info!(endpoint_id = %endpoint.id, enabled = endpoint.enabled, "endpoint updated");
-    let view = EndpointView::new(endpoint, false)
+    let mut view = EndpointView::new(endpoint, false, state.store.clock().now())
         .with_circuit(&state)
-        .await?;
-    Ok(Json(view.warned(&state)))
+        .await?
+        .warned(&state);
+    view.warnings.extend(filter_warnings);
+    Ok(Json(view))
 }
 
 /// Deletes an endpoint: it receives nothing more, its deliveries not yet made end `cancelled`,
@@ -321,7 +371,7 @@ pub async fn delete(
 
 /// Makes a new secret current; the old one keeps signing until the grace period ends.
 #[utoipa::path(post, path = "/v1/endpoints/{id}/rotate-secret", operation_id = "rotate_endpoint_secret", tag = "endpoints",
-    request_body = RotateSecret,
+    request_body(content = Option<RotateSecret>, description = "May be left out: a generated secret, and the default grace period"),
     params(("id" = String, Path, description = "Endpoint id")),
     responses((status = 200, description = "The endpoint with its new secret", body = EndpointView),
               (status = 400, description = "A field is invalid", body = ErrorBody),
@@ -329,8 +379,9 @@ pub async fn delete(
 pub async fn rotate_secret(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
-    ApiJson(body): ApiJson<RotateSecret>,
+    body: Option<ApiJson<RotateSecret>>,
 ) -> Result<Json<EndpointView>, ApiError> {
+    let body = body.map(|ApiJson(b)| b).unwrap_or_default();
     let eid = endpoint_id(&id)?;
     let grace = body
         .grace_period_seconds
@@ -348,7 +399,11 @@ pub async fn rotate_secret(
         .await?
         .ok_or_else(|| not_found(&id))?;
     tracing::info!(endpoint_id = %endpoint.id, grace_period_seconds = grace, "endpoint secret rotated");
-    Ok(Json(EndpointView::new(endpoint, true)))
+    Ok(Json(EndpointView::new(
+        endpoint,
+        true,
+        state.store.clock().now(),
+    )))
 }
 
 /// The routes of this resource.

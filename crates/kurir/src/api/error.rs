@@ -31,11 +31,14 @@ pub enum ApiError {
     #[error("{0}")]
     InvalidRequest(String),
     /// No or a wrong bearer token.
-    #[error("a valid admin token is required: send 'Authorization: Bearer <token>'")]
+    #[error("a valid token is required: send 'Authorization: Bearer <token>' with the admin token or a named token")]
     Unauthorized,
     /// No or a wrong bearer token on an inbox source's status route.
-    #[error("the admin token or this source's read token is required: send 'Authorization: Bearer <token>'")]
+    #[error("the admin token, a named token or this source's read token is required: send 'Authorization: Bearer <token>'")]
     ReadTokenRequired,
+    /// The token works, but its role does not allow this request ([`crate::access::Actor::may`]).
+    #[error("{0}")]
+    Forbidden(String),
     /// What the request names does not exist.
     #[error("{0}")]
     NotFound(String),
@@ -49,6 +52,18 @@ pub enum ApiError {
         code: &'static str,
         /// What conflicts.
         message: String,
+    },
+    /// The event catalog refuses the event (`422`): its data fails the version's schema
+    /// (`schema_mismatch`, with each failing value), or, in strict mode, the catalog has no such
+    /// type or version (`unknown_event_type`). Nothing was stored.
+    #[error("{message}")]
+    Unprocessable {
+        /// Machine-readable reason.
+        code: &'static str,
+        /// What is wrong.
+        message: String,
+        /// Each failing value: its JSON pointer within `data` and the rule it broke.
+        failures: Vec<crate::catalog::Failure>,
     },
     /// The body did not arrive within the HTTP body timeout.
     #[error("the request body did not arrive in time (KURIR_HTTP_BODY_TIMEOUT)")]
@@ -82,15 +97,20 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
     /// Machine-readable: `invalid_json`, `invalid_field`, `invalid_request`, `unauthorized`,
-    /// `not_found`, `method_not_allowed`, `event_id_conflict`, `idempotency_key_reused`,
-    /// `source_exists`, `request_timeout`, `payload_too_large`, `database_unavailable` or
-    /// `internal_error`.
+    /// `forbidden`, `not_found`, `method_not_allowed`, `event_id_conflict`,
+    /// `idempotency_key_reused`, `source_exists`, `token_name_taken`, `request_timeout`,
+    /// `payload_too_large`, `schema_mismatch`, `unknown_event_type`, `database_unavailable` or
+    /// `internal_error` (and the conflicts' own: `endpoint_deleted`, `delivery_sent`,
+    /// `not_failed`, `event_type_in_use`).
     pub code: String,
     /// For people.
     pub message: String,
     /// The body field, query parameter or header at fault, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// With `schema_mismatch`: each value of `data` that fails the event's schema.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<crate::catalog::Failure>,
 }
 
 impl ApiError {
@@ -115,9 +135,11 @@ impl ApiError {
             Self::Unauthorized | Self::ReadTokenRequired => {
                 (StatusCode::UNAUTHORIZED, "unauthorized")
             }
+            Self::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            Self::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
             Self::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             Self::TooLarge(_) | Self::DataTooLarge => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
@@ -143,10 +165,15 @@ impl ApiError {
             Self::InvalidField { field, .. } => Some(field.clone()),
             _ => None,
         };
+        let failures = match self {
+            Self::Unprocessable { failures, .. } => failures.clone(),
+            _ => Vec::new(),
+        };
         let detail = ErrorDetail {
             code: code.to_owned(),
             message: self.to_string(),
             field,
+            failures,
         };
         (status, detail)
     }
@@ -175,6 +202,20 @@ impl IntoResponse for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
+        // The API checked that `data` is an object within `limits::MAX_JSON_DEPTH`, so the
+        // database refusing it as one means its own JSON functions could not read it: on
+        // MariaDB they read 31 levels of nesting, on MySQL 100. The same data would be
+        // refused again: a 400, not a 500 a client would retry.
+        if e.breaks_contract_rule("kurir_outbox_payload_object") {
+            return Self::field(
+                "data",
+                format!(
+                    "nests deeper than this database's JSON functions read (MariaDB's read 31 \
+                     levels, MySQL's 100), though within kurir's limit of {} levels",
+                    crate::limits::MAX_JSON_DEPTH
+                ),
+            );
+        }
         if e.is_unavailable() {
             Self::Unavailable(Box::new(e))
         } else {
@@ -199,6 +240,13 @@ impl From<EnqueueError> for ApiError {
             EnqueueError::InvalidEventType(m) => Self::field("event_type", m),
             EnqueueError::InvalidPayload(m) => Self::field("data", m),
             EnqueueError::PayloadTooLarge(_) => Self::DataTooLarge,
+            EnqueueError::PayloadTooDeep(depth) => Self::field(
+                "data",
+                format!(
+                    "nests {depth} levels deep; at most {} are allowed",
+                    crate::limits::MAX_JSON_DEPTH
+                ),
+            ),
             EnqueueError::InvalidOccurredAt => {
                 Self::field("occurred_at", "must be within the years 0001 to 9999")
             }
@@ -216,5 +264,11 @@ impl From<EnqueueError> for ApiError {
             },
             EnqueueError::Database(e) => StoreError::Database(e).into(),
         }
+    }
+}
+
+impl From<crate::catalog::CatalogError> for ApiError {
+    fn from(e: crate::catalog::CatalogError) -> Self {
+        Self::field(e.field, e.message)
     }
 }

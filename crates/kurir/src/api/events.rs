@@ -22,6 +22,8 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
 use crate::api::state::AppState;
+use crate::catalog::check::RefusalKind;
+use crate::catalog::{Checks, Verdict};
 use crate::outbox::{valid_aggregate, NewEvent, MAX_AGGREGATE_BYTES};
 use crate::store::{EventQuery, IdempotencyKey, PublishItem, Published, StoredEvent};
 
@@ -32,12 +34,21 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PublishEvent {
-    /// Dot-separated lowercase type, e.g. `order.paid`.
+    /// Dot-separated lowercase type, e.g. `order.paid`: segments of `a-z 0-9 _ -`, 1 to 255
+    /// bytes.
+    #[schema(
+        pattern = "^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$",
+        max_length = 255,
+        example = "order.paid"
+    )]
     pub event_type: String,
-    /// The payload: a JSON object, stored and delivered byte-for-byte.
+    /// The payload: a JSON object, stored and delivered byte-for-byte; at most 1 MiB, nested at
+    /// most 128 levels deep (`400` above; 31 on MariaDB).
     #[schema(value_type = Object)]
     pub data: Box<RawValue>,
-    /// Payload schema version (default 1).
+    /// Payload schema version, 1 or more (default 1).
+    #[serde(default, deserialize_with = "super::extract::whole")]
+    #[schema(minimum = 1)]
     pub version: Option<i32>,
     /// What kind of thing the event is about, e.g. `order`.
     pub aggregate_type: Option<String>,
@@ -47,6 +58,10 @@ pub struct PublishEvent {
     pub occurred_at: Option<DateTime<Utc>>,
     /// Your id for the event (visible ASCII, at most 255); a UUIDv7 when absent.
     pub event_id: Option<String>,
+    /// The subscriber the event is addressed to (its id): delivered only to that subscriber's
+    /// endpoints. Absent: only to the endpoints without a subscriber.
+    #[schema(example = "cus_8Hq2")]
+    pub subscriber_id: Option<String>,
 }
 
 /// Answer of a newly accepted event.
@@ -83,6 +98,8 @@ pub struct EventView {
     /// Why it was refused and never delivered: written by SQL before the database enforced the
     /// outbox's rules, it breaks the rule named here. Absent for every other event.
     pub refused_reason: Option<String>,
+    /// The subscriber it is addressed to; absent: the operator's own endpoints.
+    pub subscriber_id: Option<String>,
     /// The payload, as stored.
     #[schema(value_type = Object)]
     pub data: Box<RawValue>,
@@ -108,6 +125,7 @@ impl TryFrom<StoredEvent> for EventView {
             dispatched_at: e.dispatched_at,
             dispatched: e.dispatched,
             refused_reason: e.refused_reason,
+            subscriber_id: e.subscriber_id,
             data,
         })
     }
@@ -154,6 +172,7 @@ pub(super) fn new_event(b: &PublishEvent) -> Result<NewEvent, ApiError> {
     }
     event.aggregate_type = b.aggregate_type.clone();
     event.aggregate_id = b.aggregate_id.clone();
+    event.subscriber_id = b.subscriber_id.clone();
     event.validate()?;
     event.occurred_at = b.occurred_at;
     if let Some(id) = &b.event_id {
@@ -163,9 +182,43 @@ pub(super) fn new_event(b: &PublishEvent) -> Result<NewEvent, ApiError> {
     Ok(event)
 }
 
-/// The payload as a JSON value, for comparing content regardless of formatting.
+/// Checks the event against the catalog (`KURIR_EVENT_CATALOG`): a refusal is a `422` naming
+/// each failing value, and nothing is stored.
+pub(super) fn check_catalog(
+    state: &AppState,
+    checks: &Checks,
+    b: &PublishEvent,
+) -> Result<(), ApiError> {
+    let version = b.version.unwrap_or(1);
+    let Verdict::Refused(r) = checks.check_text(&b.event_type, version, Some(b.data.get())) else {
+        return Ok(());
+    };
+    state
+        .metrics
+        .record_catalog_refusal(&b.event_type, &r.reason, "api");
+    Err(match r.kind {
+        RefusalKind::Unknown => ApiError::Unprocessable {
+            code: "unknown_event_type",
+            message: r.reason,
+            failures: Vec::new(),
+        },
+        RefusalKind::Schema => ApiError::Unprocessable {
+            code: "schema_mismatch",
+            message: format!(
+                "data does not match the event catalog's schema of {} v{version}: {}",
+                b.event_type,
+                r.reason.trim_start_matches("schema: ")
+            ),
+            failures: r.failures,
+        },
+    })
+}
+
+/// The payload as a JSON value, for comparing content regardless of formatting. One too deep
+/// for serde_json's `Value` (exactly [`crate::limits::MAX_JSON_DEPTH`] levels) is compared by
+/// its text, so two different ones never compare equal.
 fn json(raw: &str) -> serde_json::Value {
-    serde_json::from_str(raw).unwrap_or(serde_json::Value::Null)
+    serde_json::from_str(raw).unwrap_or_else(|_| serde_json::Value::String(raw.to_owned()))
 }
 
 /// SHA-256 of what the request asks for, formatting aside.
@@ -174,7 +227,7 @@ fn request_hash(b: &PublishEvent) -> String {
         "event_type": b.event_type, "version": b.version.unwrap_or(1),
         "aggregate_type": b.aggregate_type, "aggregate_id": b.aggregate_id,
         "occurred_at": b.occurred_at.map(|t| t.timestamp_millis()), "event_id": b.event_id,
-        "data": json(b.data.get()),
+        "data": json(b.data.get()), "subscriber_id": b.subscriber_id,
     });
     Sha256::digest(canonical.to_string().as_bytes())
         .iter()
@@ -188,6 +241,7 @@ fn same_content(stored: &StoredEvent, b: &PublishEvent) -> bool {
         && stored.version == b.version.unwrap_or(1)
         && stored.aggregate_type == b.aggregate_type
         && stored.aggregate_id == b.aggregate_id
+        && stored.subscriber_id == b.subscriber_id
         && b.occurred_at
             .is_none_or(|at| at.timestamp_millis() == stored.occurred_at.timestamp_millis())
         && json(&stored.payload) == json(b.data.get())
@@ -211,6 +265,7 @@ pub(super) async fn stored(state: &AppState, event_id: &str) -> Result<StoredEve
               (status = 200, description = "Already accepted: the original event, nothing created", body = EventView),
               (status = 400, description = "A field is invalid", body = ErrorBody),
               (status = 409, description = "The event_id or key was used for different content", body = ErrorBody),
+              (status = 422, description = "The event catalog refuses the event: its data fails the version's schema (schema_mismatch, each failing value in failures), or KURIR_EVENT_CATALOG=strict and the catalog lacks the type or version (unknown_event_type); nothing stored", body = ErrorBody),
               (status = 408, description = "The body did not arrive within the HTTP body timeout", body = ErrorBody),
               (status = 413, description = "The body, or its data, is over the limit", body = ErrorBody),
               (status = 503, description = "The database is unavailable; retry after Retry-After", body = ErrorBody)))]
@@ -221,6 +276,9 @@ pub async fn publish(
 ) -> Result<Response, ApiError> {
     let key = idempotency_key(&headers)?;
     let event = new_event(&body)?;
+    super::subscribers::addressable(&state, body.subscriber_id.as_deref()).await?;
+    let checks = state.store.event_checks().await?;
+    check_catalog(&state, &checks, &body)?;
     let key = key.map(|key| IdempotencyKey {
         key,
         request_hash: request_hash(&body),
@@ -302,11 +360,12 @@ pub async fn show(
 ) -> Result<Json<EventDetail>, ApiError> {
     let event = EventView::try_from(stored(&state, &event_id).await?)?;
     let mut deliveries = Vec::new();
+    let circuits = state.store.circuits().await?;
     for d in state.store.deliveries_for_event(&event_id).await? {
         let attempts = state.store.attempts_for_delivery(d.id).await?;
         deliveries.push(DeliveryDetail {
-            delivery: DeliveryView::new(d, event.event_type.clone()),
-            attempts: attempts.into_iter().map(AttemptView::from).collect(),
+            delivery: DeliveryView::new(d, event.event_type.clone(), &circuits),
+            attempts: AttemptView::history(attempts),
         });
     }
     Ok(Json(EventDetail { event, deliveries }))
@@ -328,7 +387,10 @@ pub struct ListEvents {
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
     /// Rows per page, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+    /// Only events addressed to this subscriber.
+    pub subscriber_id: Option<String>,
 }
 
 /// Lists events, newest first.
@@ -356,8 +418,9 @@ pub async fn list(
         aggregate_id: q.aggregate_id,
         since: q.since,
         until: q.until,
-        before_id: page.before_id,
+        before_id: page.past,
         limit: page.fetch(),
+        subscriber_id: q.subscriber_id,
     };
     let rows = state
         .store

@@ -5,8 +5,10 @@
 //! order: a bad event gets its own `400` naming the field (`events[3].event_type`) and the
 //! others are still recorded; an `event_id` already stored, or repeated earlier in the batch,
 //! answers `200` when the content is the same and `409` when it differs. The request itself is
-//! refused only when it is not a batch at all: malformed JSON, no `events` array, more than
-//! [`MAX_BATCH_EVENTS`] events, a body over the batch limit (`413`), or an `Idempotency-Key`.
+//! refused whole (`400`, nothing recorded) when it is not the batch the OpenAPI document
+//! describes: malformed JSON, no `events` array, more than [`MAX_BATCH_EVENTS`] events, an event
+//! that is not shaped like the body of `POST /v1/events` (an unknown field, a value of the wrong
+//! type, a missing `event_type`), a body over the batch limit (`413`), or an `Idempotency-Key`.
 //!
 //! No `Idempotency-Key` on a batch: one key for many events could not say which of them a
 //! retry repeats. Give each event an `event_id` instead; a retried batch then answers `200` for
@@ -21,9 +23,11 @@ use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody, ErrorDetail};
-use super::events::{new_event, settle, Outcome, PublishEvent, IDEMPOTENCY_KEY};
+use super::events::{check_catalog, new_event, settle, Outcome, PublishEvent, IDEMPOTENCY_KEY};
 use super::extract::{parse_json, ApiJson, BodyLimit};
 use crate::api::state::AppState;
+use crate::catalog::Checks;
+use crate::outbox::NewEvent;
 use crate::store::PublishItem;
 
 /// Most events in one batch.
@@ -38,7 +42,7 @@ pub const BATCH_BODY_FACTOR: usize = 16;
 #[serde(deny_unknown_fields)]
 pub struct PublishBatch {
     /// 1 to 1,000 events, each as the body of `POST /v1/events`.
-    #[schema(value_type = Vec<PublishEvent>)]
+    #[schema(value_type = Vec<PublishEvent>, min_items = 1, max_items = 1000)]
     pub events: Vec<Box<RawValue>>,
 }
 
@@ -48,6 +52,7 @@ pub struct BatchItemResult {
     /// What `POST /v1/events` would have answered for this event alone: `202` recorded, `200`
     /// already recorded with the same content (nothing created), `400` invalid (see `error`),
     /// `409` its `event_id` is taken by different content, `413` its data is over the limit,
+    /// `422` the event catalog refuses it (see `POST /v1/events`),
     /// `503` the database was unavailable (retry it).
     pub status: u16,
     /// The event's id, unless it was refused.
@@ -56,6 +61,19 @@ pub struct BatchItemResult {
     /// Why it was refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorDetail>,
+}
+
+/// `e`, about event `index`, with its field named within the batch (`events[3].event_type`).
+fn within_batch(index: usize, e: ApiError) -> ApiError {
+    match e {
+        ApiError::InvalidField { field, message } => {
+            ApiError::field(format!("events[{index}].{field}"), message)
+        }
+        ApiError::MalformedJson(message) | ApiError::InvalidRequest(message) => {
+            ApiError::field(format!("events[{index}]"), message)
+        }
+        other => other,
+    }
 }
 
 /// Answer of `POST /v1/events/batch`.
@@ -76,13 +94,7 @@ impl BatchItemResult {
 
     /// The error `e` of event `index`, its field named within the batch.
     fn refused(index: usize, e: ApiError) -> Self {
-        let e = match e {
-            ApiError::InvalidField { field, message } => {
-                ApiError::field(format!("events[{index}].{field}"), message)
-            }
-            other => other,
-        };
-        let (status, error) = e.detail();
+        let (status, error) = within_batch(index, e).detail();
         Self {
             status: status.as_u16(),
             event_id: None,
@@ -95,7 +107,7 @@ impl BatchItemResult {
 #[utoipa::path(post, path = "/v1/events/batch", operation_id = "publish_events", tag = "events",
     request_body = PublishBatch,
     responses((status = 200, description = "Every event's result, in order (each as POST /v1/events would answer it)", body = BatchResults),
-              (status = 400, description = "Not a batch: malformed, no events, more than 1,000, or an Idempotency-Key header", body = ErrorBody),
+              (status = 400, description = "Not a batch: malformed, no events, more than 1,000, an event not shaped like the body of POST /v1/events (named as `events[3].colour`; nothing recorded), or an Idempotency-Key header", body = ErrorBody),
               (status = 408, description = "The body did not arrive within the HTTP body timeout", body = ErrorBody),
               (status = 413, description = "The body is over the batch limit", body = ErrorBody)))]
 pub async fn publish_batch(
@@ -118,14 +130,22 @@ pub async fn publish_batch(
             ),
         ));
     }
+    // Every event's shape first: a request the document refuses is refused whole.
+    let parsed = batch
+        .events
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| {
+            parse_json::<PublishEvent>(raw.get().as_bytes()).map_err(|e| within_batch(i, e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let checks = state.store.event_checks().await?;
     let mut results: Vec<Option<BatchItemResult>> = Vec::with_capacity(batch.events.len());
     let mut bodies = Vec::new();
     let mut items = Vec::new();
-    for (i, raw) in batch.events.iter().enumerate() {
-        let checked = parse_json::<PublishEvent>(raw.get().as_bytes())
-            .and_then(|body| new_event(&body).map(|event| (body, event)));
-        match checked {
-            Ok((body, event)) => {
+    for (i, body) in parsed.into_iter().enumerate() {
+        match checked(&state, &checks, &body).await {
+            Ok(event) => {
                 results.push(None);
                 bodies.push((i, body));
                 items.push(PublishItem { event, key: None });
@@ -148,6 +168,19 @@ pub async fn publish_batch(
     Ok(Json(BatchResults {
         results: results.into_iter().flatten().collect(),
     }))
+}
+
+/// One event of a batch as `POST /v1/events` would take it: its fields, the catalog's schema
+/// and its subscriber.
+async fn checked(
+    state: &AppState,
+    checks: &Checks,
+    body: &PublishEvent,
+) -> Result<NewEvent, ApiError> {
+    let event = new_event(body)?;
+    check_catalog(state, checks, body)?;
+    super::subscribers::addressable(state, body.subscriber_id.as_deref()).await?;
+    Ok(event)
 }
 
 /// The batch route, with its own body limit: `limit` is the admin API's.

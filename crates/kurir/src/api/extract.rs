@@ -1,17 +1,23 @@
 //! Request extractors that answer bad input in the API's error shape and name the field at
 //! fault: [`ApiJson`] for bodies (size limit, syntax, types, unknown fields), [`ApiQuery`] for
 //! query strings and [`ApiPath`] for path segments (one that is not UTF-8, say).
+//!
+//! They read what the OpenAPI document says: a body the document requires must be there
+//! (`Option<ApiJson<T>>` where it may be left out, or be JSON `null`, as the document's
+//! optional body allows).
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, OptionalFromRequest, Path, Query, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
 
 use super::error::ApiError;
 use crate::listener::BodyTimedOut;
 
-/// A JSON body. An empty body counts as `{}` when `T` allows it (for optional bodies).
+/// A JSON body, which the request must carry: a route whose body may be left out takes
+/// `Option<ApiJson<T>>` (and documents it as optional).
 #[derive(Debug)]
 pub struct ApiJson<T>(pub T);
 
@@ -19,22 +25,72 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let limit = req.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::TooLarge(limit)
-            } else if BodyTimedOut::caused(&e) {
-                ApiError::RequestTimeout
-            } else {
-                ApiError::InvalidRequest(e.body_text())
-            }
-        })?;
-        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-            b"{}"
+        match body_of(req, state).await? {
+            Some(bytes) => parse_json(&bytes).map(ApiJson),
+            None => Err(ApiError::InvalidRequest(
+                "this request needs a JSON body (send {} for an empty one)".into(),
+            )),
+        }
+    }
+}
+
+impl<T: DeserializeOwned, S: Send + Sync> OptionalFromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Option<Self>, ApiError> {
+        body_of(req, state)
+            .await?
+            .filter(|bytes| bytes.trim_ascii() != b"null")
+            .map(|bytes| parse_json(&bytes).map(ApiJson))
+            .transpose()
+    }
+}
+
+/// The request's body; `None` when it has none (nothing, or only whitespace).
+async fn body_of<S: Send + Sync>(req: Request, state: &S) -> Result<Option<Bytes>, ApiError> {
+    let limit = req.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
+    let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::TooLarge(limit)
+        } else if BodyTimedOut::caused(&e) {
+            ApiError::RequestTimeout
         } else {
-            &bytes
-        };
-        parse_json(bytes).map(ApiJson)
+            ApiError::InvalidRequest(e.body_text())
+        }
+    })?;
+    Ok((!bytes.iter().all(u8::is_ascii_whitespace)).then_some(bytes))
+}
+
+/// Reads an optional whole number that JSON may write either way: `174` or `174.0`. The
+/// document's `integer` allows both, so the server takes both; `174.5` is refused.
+pub fn whole<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i64>,
+{
+    Option::<serde_json::Number>::deserialize(d)?
+        .map(|n| whole_number(&n).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+/// [`whole`] for a field where `null` means something (clear it) and absence another (keep it).
+pub fn whole_or_null<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i64>,
+{
+    whole(d).map(Some)
+}
+
+fn whole_number<T: TryFrom<i64>>(n: &serde_json::Number) -> Result<T, String> {
+    let value = n.as_i64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            .map(|f| f as i64)
+    });
+    match value {
+        Some(v) => T::try_from(v).map_err(|_| format!("{n} is out of range")),
+        None => Err(format!("{n} is not a whole number")),
     }
 }
 
@@ -161,6 +217,26 @@ mod tests {
             Some("colour")
         );
         assert_eq!(field_of(r#"{"url":"x","data":{"a":[1]}}"#), None);
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Counted {
+        #[serde(default, deserialize_with = "whole")]
+        n: Option<u32>,
+    }
+
+    #[test]
+    fn whole_numbers_may_be_written_as_floats() {
+        let n = |json: &str| parse_json::<Counted>(json.as_bytes()).map(|c| c.n);
+        assert_eq!(n(r#"{"n":174}"#).unwrap(), Some(174));
+        assert_eq!(n(r#"{"n":174.0}"#).unwrap(), Some(174));
+        assert_eq!(n(r#"{}"#).unwrap(), None);
+        for bad in [r#"{"n":174.5}"#, r#"{"n":-1}"#, r#"{"n":"3"}"#] {
+            assert!(
+                matches!(n(bad), Err(ApiError::InvalidField { .. })),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

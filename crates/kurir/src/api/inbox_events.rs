@@ -72,6 +72,7 @@ pub struct ListInboxEvents {
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
     /// Rows per page, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
 }
 
@@ -125,7 +126,7 @@ pub async fn list(
         event_type: q.event_type,
         since: q.since,
         until: q.until,
-        before_id: page.before_id,
+        before_id: page.past,
         limit: page.fetch(),
     };
     let rows = state.store.list_inbox_events(&query).await?;

@@ -1,11 +1,13 @@
 //! The admin API under `/v1`: JSON over HTTP, bearer-token authenticated.
 //!
 //! One resource per module, each with its `router()` at the bottom: [`endpoints`],
-//! [`endpoint_test`], [`events`], [`events_batch`], [`deliveries`], [`replays`], [`stats`], [`sources`] and
-//! [`inbox_events`] (the inbox gateway's), [`openapi`] (the one route without a token). Cross-cutting pieces: [`auth`] (the
-//! token check), [`error`] (the one error shape), [`extract`] (body and query parsing that names
-//! the field at fault), [`page`] (cursor pagination). Every request gets an `x-request-id`
-//! (kept when the client sent one) that is on its log lines and in its response.
+//! [`endpoint_test`], [`events`], [`events_batch`], [`recheck`], [`event_types`] (the event
+//! catalog), [`deliveries`], [`replays`], [`stats`], [`sources`] and [`inbox_events`] (the inbox
+//! gateway's), [`tokens`] (named tokens, and who the caller is), [`subscribers`] (the sender's customers), [`openapi`] (the one route
+//! without a token). Cross-cutting pieces: [`auth`] (the token check, and the role check that
+//! [`crate::access`] decides), [`error`] (the one error shape), [`extract`] (body and query
+//! parsing that names the field at fault), [`page`] (cursor pagination). Every request gets an
+//! `x-request-id` (kept when the client sent one) that is on its log lines and in its response.
 
 pub mod auth;
 pub mod circuit;
@@ -13,16 +15,20 @@ pub mod deliveries;
 pub mod endpoint_test;
 pub mod endpoints;
 pub mod error;
+pub mod event_types;
 pub mod events;
 pub mod events_batch;
 pub mod extract;
 pub mod inbox_events;
 pub mod openapi;
 pub mod page;
+pub mod recheck;
 pub mod replays;
 pub mod sources;
 pub mod state;
 pub mod stats;
+pub mod subscribers;
+pub mod tokens;
 
 use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
@@ -43,19 +49,24 @@ pub fn router(state: AppState) -> Router {
     let limit = state.max_body_bytes;
     let v1 = Router::new()
         .merge(endpoints::router())
+        .merge(circuit::router())
         .merge(endpoint_test::router())
         .merge(events::router())
         .merge(events_batch::router(limit))
+        .merge(recheck::router())
+        .merge(event_types::router())
         .merge(deliveries::router())
         .merge(replays::router())
         .merge(stats::router())
         .merge(sources::router())
         .merge(inbox_events::router())
+        .merge(tokens::router())
+        .merge(subscribers::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            auth::require_admin,
+            auth::require_token,
         ))
         .layer(Extension(BodyLimit(limit)))
         .layer(DefaultBodyLimit::max(limit))
@@ -78,7 +89,8 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The span of one request: method, path (no query string) and request id.
+/// The span of one request: method, path (no query string) and request id; the token's name
+/// and where the request came from once it is authenticated ([`auth::require_token`]).
 fn request_span(req: &Request<Body>) -> tracing::Span {
     let request_id = req
         .headers()
@@ -90,6 +102,8 @@ fn request_span(req: &Request<Body>) -> tracing::Span {
         method = %req.method(),
         path = %req.uri().path(),
         request_id = %request_id,
+        actor = tracing::field::Empty,
+        via = tracing::field::Empty,
     )
 }
 

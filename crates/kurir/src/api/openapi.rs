@@ -5,13 +5,14 @@ use axum::routing::get;
 use axum::{Json, Router};
 use utoipa::openapi::path::{HttpMethod, OperationBuilder};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::ResponseBuilder;
+use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use super::{
-    deliveries, endpoint_test, endpoints, events, events_batch, inbox_events, replays, sources,
-    stats,
+    circuit, deliveries, endpoint_test, endpoints, event_types, events, events_batch, inbox_events,
+    recheck, replays, sources, stats, subscribers, tokens,
 };
+use crate::access::Action;
 use crate::api::state::AppState;
 use crate::gateway::routes;
 
@@ -20,22 +21,28 @@ use crate::gateway::routes;
 #[openapi(
     info(
         title = "kurir admin API",
-        description = "Endpoints, events, deliveries, replays, stats and inbox sources of a kurir \
-            deployment. Every /v1 route but this document needs `Authorization: Bearer <admin \
-            token>`; errors are \
+        description = "Endpoints, events, the event catalog, deliveries, replays, stats, inbox \
+            sources and tokens of a kurir deployment. Every /v1 route but this document needs `Authorization: Bearer \
+            <token>`: the admin token of the environment, or a named token, whose role decides \
+            what it may do (`viewer`: GET only; `operator`: everything but /v1/tokens; `admin`: \
+            everything), answering 403 otherwise. Errors are \
             `{\"error\":{\"code\":\"…\",\"message\":\"…\"}}`. The inbox gateway's \
             routes (/inbox/…) are for partners and applications: the signature, or a source's \
             read token, authenticates them."
     ),
     paths(
         endpoints::create, endpoints::list, endpoints::show, endpoints::update, endpoints::delete,
-        endpoints::rotate_secret, endpoint_test::test, events::publish, events_batch::publish_batch, events::show,
+        endpoints::rotate_secret, circuit::operate, circuit::actions, endpoint_test::test, events::publish, events_batch::publish_batch, events::show,
         events::list, deliveries::list, replays::replay_event, replays::replay_bulk,
-        replays::preview, replays::list, stats::stats, sources::create, sources::list,
+        replays::preview, replays::preview_event, replays::list, stats::stats, sources::create, sources::list,
         sources::show, sources::update, sources::delete, inbox_events::list, inbox_events::retry,
-        routes::receive, routes::status, openapi_json
+        tokens::create, tokens::list, tokens::revoke, tokens::whoami,
+        subscribers::create, subscribers::list, subscribers::show, subscribers::put,
+        subscribers::update, subscribers::delete,
+        routes::receive, routes::status, openapi_json, recheck::recheck, event_types::list,
+        event_types::show, event_types::put, event_types::delete, event_types::export
     ),
-    modifiers(&BearerAuth, &Health),
+    modifiers(&BearerAuth, &Health, &AccessResponses),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -49,6 +56,62 @@ impl Modify for BearerAuth {
         doc.components
             .get_or_insert_with(Default::default)
             .add_security_scheme("bearer", scheme);
+    }
+}
+
+/// The answers of the token check on every `/v1` operation that needs a token: 401 without a
+/// token that works, and 403 where [`Action::of_api_request`] says a role may be refused, so the
+/// document states what the middleware does rather than what each handler remembered to say.
+struct AccessResponses;
+
+impl Modify for AccessResponses {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let error = |description: &str| {
+            let body = ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build();
+            ResponseBuilder::new()
+                .description(description)
+                .content("application/json", body)
+                .build()
+        };
+        for (path, item) in doc.paths.paths.iter_mut() {
+            let Some(below_v1) = path.strip_prefix("/v1") else {
+                continue;
+            };
+            let operations = [
+                (http::Method::GET, &mut item.get),
+                (http::Method::POST, &mut item.post),
+                (http::Method::PUT, &mut item.put),
+                (http::Method::PATCH, &mut item.patch),
+                (http::Method::DELETE, &mut item.delete),
+            ];
+            for (method, operation) in operations {
+                let Some(op) = operation.as_mut() else {
+                    continue;
+                };
+                let public = op
+                    .security
+                    .as_ref()
+                    .is_some_and(|s| s.iter().all(|r| *r == SecurityRequirement::default()));
+                if public {
+                    continue;
+                }
+                let responses = &mut op.responses.responses;
+                responses.entry("401".into()).or_insert_with(|| {
+                    error("No token, or one that is unknown, revoked or expired (`unauthorized`)")
+                        .into()
+                });
+                let refusal = match Action::of_api_request(&method, below_v1) {
+                    Action::Read => continue,
+                    Action::Change => "The token's role may not change anything: a viewer only reads (`forbidden`)",
+                    Action::ManageTokens => "Only the admin role manages tokens (`forbidden`)",
+                };
+                responses
+                    .entry("403".into())
+                    .or_insert_with(|| error(refusal).into());
+            }
+        }
     }
 }
 

@@ -1,9 +1,11 @@
 //! Replay: `POST /v1/events/{event_id}/replay` for one event, `POST /v1/replays` for every
-//! delivery matching a filter, `GET /v1/replays` for the audit.
+//! delivery matching a filter, their dry runs (`GET …/preview`), `GET /v1/replays` for the audit.
 //!
-//! A replay moves `sent` and `dead_letter` deliveries back to `pending` with the same event id
-//! (other statuses are left alone and not counted) and records who, why, which filter and how
-//! many in `kurir_replays`, in the same transaction.
+//! A replay moves the deliveries that did not succeed (`dead_letter`) back to `pending` with the
+//! same event id, and `sent` ones only when asked (`include_sent` for an event, `status: sent`
+//! by filter); other statuses are left alone and not counted (see
+//! [`crate::store::ReplayFilter`]). It records who, why, which filter and how many in
+//! `kurir_replays`, in the same transaction.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -24,10 +26,13 @@ use super::page::{Page, PageRequest};
 use crate::api::state::AppState;
 use crate::delivery::DeliveryStatus;
 use crate::endpoint::EndpointId;
-use crate::store::{ReplayFilter, ReplayRecord, ReplayRequest};
+use crate::store::{ReplayCandidate, ReplayFilter, ReplayRecord, ReplayRequest};
 
 /// Longest reason accepted.
 const MAX_REASON_LEN: usize = 1000;
+
+/// How many of the deliveries a dry run would replay it names (it counts them all).
+const PREVIEW_DELIVERIES: u32 = 100;
 
 /// Body of `POST /v1/events/{event_id}/replay`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -35,7 +40,12 @@ const MAX_REASON_LEN: usize = 1000;
 pub struct ReplayEvent {
     /// Only the delivery to this endpoint (default: every delivery of the event).
     pub endpoint_id: Option<String>,
-    /// Why, for the audit.
+    /// Re-send the deliveries that were already sent too. Default `false`: only the deliveries
+    /// that did not succeed (`dead_letter`) are replayed.
+    #[serde(default)]
+    pub include_sent: bool,
+    /// Why, for the audit: 1 to 1000 bytes.
+    #[schema(min_length = 1, max_length = 1000)]
     pub reason: String,
 }
 
@@ -53,7 +63,8 @@ pub struct BulkReplay {
     pub since: Option<DateTime<Utc>>,
     /// Deliveries created before (RFC 3339).
     pub until: Option<DateTime<Utc>>,
-    /// Why, for the audit.
+    /// Why, for the audit: 1 to 1000 bytes.
+    #[schema(min_length = 1, max_length = 1000)]
     pub reason: String,
 }
 
@@ -73,6 +84,10 @@ pub struct ReplayView {
     pub id: i64,
     /// The name of the token that asked.
     pub actor: String,
+    /// Where the request came from: `api`, `cli` or `dashboard`; absent on replays recorded
+    /// before kurir kept it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     /// Why.
     pub reason: String,
     /// The filter, as given.
@@ -89,6 +104,7 @@ impl From<ReplayRecord> for ReplayView {
         Self {
             id: r.id,
             actor: r.actor,
+            via: r.via,
             reason: r.reason,
             filter: r.filter,
             count: r.count,
@@ -133,6 +149,64 @@ fn endpoint_deleted_all(event_id: &str) -> ApiError {
     }
 }
 
+/// The refusal to re-send a delivery that was sent, unless asked to: a replay re-sends what did
+/// not succeed, and answering "0 replayed" would not say why.
+fn delivery_sent(event_id: &str, endpoint_id: &str) -> ApiError {
+    ApiError::Conflict {
+        code: "delivery_sent",
+        message: format!(
+            "the delivery of event '{event_id}' to endpoint '{endpoint_id}' was sent; replay it \
+             with include_sent (kurir replay --include-sent) to send it again"
+        ),
+    }
+}
+
+/// The checked filter of one event's replay and of its dry run, so both answer alike: 404 for
+/// an unknown event or an endpoint it was not delivered to, 409 when what was asked for
+/// belongs to a deleted endpoint, or is one sent delivery without `include_sent`.
+async fn event_filter(
+    state: &AppState,
+    event_id: String,
+    endpoint_id: Option<String>,
+    include_sent: bool,
+) -> Result<ReplayFilter, ApiError> {
+    stored(state, &event_id).await?;
+    let no_delivery = |id: &str| {
+        ApiError::NotFound(format!(
+            "event '{event_id}' has no delivery to endpoint '{id}'"
+        ))
+    };
+    if let Some(id) = &endpoint_id {
+        EndpointId::parse(id).map_err(|_| no_delivery(id))?;
+    }
+    let asked: Vec<_> = (state.store.deliveries_for_event(&event_id).await?)
+        .into_iter()
+        .filter(|d| endpoint_id.as_ref().is_none_or(|id| &d.endpoint_id == id))
+        .collect();
+    if let (Some(id), true) = (&endpoint_id, asked.is_empty()) {
+        return Err(no_delivery(id));
+    }
+    // Deliveries of a deleted endpoint are history: the replay skips them, and refuses when
+    // they are all it was asked for, rather than answer "0 replayed" without saying why.
+    if !asked.is_empty() && asked.iter().all(|d| d.endpoint_deleted_at.is_some()) {
+        return Err(match &endpoint_id {
+            Some(id) => endpoint_deleted(id),
+            None => endpoint_deleted_all(&event_id),
+        });
+    }
+    if let (Some(id), false, [only]) = (&endpoint_id, include_sent, asked.as_slice()) {
+        if only.status == DeliveryStatus::Sent {
+            return Err(delivery_sent(&event_id, id));
+        }
+    }
+    Ok(ReplayFilter {
+        event_id: Some(event_id),
+        endpoint_id,
+        include_sent,
+        ..ReplayFilter::default()
+    })
+}
+
 pub(crate) async fn replay(
     state: &AppState,
     request: ReplayRequest,
@@ -141,7 +215,8 @@ pub(crate) async fn replay(
     if record.count > 0 {
         state.dispatch_wake.wake();
     }
-    tracing::info!(replay_id = record.id, actor = %record.actor, reason = %record.reason,
+    tracing::info!(replay_id = record.id, actor = %record.actor,
+        via = record.via.as_deref().unwrap_or("-"), reason = %record.reason,
         replayed = record.count, filter = %record.filter, "deliveries replayed");
     Ok((
         StatusCode::ACCEPTED,
@@ -152,13 +227,14 @@ pub(crate) async fn replay(
     ))
 }
 
-/// Replays one event's `sent` and `dead_letter` deliveries (or its delivery to one endpoint).
+/// Replays one event's deliveries that did not succeed (`dead_letter`), or its delivery to one
+/// endpoint; with `include_sent`, its `sent` deliveries too.
 #[utoipa::path(post, path = "/v1/events/{event_id}/replay", operation_id = "replay_event", tag = "replays", request_body = ReplayEvent,
     params(("event_id" = String, Path, description = "Event id")),
     responses((status = 202, description = "Replayed", body = Replayed),
               (status = 400, description = "A field is invalid", body = ErrorBody),
               (status = 404, description = "No such event, or no delivery of it to that endpoint", body = ErrorBody),
-              (status = 409, description = "The deliveries asked for belong to a deleted endpoint (`endpoint_deleted`)", body = ErrorBody)))]
+              (status = 409, description = "The deliveries asked for belong to a deleted endpoint (`endpoint_deleted`), or the one asked for was sent and `include_sent` is not set (`delivery_sent`)", body = ErrorBody)))]
 pub async fn replay_event(
     State(state): State<AppState>,
     Extension(actor): Extension<Actor>,
@@ -166,44 +242,13 @@ pub async fn replay_event(
     ApiJson(body): ApiJson<ReplayEvent>,
 ) -> Result<(StatusCode, Json<Replayed>), ApiError> {
     let reason = reason(body.reason)?;
-    stored(&state, &event_id).await?;
-    let no_delivery = |id: &str| {
-        ApiError::NotFound(format!(
-            "event '{event_id}' has no delivery to endpoint '{id}'"
-        ))
-    };
-    if let Some(id) = &body.endpoint_id {
-        EndpointId::parse(id).map_err(|_| no_delivery(id))?;
-    }
-    let asked: Vec<_> = (state.store.deliveries_for_event(&event_id).await?)
-        .into_iter()
-        .filter(|d| {
-            body.endpoint_id
-                .as_ref()
-                .is_none_or(|id| &d.endpoint_id == id)
-        })
-        .collect();
-    if let (Some(id), true) = (&body.endpoint_id, asked.is_empty()) {
-        return Err(no_delivery(id));
-    }
-    // Deliveries of a deleted endpoint are history: the replay skips them, and refuses when
-    // they are all it was asked for, rather than answer "0 replayed" without saying why.
-    if !asked.is_empty() && asked.iter().all(|d| d.endpoint_deleted_at.is_some()) {
-        return Err(match &body.endpoint_id {
-            Some(id) => endpoint_deleted(id),
-            None => endpoint_deleted_all(&event_id),
-        });
-    }
-    let filter = ReplayFilter {
-        event_id: Some(event_id),
-        endpoint_id: body.endpoint_id,
-        ..ReplayFilter::default()
-    };
+    let filter = event_filter(&state, event_id, body.endpoint_id, body.include_sent).await?;
     replay(
         &state,
         ReplayRequest {
             filter,
-            actor: actor.0,
+            actor: actor.name,
+            via: actor.via,
             reason,
         },
     )
@@ -235,7 +280,8 @@ pub async fn replay_bulk(
         &state,
         ReplayRequest {
             filter,
-            actor: actor.0,
+            actor: actor.name,
+            via: actor.via,
             reason,
         },
     )
@@ -284,18 +330,62 @@ impl ReplayQuery {
             event_type: self.event_type,
             since: self.since,
             until: self.until,
+            include_sent: false,
         })
     }
 }
 
-/// Answer of a replay preview.
+/// Answer of a replay's dry run.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ReplayPreview {
-    /// How many deliveries `POST /v1/replays` with the same filter would replay now.
+    /// How many deliveries the replay with the same filter would move back to `pending` now.
     pub matching: i64,
+    /// The first 100 of them, oldest delivery first.
+    pub deliveries: Vec<ReplayCandidateView>,
 }
 
-/// Counts what a bulk replay with this filter would replay, without replaying anything.
+/// A delivery a replay would move back to `pending`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplayCandidateView {
+    /// The delivery's id.
+    pub delivery_id: i64,
+    /// Its endpoint.
+    pub endpoint_id: String,
+    /// The endpoint's URL.
+    pub endpoint_url: String,
+    /// Its status now: `dead_letter`, or `sent` when sent deliveries are included.
+    pub status: String,
+}
+
+impl From<ReplayCandidate> for ReplayCandidateView {
+    fn from(c: ReplayCandidate) -> Self {
+        Self {
+            delivery_id: c.delivery_id,
+            endpoint_id: c.endpoint_id,
+            endpoint_url: c.endpoint_url,
+            status: c.status.name().to_owned(),
+        }
+    }
+}
+
+/// The dry run of a replay with `filter`: the count and the first deliveries.
+pub(crate) async fn dry_run(
+    state: &AppState,
+    filter: &ReplayFilter,
+) -> Result<ReplayPreview, ApiError> {
+    let matching = state.store.count_replayable(filter).await?;
+    let deliveries = state
+        .store
+        .replay_candidates(filter, PREVIEW_DELIVERIES)
+        .await?;
+    Ok(ReplayPreview {
+        matching,
+        deliveries: deliveries.into_iter().map(Into::into).collect(),
+    })
+}
+
+/// Counts what a bulk replay with this filter would replay, and names the first 100, without
+/// replaying anything.
 #[utoipa::path(get, path = "/v1/replays/preview", tag = "replays", operation_id = "preview_replay",
     params(ReplayQuery),
     responses((status = 200, description = "The dry run's count", body = ReplayPreview),
@@ -307,8 +397,37 @@ pub async fn preview(
     ApiQuery(q): ApiQuery<ReplayQuery>,
 ) -> Result<Json<ReplayPreview>, ApiError> {
     let filter = q.filter(&state).await?;
-    let matching = state.store.count_replayable(&filter).await?;
-    Ok(Json(ReplayPreview { matching }))
+    Ok(Json(dry_run(&state, &filter).await?))
+}
+
+/// Query of `GET /v1/events/{event_id}/replay/preview`: what `POST /v1/events/{event_id}/replay`
+/// would take.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct EventReplayQuery {
+    /// Only the delivery to this endpoint.
+    pub endpoint_id: Option<String>,
+    /// Count the `sent` deliveries too (default `false`).
+    pub include_sent: Option<bool>,
+}
+
+/// Names the deliveries of one event that its replay would move back to `pending`, without
+/// replaying anything; refused as the replay would be.
+#[utoipa::path(get, path = "/v1/events/{event_id}/replay/preview", tag = "replays", operation_id = "preview_event_replay",
+    params(("event_id" = String, Path, description = "Event id"), EventReplayQuery),
+    responses((status = 200, description = "The dry run: the count and the deliveries", body = ReplayPreview),
+              (status = 400, description = "A parameter is invalid", body = ErrorBody),
+              (status = 404, description = "No such event, or no delivery of it to that endpoint", body = ErrorBody),
+              (status = 409, description = "As the replay: `endpoint_deleted` or `delivery_sent`", body = ErrorBody)))]
+pub async fn preview_event(
+    State(state): State<AppState>,
+    ApiPath(event_id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<EventReplayQuery>,
+) -> Result<Json<ReplayPreview>, ApiError> {
+    let include_sent = q.include_sent.unwrap_or(false);
+    let filter = event_filter(&state, event_id, q.endpoint_id, include_sent).await?;
+    Ok(Json(dry_run(&state, &filter).await?))
 }
 
 /// Query of `GET /v1/replays`.
@@ -319,6 +438,7 @@ pub struct ListReplays {
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
     /// Rows per page, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
 }
 
@@ -331,10 +451,7 @@ pub async fn list(
     ApiQuery(q): ApiQuery<ListReplays>,
 ) -> Result<Json<Page<ReplayView>>, ApiError> {
     let page = PageRequest::new("replays", q.cursor.as_deref(), q.limit)?;
-    let rows = state
-        .store
-        .list_replays(page.before_id, page.fetch())
-        .await?;
+    let rows = state.store.list_replays(page.past, page.fetch()).await?;
     Ok(Json(page.page(rows, |r| r.id, ReplayView::from)))
 }
 
@@ -342,6 +459,7 @@ pub async fn list(
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/events/{event_id}/replay", post(replay_event))
+        .route("/events/{event_id}/replay/preview", get(preview_event))
         .route("/replays", post(replay_bulk).get(list))
         .route("/replays/preview", get(preview))
 }

@@ -12,13 +12,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiJson, ApiPath};
+use super::extract::{whole, ApiJson, ApiPath};
 use kurir_receiver::WebhookSource;
 
 use crate::api::state::AppState;
 use crate::gateway::source::{InboxSource, InvalidSource, NewSource, SourceUpdate};
 use crate::redact::Sensitive;
-use crate::store::now_millis;
 
 /// An inbox source as the API shows it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -72,16 +71,21 @@ impl SourceView {
 #[serde(deny_unknown_fields)]
 pub struct CreateSource {
     /// 1 to 64 characters from `A-Z a-z 0-9 . _ -`.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$", example = "stripe")]
     pub name: String,
     /// `kurir`, `standard-webhooks`, `stripe`, `github`, `shopify`, `slack` or `hmac-body`.
+    #[schema(value_type = SchemeName)]
     pub scheme: String,
     /// The secrets the sender signs with (several during a rotation); `whsec_` + base64 for
     /// `standard-webhooks`.
     #[schema(value_type = Vec<String>)]
     pub secrets: Vec<Sensitive>,
     /// Timestamp tolerance, 1 to 86400 (default 300).
+    #[serde(default, deserialize_with = "whole")]
+    #[schema(minimum = 1, maximum = 86400)]
     pub tolerance_seconds: Option<u32>,
     /// Absolute http(s) URL each accepted event is forwarded to.
+    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[^/?#\\s]+", max_length = 2048)]
     pub forward_url: String,
 }
 
@@ -91,14 +95,32 @@ pub struct CreateSource {
 #[serde(deny_unknown_fields)]
 pub struct UpdateSource {
     /// New scheme; the secrets (given or kept) must suit it.
+    #[schema(value_type = Option<SchemeName>)]
     pub scheme: Option<String>,
     /// New secrets (replaces the list).
     #[schema(value_type = Option<Vec<String>>)]
     pub secrets: Option<Vec<Sensitive>>,
-    /// New tolerance.
+    /// New tolerance, 1 to 86400.
+    #[serde(default, deserialize_with = "whole")]
+    #[schema(minimum = 1, maximum = 86400)]
     pub tolerance_seconds: Option<u32>,
-    /// New forward URL.
+    /// New forward URL: absolute, http(s).
+    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[^/?#\\s]+", max_length = 2048)]
     pub forward_url: Option<String>,
+}
+
+/// The signature schemes an inbox source can verify.
+#[derive(ToSchema)]
+#[schema(rename_all = "kebab-case")]
+#[allow(dead_code)]
+enum SchemeName {
+    Kurir,
+    StandardWebhooks,
+    Stripe,
+    Github,
+    Shopify,
+    Slack,
+    HmacBody,
 }
 
 impl From<InvalidSource> for ApiError {
@@ -136,7 +158,7 @@ pub async fn create(
         tolerance_seconds: body.tolerance_seconds,
         forward_url: body.forward_url,
     };
-    let created = new.validate(now_millis())?;
+    let created = new.validate(state.store.clock().now_millis())?;
     if !state.store.create_source(&created.source).await? {
         return Err(ApiError::Conflict {
             code: "source_exists",
@@ -202,7 +224,7 @@ pub async fn update(
         tolerance_seconds: body.tolerance_seconds,
         forward_url: body.forward_url,
     };
-    update.apply(&mut source, now_millis())?;
+    update.apply(&mut source, state.store.clock().now_millis())?;
     if !state.store.save_source(&source).await? {
         return Err(not_found(&name));
     }

@@ -46,6 +46,10 @@ impl AppState {
     pub fn new(store: Store, admin: AdminToken, gateway: Gateway) -> Self {
         Self {
             ingest: Ingest::start(store.clone()),
+            probe: Probe::new(
+                &crate::config::DeliveryConfig::default(),
+                store.clock().clone(),
+            ),
             store,
             admin: Arc::new(admin),
             gateway,
@@ -54,7 +58,6 @@ impl AppState {
             max_body_bytes: 256 * 1024,
             metrics: Metrics::new(),
             metrics_require_token: false,
-            probe: Probe::new(&crate::config::DeliveryConfig::default()),
             retention: crate::config::RetentionConfig::default(),
         }
     }

@@ -128,9 +128,12 @@ pub struct Backlog {
     pub pending: i64,
     /// Being attempted.
     pub processing: i64,
-    /// Waiting for a retry.
+    /// Waiting for a retry (`retrying`).
+    pub retrying: i64,
+    /// The same count as `retrying`, under the older name, kept for clients written before.
+    #[schema(deprecated)]
     pub failed: i64,
-    /// All of the above.
+    /// Pending, processing and retrying.
     pub total: i64,
 }
 
@@ -156,7 +159,11 @@ pub struct DeliveryCounts {
     pub processing: i64,
     /// `sent`.
     pub sent: i64,
-    /// `failed` (retry scheduled).
+    /// `retrying`: the last attempt failed and another is scheduled.
+    pub retrying: i64,
+    /// The same count as `retrying`, under the status's older name, kept for clients written
+    /// before the rename.
+    #[schema(deprecated)]
     pub failed: i64,
     /// `dead_letter`.
     pub dead_letter: i64,
@@ -179,7 +186,7 @@ pub async fn stats(State(state): State<AppState>) -> Result<Json<StatsView>, Api
 pub async fn stats_view(state: &AppState) -> Result<StatsView, ApiError> {
     let stats = state.store.stats().await?;
     let inbox = state.store.inbox_counts().await?;
-    let now = Utc::now();
+    let now = state.store.clock().now();
     let mut deliveries = DeliveryCounts::default();
     let mut oldest_pending: Option<DateTime<Utc>> = None;
     for s in &stats.deliveries {
@@ -187,11 +194,12 @@ pub async fn stats_view(state: &AppState) -> Result<StatsView, ApiError> {
             DeliveryStatus::Pending => &mut deliveries.pending,
             DeliveryStatus::Processing => &mut deliveries.processing,
             DeliveryStatus::Sent => &mut deliveries.sent,
-            DeliveryStatus::Failed => &mut deliveries.failed,
+            DeliveryStatus::Failed => &mut deliveries.retrying,
             DeliveryStatus::DeadLetter => &mut deliveries.dead_letter,
             DeliveryStatus::Cancelled => &mut deliveries.cancelled,
         };
         *slot = s.count;
+        deliveries.failed = deliveries.retrying;
         let in_backlog = matches!(
             s.status,
             DeliveryStatus::Pending | DeliveryStatus::Processing | DeliveryStatus::Failed
@@ -206,8 +214,9 @@ pub async fn stats_view(state: &AppState) -> Result<StatsView, ApiError> {
     let backlog = Backlog {
         pending: deliveries.pending,
         processing: deliveries.processing,
-        failed: deliveries.failed,
-        total: deliveries.pending + deliveries.processing + deliveries.failed,
+        retrying: deliveries.retrying,
+        failed: deliveries.retrying,
+        total: deliveries.pending + deliveries.processing + deliveries.retrying,
     };
     Ok(StatsView {
         inbox: InboxStats::new(inbox, now),

@@ -1,5 +1,6 @@
 //! The admin API client behind the operator commands: where the API is, which token to send,
-//! and turning API errors into one readable line.
+//! and turning API errors into one readable line. Every request says it comes from the CLI
+//! ([`crate::access::CLIENT_HEADER`]), so the audit records `cli` as where an action came from.
 
 use crate::redact::Sensitive;
 use std::path::PathBuf;
@@ -21,7 +22,7 @@ pub struct ClientArgs {
     )]
     pub url: String,
     /// Data directory of a local `kurir serve`, whose generated admin-token file is used when
-    /// KURIR_ADMIN_TOKEN is not set.
+    /// neither KURIR_TOKEN nor KURIR_ADMIN_TOKEN is set.
     #[arg(
         long,
         env = "KURIR_DATA_DIR",
@@ -43,16 +44,24 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client for `args`; the token comes from `KURIR_ADMIN_TOKEN`, else the data directory.
+    /// A client for `args`; the token comes from `KURIR_TOKEN` (a named token), else
+    /// `KURIR_ADMIN_TOKEN`, else the data directory's generated admin token.
     pub fn new(args: &ClientArgs) -> anyhow::Result<Self> {
         let base = reqwest::Url::parse(&args.url)
             .with_context(|| format!("--url / KURIR_URL: '{}' is not a URL", args.url))?;
-        let token = match std::env::var("KURIR_ADMIN_TOKEN") {
-            Ok(t) if !t.trim().is_empty() => t.trim().to_owned(),
-            _ => crate::admin_token::read_file(&args.data_dir)?.ok_or_else(|| {
+        let set = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())
+        };
+        let token = match set("KURIR_TOKEN").or_else(|| set("KURIR_ADMIN_TOKEN")) {
+            Some(token) => token,
+            None => crate::admin_token::read_file(&args.data_dir)?.ok_or_else(|| {
                 anyhow!(
-                    "no admin token: set KURIR_ADMIN_TOKEN, or run where `kurir serve` generated {} \
-                     (or point --data-dir / KURIR_DATA_DIR at its data directory)",
+                    "no token: set KURIR_TOKEN (a named token) or KURIR_ADMIN_TOKEN, or run where \
+                     `kurir serve` generated {} (or point --data-dir / KURIR_DATA_DIR at its data \
+                     directory)",
                     args.data_dir.join(crate::admin_token::TOKEN_FILE).display()
                 )
             })?,
@@ -86,6 +95,7 @@ impl Client {
             .http
             .request(method, url)
             .bearer_auth(self.token.expose())
+            .header(crate::access::CLIENT_HEADER, crate::access::CLI_CLIENT)
             .header(reqwest::header::CONTENT_TYPE, "application/json");
         for (name, value) in headers {
             req = req.header(*name, *value);
@@ -202,25 +212,13 @@ pub fn parse_time(s: &str) -> Result<String, String> {
     Ok((chrono::Utc::now() - ago).to_rfc3339())
 }
 
-/// Each endpoint's id with how to show it beside the id: its URL, and its description when it
-/// has one. One request for every endpoint (the list is not paged).
-pub async fn endpoint_names(
-    client: &Client,
-) -> anyhow::Result<std::collections::HashMap<String, String>> {
-    let list = client.get("/v1/endpoints").await?;
-    Ok(list
-        .as_array()
-        .map(|a| a.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|e| {
-            let id = e["id"].as_str()?.to_owned();
-            let url = e["url"].as_str().unwrap_or_default();
-            let name = match e["description"].as_str() {
-                Some(d) if !d.is_empty() => format!("{url} ({d})"),
-                _ => url.to_owned(),
-            };
-            Some((id, name))
-        })
-        .collect())
+/// How to show a delivery's endpoint beside its id: its URL, which every delivery view carries
+/// (joined by the API), marked when the endpoint was deleted. Read from the delivery itself:
+/// the endpoint listing is paged, and one request per endpoint would not scale with the fan-out.
+pub fn endpoint_name(delivery: &Value) -> Option<String> {
+    let url = delivery["endpoint_url"].as_str()?;
+    Some(match delivery["endpoint_deleted_at"].as_str() {
+        Some(at) => format!("{url} (deleted {at})"),
+        None => url.to_owned(),
+    })
 }

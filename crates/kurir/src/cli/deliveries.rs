@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::client::{endpoint_names, Client, ClientArgs, Window};
+use super::client::{endpoint_name, Client, ClientArgs, Window};
 use super::output;
 
 /// `kurir deliveries …`
@@ -26,7 +26,8 @@ pub enum DeliveriesCommand {
 /// Arguments of `deliveries list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
-    /// pending, processing, sent, failed or dead_letter.
+    /// pending, processing, sent, retrying (the last attempt failed, another is scheduled),
+    /// dead_letter or cancelled.
     #[arg(long)]
     pub status: Option<String>,
     /// Only this endpoint.
@@ -58,13 +59,12 @@ pub async fn run(args: DeliveriesArgs) -> anyhow::Result<()> {
         output::json(&page);
         return Ok(());
     }
-    let names = endpoint_names(&client).await?;
     let rows: Vec<Vec<String>> = page["data"]
         .as_array()
         .map(|a| a.as_slice())
         .unwrap_or_default()
         .iter()
-        .map(|d| row(d, &names))
+        .map(row)
         .collect();
     output::table(
         &[
@@ -76,6 +76,7 @@ pub async fn run(args: DeliveriesArgs) -> anyhow::Result<()> {
             "STATUS",
             "ATTEMPTS",
             "LAST CODE",
+            "NEXT ATTEMPT",
             "LAST ERROR",
         ],
         &rows,
@@ -85,19 +86,20 @@ pub async fn run(args: DeliveriesArgs) -> anyhow::Result<()> {
 }
 
 /// One delivery's table row: the endpoint's URL beside its id, the error cut short.
-fn row(d: &serde_json::Value, names: &std::collections::HashMap<String, String>) -> Vec<String> {
+fn row(d: &serde_json::Value) -> Vec<String> {
     let id = output::cell(&d["endpoint_id"]);
     let mut row: Vec<String> = ["id", "event_id", "event_type"]
         .iter()
         .map(|k| output::cell(&d[*k]))
         .collect();
-    row.push(names.get(&id).cloned().unwrap_or_else(|| id.clone()));
+    row.push(endpoint_name(d).unwrap_or_else(|| id.clone()));
     row.push(id);
     row.extend(
         ["status", "attempt_count", "last_status_code"]
             .iter()
             .map(|k| output::cell(&d[*k])),
     );
+    row.push(output::next_attempt(d));
     row.push(output::short(&d["last_error"], 60));
     row
 }

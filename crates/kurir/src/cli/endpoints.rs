@@ -24,8 +24,8 @@ pub struct EndpointsArgs {
 pub enum EndpointsCommand {
     /// Create an endpoint; prints its secret (shown only now and at rotation).
     Create(EndpointFields),
-    /// List every endpoint.
-    List,
+    /// List the endpoints, oldest first, a page at a time.
+    List(ListArgs),
     /// Show one endpoint.
     Show {
         /// Endpoint id.
@@ -46,6 +46,18 @@ pub enum EndpointsCommand {
         /// How long the old secret keeps signing, e.g. 24h, 30m, 0s.
         #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
         grace: std::time::Duration,
+    },
+    /// End an open circuit breaker's cool-down now: the next delivery due is sent as its probe
+    /// (a success closes it). Audited with the token's name.
+    Probe {
+        /// Endpoint id.
+        id: String,
+    },
+    /// Close an endpoint's circuit breaker now: every held delivery is sent. Audited with the
+    /// token's name.
+    CloseCircuit {
+        /// Endpoint id.
+        id: String,
     },
     /// Send a signed kurir.test event to an endpoint now and show what it answered.
     Test {
@@ -69,6 +81,17 @@ pub enum EndpointsCommand {
         #[arg(long)]
         yes: bool,
     },
+}
+
+/// Arguments of `endpoints list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Rows per page (1 to 200).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Continue from a previous page.
+    #[arg(long)]
+    pub cursor: Option<String>,
 }
 
 /// Fields of `endpoints create`.
@@ -153,9 +176,13 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
                 .await?
                 .1
         }
-        EndpointsCommand::List => {
-            let list = client.get("/v1/endpoints").await?;
-            output::shown(&list, as_json, list_table);
+        EndpointsCommand::List(l) => {
+            let query = [
+                ("limit", l.limit.map(|n| n.to_string())),
+                ("cursor", l.cursor),
+            ];
+            let page = client.get_query("/v1/endpoints", &query).await?;
+            output::shown(&page, as_json, list_table);
             return Ok(());
         }
         EndpointsCommand::Show { id } => client.get(&format!("/v1/endpoints/{id}")).await?,
@@ -168,6 +195,8 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
             let path = format!("/v1/endpoints/{id}/rotate-secret");
             client.call(Method::POST, &path, &body).await?.1
         }
+        EndpointsCommand::Probe { id } => operate(&client, &id, "probe").await?,
+        EndpointsCommand::CloseCircuit { id } => operate(&client, &id, "close").await?,
         EndpointsCommand::Test { id } => return test(&client, &id, as_json).await,
         EndpointsCommand::Delete { id, yes } => {
             if !yes && !confirmed(&id)? {
@@ -217,17 +246,49 @@ fn update_body(f: UpdateFields) -> Value {
     Value::Object(body)
 }
 
-fn list_table(list: &Value) {
-    output::objects(
-        list,
+/// `endpoints probe|close-circuit`: the endpoint as changed.
+async fn operate(client: &Client, id: &str, action: &str) -> anyhow::Result<Value> {
+    let path = format!("/v1/endpoints/{id}/circuit");
+    Ok(client
+        .call(Method::POST, &path, &json!({ "action": action }))
+        .await?
+        .1)
+}
+
+/// One page of endpoints as a table, and how to get the next page.
+fn list_table(page: &Value) {
+    let rows: Vec<Vec<String>> = page["data"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            let mut row: Vec<String> = ["id", "url", "enabled"]
+                .iter()
+                .map(|k| output::cell(&e[*k]))
+                .collect();
+            let c = &e["circuit"];
+            row.push(output::circuit(&c["state"], &c["next_probe_at"]));
+            row.extend(
+                ["event_types", "description"]
+                    .iter()
+                    .map(|k| output::cell(&e[*k])),
+            );
+            row
+        })
+        .collect();
+    output::table(
         &[
-            ("ID", "id"),
-            ("URL", "url"),
-            ("ENABLED", "enabled"),
-            ("EVENT TYPES", "event_types"),
-            ("DESCRIPTION", "description"),
+            "ID",
+            "URL",
+            "ENABLED",
+            "CIRCUIT",
+            "EVENT TYPES",
+            "DESCRIPTION",
         ],
+        &rows,
     );
+    output::next_page(page);
 }
 
 fn show(e: &Value) {

@@ -2,19 +2,23 @@
 //! `main.rs` only calls [`main`].
 //!
 //! `serve` and `migrate` run kurir itself (this module). The operator commands ([`endpoints`],
-//! [`events`], [`deliveries`], [`replay`], [`stats`], [`sources`]) talk to a running kurir's admin
-//! API through [`client`] and print with [`output`]: tables for people, `--json` for scripts.
+//! [`events`], [`event_types`], [`deliveries`], [`replay`], [`replays`], [`stats`], [`sources`],
+//! [`tokens`]) talk to a running kurir's admin API through [`client`] and print with [`output`]:
+//! tables for people, `--json` for scripts.
 
 pub mod client;
 pub mod deliveries;
 pub mod endpoints;
+pub mod event_types;
 pub mod events;
 pub mod keys;
 pub mod output;
 pub mod prune;
 pub mod replay;
+pub mod replays;
 pub mod sources;
 pub mod stats;
+pub mod tokens;
 
 use std::path::PathBuf;
 
@@ -53,14 +57,22 @@ pub enum Command {
     Endpoints(endpoints::EndpointsArgs),
     /// Send events, show one with its deliveries and attempts, or list them.
     Events(events::EventsArgs),
+    /// The event catalog: apply a catalog file, list, show, delete or export entries.
+    EventTypes(event_types::EventTypesArgs),
     /// List deliveries (e.g. --status dead_letter).
     Deliveries(deliveries::DeliveriesArgs),
-    /// Replay one event, or every delivery matching a filter (audited).
+    /// Replay one event's failed deliveries, or every delivery matching a filter (audited).
     Replay(replay::ReplayArgs),
+    /// List the replay audit: who replayed what, when and why.
+    Replays(replays::ReplaysArgs),
     /// Backlog, oldest pending age, events and deliveries per status.
     Stats(stats::StatsArgs),
     /// Create, list, show, update or delete the inbox gateway's sources.
     Sources(sources::SourcesArgs),
+    /// Create, list or revoke named tokens (admin, operator or viewer), for people and scripts.
+    Tokens(tokens::TokensArgs),
+    /// Show the name and role of the token this CLI sends (KURIR_TOKEN or the admin token).
+    Whoami(tokens::WhoAmIArgs),
     /// Delete the history past its retention now, or with --dry-run show what would go.
     Prune(prune::PruneArgs),
     /// Encrypt every stored secret under a new key (see `kurir rotate-encryption-key --help`).
@@ -198,7 +210,9 @@ pub async fn migrated_store(config: &Config) -> anyhow::Result<Store> {
 /// (a wrong key stops here, before anything is sent) and sealed those still in plain text.
 pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
     let keys = keys::encryption_keys(config)?;
-    let store = migrated_store(config).await?.with_keyring(keys);
+    let store = (migrated_store(config).await?)
+        .with_keyring(keys)
+        .with_event_catalog(config.event_catalog);
     let sealed = store
         .seal_secrets(false)
         .await
@@ -216,10 +230,14 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate(args) => migrate(args).await,
         Command::Endpoints(args) => endpoints::run(args).await,
         Command::Events(args) => events::run(args).await,
+        Command::EventTypes(args) => event_types::run(args).await,
         Command::Deliveries(args) => deliveries::run(args).await,
         Command::Replay(args) => replay::run(args).await,
+        Command::Replays(args) => replays::run(args).await,
         Command::Stats(args) => stats::run(args).await,
         Command::Sources(args) => sources::run(args).await,
+        Command::Tokens(args) => tokens::run(args).await,
+        Command::Whoami(args) => tokens::whoami(args).await,
         Command::RotateEncryptionKey(args) => keys::rotate(args).await,
         Command::Prune(args) => prune::run(args).await,
     }

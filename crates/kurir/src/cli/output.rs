@@ -121,6 +121,30 @@ pub fn short(value: &Value, max: usize) -> String {
     }
 }
 
+/// The circuit of a delivery or an endpoint in a few words: `closed`, `open (probe at …)`,
+/// `half_open (probing)`.
+pub fn circuit(state: &Value, next_probe_at: &Value) -> String {
+    match (state.as_str(), next_probe_at.as_str()) {
+        (Some(s), Some(at)) => format!("{s} (probe at {at})"),
+        (Some("half_open"), None) => "half_open (probing)".into(),
+        (Some(s), None) => s.into(),
+        _ => "-".into(),
+    }
+}
+
+/// When a delivery is next attempted: its scheduled time, or, held by an endpoint's circuit
+/// that is not closed, that circuit (its scheduled time may be long past).
+pub fn next_attempt(d: &Value) -> String {
+    if d["held"].as_bool() == Some(true) {
+        format!(
+            "held: circuit {}",
+            circuit(&d["circuit_state"], &d["next_probe_at"])
+        )
+    } else {
+        cell(&d["next_attempt_at"])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

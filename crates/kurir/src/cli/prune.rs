@@ -24,8 +24,12 @@ pub struct PruneArgs {
 pub async fn run(args: PruneArgs) -> anyhow::Result<()> {
     let config = args.database.load_config()?;
     let store = migrated_store(&config).await?;
+    // The cutoffs are compared with times the database and every `kurir serve` wrote.
+    crate::clock::Follower::new(store.clone(), None)
+        .correct()
+        .await;
     let result = if args.dry_run {
-        let at = cutoffs(&config.retention, crate::store::now_millis());
+        let at = cutoffs(&config.retention, store.clock().now_millis());
         store
             .prunable(&at)
             .await

@@ -47,11 +47,11 @@ fn print_stats(stats: &Value) {
     let d = &stats["deliveries"];
     let e = &stats["events"];
     out!(
-        "backlog: {} ({} pending, {} processing, {} failed); oldest waiting: {}",
+        "backlog: {} ({} pending, {} processing, {} retrying); oldest waiting: {}",
         backlog(stats),
         d["pending"],
         d["processing"],
-        d["failed"],
+        d["retrying"],
         age(&stats["oldest_pending_age_seconds"]),
     );
     out!(
@@ -85,7 +85,7 @@ fn print_stats(stats: &Value) {
         "pending",
         "processing",
         "sent",
-        "failed",
+        "retrying",
         "dead_letter",
         "cancelled",
     ];
@@ -103,7 +103,7 @@ fn print_stats(stats: &Value) {
 
 fn backlog(stats: &Value) -> i64 {
     let d = &stats["deliveries"];
-    ["pending", "processing", "failed"]
+    ["pending", "processing", "retrying"]
         .iter()
         .map(|s| d[*s].as_i64().unwrap_or(0))
         .sum()
@@ -231,7 +231,7 @@ mod tests {
     fn sample(events: i64, sent: i64, dead: i64, pending: i64) -> Value {
         json!({
             "events": {"total": events},
-            "deliveries": {"pending": pending, "processing": 0, "failed": 0, "sent": sent, "dead_letter": dead},
+            "deliveries": {"pending": pending, "processing": 0, "retrying": 0, "sent": sent, "dead_letter": dead},
         })
     }
 

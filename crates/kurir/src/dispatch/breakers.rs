@@ -32,7 +32,7 @@ use super::deliver::ResponseClass;
 use crate::delivery::ClaimedDelivery;
 use crate::endpoint::Endpoint;
 use crate::metrics::Metrics;
-use crate::store::{now_millis, Store, StoreError};
+use crate::store::{Store, StoreError};
 use unrecorded::Unrecorded;
 
 /// Whether a claim may take an endpoint's deliveries.
@@ -110,6 +110,12 @@ impl Breakers {
         &self.store
     }
 
+    /// Now by the store's clock, which every process sharing the circuits agrees on (see
+    /// `crate::clock`).
+    fn now(&self) -> DateTime<Utc> {
+        self.store.clock().now_millis()
+    }
+
     /// How long an endpoint fails, with no answer, before it is disabled.
     pub fn disable_after(&self) -> Duration {
         self.disable_after
@@ -149,7 +155,7 @@ impl Breakers {
         let newer = |id: &str| unrecorded.written_at.get(id).is_some_and(|&w| w > began);
         let mut known = self.known();
         known.retain(|id, _| newer(id));
-        let now = now_millis();
+        let now = self.now();
         for s in stored.into_iter().filter(|s| !newer(&s.endpoint_id)) {
             known.insert(s.endpoint_id, s.circuit);
         }
@@ -171,7 +177,7 @@ impl Breakers {
         let writes = unrecorded.writes;
         unrecorded.written_at.insert(id.to_owned(), writes);
         let mut c = circuit;
-        unrecorded.count_into(id, &mut c, now_millis());
+        unrecorded.count_into(id, &mut c, self.now());
         self.known().insert(id.to_owned(), c);
     }
 
@@ -190,7 +196,7 @@ impl Breakers {
         let due = self
             .known()
             .get(endpoint.id.as_str())
-            .is_some_and(|c| c.probe_due(now_millis()));
+            .is_some_and(|c| c.probe_due(self.now()));
         if due && !self.holds_probe(endpoint) {
             Gate::Probe
         } else {
@@ -217,7 +223,7 @@ impl Breakers {
                 back.push(d);
                 continue;
             }
-            let now = now_millis();
+            let now = self.now();
             let lease = d
                 .lease_deadline
                 .saturating_duration_since(tokio::time::Instant::now());
@@ -281,7 +287,7 @@ impl Breakers {
         let policy = self.policy(endpoint);
         let mut unrecorded = self.unrecorded();
         let mut known = self.known();
-        let now = now_millis();
+        let now = self.now();
         let c = known.get_mut(endpoint.id.as_str());
         if health == Health::Answered && c.as_ref().is_none_or(|c| c.is_clean()) {
             return;
@@ -343,7 +349,7 @@ impl Breakers {
         for (id, seen) in by_endpoint {
             let endpoint = &seen[0].endpoint;
             let policy = self.policy(endpoint);
-            let now = now_millis();
+            let now = self.now();
             let written = self
                 .store
                 .update_circuit(id, |c| {
@@ -413,7 +419,10 @@ impl Breakers {
             url = %endpoint.url,
             from = t.from.as_str(),
             to = t.to.as_str(),
-            consecutive_failures = c.consecutive_failures,
+            // The counts that made this transition, not those after the rest of its batch.
+            consecutive_failures = t.counts.consecutive_failures,
+            window_attempts = t.counts.window_attempts,
+            window_failures = t.counts.window_failures,
             next_probe_at = c.next_probe_at.map(|at| at.to_rfc3339()),
             "circuit breaker {}",
             match t.to {

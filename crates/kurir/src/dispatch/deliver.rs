@@ -5,16 +5,18 @@
 //! timeouts) and the mapping from HTTP outcome to retry decision; the HTTP mechanics (SSRF
 //! guard, redirects, response capture) are [`crate::webhook_client`]'s. It does not touch the store.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::Utc;
 use kurir_core::event::Envelope;
 use kurir_core::retry::{AttemptOutcome, Next};
+use kurir_core::Clock;
 use serde_json::value::RawValue;
 
 use crate::config::DeliveryConfig;
 use crate::delivery::{ClaimedDelivery, Completion, NextState, WireText};
 use crate::endpoint::Endpoint;
+use crate::pauses::OwnTime;
 use crate::webhook_client::{PostError, Response, Timeouts, WebhookClient};
 
 pub use crate::webhook_client::RESPONSE_CAPTURE_BYTES;
@@ -112,33 +114,47 @@ pub struct Attempted {
 pub struct Sender {
     config: DeliveryConfig,
     http: WebhookClient,
+    /// What an attempt's time (its signature's timestamp) and its retry's time are read from:
+    /// the store's, which the database's claims agree with (see `crate::clock`).
+    clock: Clock,
 }
 
 impl Sender {
-    /// A sender with the process-wide delivery settings.
-    pub fn new(config: DeliveryConfig) -> Self {
+    /// A sender with the process-wide delivery settings, reading time from `clock`.
+    pub fn new(config: DeliveryConfig, clock: Clock) -> Self {
         Self {
             http: WebhookClient::new(
                 config.allowed_networks.clone(),
                 config.max_concurrency as usize,
-            ),
+            )
+            .with_clock(clock.clone()),
             config,
+            clock,
         }
+    }
+
+    /// The clock attempts are timed by.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// Makes one attempt and decides what happens next. Never fails: every problem becomes a
     /// recorded attempt.
     pub async fn attempt(&self, d: &ClaimedDelivery) -> Attempted {
-        let started_at = crate::store::now_millis();
-        let clock = Instant::now();
+        let started_at = self.clock.now_millis();
+        // The request's own time: a pause of the whole process is not the endpoint's.
+        let took = OwnTime::start();
         let result = self.send(d, started_at).await;
-        let duration_ms = clock.elapsed().as_millis() as i64;
+        let duration_ms = took.elapsed().as_millis() as i64;
         let policy = d.endpoint.overrides.retry_policy(&self.config.retry);
         let (status_code, error, response_body, outcome, class) = match result {
             Ok(resp) => {
                 let o = classify_status(resp.status, resp.retry_after);
                 let class = ResponseClass::of_status(resp.status);
-                (Some(resp.status), None, Some(resp.body), o, class)
+                // An answer other than 2xx is the attempt's error: its status and what the
+                // receiver said, which the lists show as the last error.
+                let error = (!(200..300).contains(&resp.status)).then(|| resp.as_failure());
+                (Some(resp.status), error, Some(resp.body), o, class)
             }
             Err(e) => {
                 let class = ResponseClass::of_error(&e);
@@ -151,7 +167,10 @@ impl Sender {
                 )
             }
         };
-        let (next, label) = match (status_code, policy.next(d.attempt, &outcome, Utc::now())) {
+        // Compared with the database's `now()` by every process's claim: the clock is the one
+        // corrected to the database's.
+        let retry = policy.next(d.attempt, &outcome, self.clock.now());
+        let (next, label) = match (status_code, retry) {
             (Some(code), _) if (200..300).contains(&code) => (NextState::Sent, Outcome::Sent),
             (Some(410), _) => (NextState::Gone, Outcome::DeadLetter),
             (_, Next::DeadLetter) => (NextState::DeadLetter, Outcome::DeadLetter),
@@ -268,7 +287,8 @@ pub(super) fn log_attempt(d: &ClaimedDelivery, a: &Attempted) {
                 endpoint_id = %d.endpoint.id,
                 attempt = d.attempt,
                 status_code = c.status_code,
-                error = c.error.as_deref(),
+                // Only a failure without an answer: an answer's error quotes its body.
+                error = c.error.as_deref().filter(|_| c.status_code.is_none()),
                 $($own)*
             )
         };

@@ -260,10 +260,23 @@ impl Lanes {
             while let Some((delivery, permit)) = next.take() {
                 let attempted = lanes.sender.attempt(&delivery).await;
                 log_attempt(&delivery, &attempted);
-                let started_at = attempted.completion.started_at;
-                lanes
-                    .breakers
-                    .observe(&delivery.endpoint, attempted.class, started_at);
+                // Past its lease the attempt is another process's business (the sweep may have
+                // ended the lease, another claim may hold it): its completion is fenced out of
+                // the delivery, and its health out of the breaker, since what held it up past the
+                // lease was this process (a pause), not the endpoint.
+                if Instant::now() > delivery.lease_deadline {
+                    tracing::warn!(
+                        endpoint_id = %delivery.endpoint.id,
+                        event_id = %delivery.event.event_id,
+                        attempt = delivery.attempt,
+                        "attempt finished after its lease; not counted in the circuit breaker"
+                    );
+                } else {
+                    let started_at = attempted.completion.started_at;
+                    lanes
+                        .breakers
+                        .observe(&delivery.endpoint, attempted.class, started_at);
+                }
                 if attempted.completion.status_code == Some(429) {
                     super::rates::throttled(lanes.breakers.store(), &delivery.endpoint).await;
                 }

@@ -5,6 +5,8 @@
 //!
 //! - this module: [`Dispatcher`], the loop around [`Dispatcher::step`], which claims what the
 //!   process has room for, and the shutdown;
+//! - `due`: which endpoints a claim asks for: those found to have due deliveries, not every
+//!   endpoint installed;
 //! - `lanes`: per endpoint, the claimed deliveries in flight or waiting for a slot, and the
 //!   tasks that send them;
 //! - [`deliver`]: one attempt: the signed request (through [`crate::webhook_client`]) and what
@@ -30,6 +32,7 @@
 
 pub mod breakers;
 pub mod deliver;
+mod due;
 mod lanes;
 pub mod rates;
 pub mod record;
@@ -47,7 +50,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::DeliveryConfig;
 use crate::delivery::Completion;
-use crate::endpoint::{Endpoint, Ordering};
 use crate::metrics::Metrics;
 use crate::store::Store;
 use breakers::Breakers;
@@ -55,7 +57,7 @@ use deliver::Sender;
 use lanes::Lanes;
 use record::SHUTDOWN_RECORDING_PATIENCE;
 use room::Room;
-pub use room::{BirthRoom, Births, ENDPOINTS_FRESH};
+pub use room::{BirthRoom, Births};
 
 /// How many rounds of `max_in_flight` requests a lane may hold claimed beyond those in flight.
 /// Deep enough that an endpoint answering in a millisecond does not drain its lane while the
@@ -104,8 +106,8 @@ pub struct Dispatcher {
     /// delivery may then unblock the next of its aggregate, so the loop claims again at once
     /// instead of waiting for the poll.
     any_ordered: AtomicBool,
-    /// The enabled endpoints as the last step read them, for the relay's born claims.
-    seen: room::Seen,
+    /// The endpoints that may have due deliveries: the ones a claim asks for.
+    due: due::DueEndpoints,
 }
 
 impl Dispatcher {
@@ -119,7 +121,7 @@ impl Dispatcher {
         ));
         Self {
             lanes: Arc::new(Lanes::new(
-                Sender::new(config.clone()),
+                Sender::new(config.clone(), store.clock().clone()),
                 breakers.clone(),
                 config.max_concurrency as usize,
                 tx,
@@ -131,7 +133,7 @@ impl Dispatcher {
             completions_rx: Mutex::new(Some(rx)),
             finished: Arc::new(Notify::new()),
             any_ordered: AtomicBool::new(false),
-            seen: room::Seen::default(),
+            due: due::DueEndpoints::default(),
         }
     }
 
@@ -182,6 +184,9 @@ impl Dispatcher {
             .store
             .claim_due_deliveries(&self.owner, &endpoint_slots, free as u32)
             .await?;
+        if claim.deliveries.len() < free {
+            self.due.remove(drained(&endpoint_slots, &claim.deliveries));
+        }
         sweep::report_orphans(&claim.orphans, self.lanes.metrics.get());
         rates::give_back(&self.store, taken, &claim.deliveries).await;
         let n = claim.deliveries.len();
@@ -204,20 +209,28 @@ impl Dispatcher {
         })
     }
 
-    /// Every enabled endpoint with room left in this process, reserved, in random order so no
-    /// endpoint is always first in line when the global cap binds (see `room` for each one's room).
+    /// Every endpoint that may have due deliveries (see `due`) with room left in this process,
+    /// reserved, in random order so no endpoint is always first in line when the global cap
+    /// binds (see `room` for each one's room).
     async fn reserve(&self, free: usize) -> Result<Room, crate::store::StoreError> {
         // Read at every claim: a rotated secret or a disabled endpoint counts from the next one.
-        let endpoints: Arc<[Arc<Endpoint>]> = (self.store.enabled_endpoints().await?)
-            .into_iter()
-            .map(Arc::new)
-            .collect();
-        let ordered = endpoints.iter().any(|e| e.ordering == Ordering::Aggregate);
-        self.any_ordered.store(ordered, Relaxed);
-        *self.seen.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some((tokio::time::Instant::now(), endpoints.clone()));
+        // Only what changed since the last read is read (see `store::directory`).
+        let endpoints = self.store.live_endpoints().await?;
+        self.any_ordered.store(endpoints.any_ordered(), Relaxed);
+        if self.due.look_due() {
+            let found = self.store.endpoints_with_due_deliveries().await?;
+            self.due.looked(found);
+        }
+        let (mut live, mut gone) = (Vec::new(), Vec::new());
+        for id in self.due.ids() {
+            match endpoints.get(&id) {
+                Some(e) => live.push(e.clone()),
+                None => gone.push(id),
+            }
+        }
+        self.due.remove(gone.iter().map(String::as_str));
         let margin = self.config.lease_margin;
-        let mut room = room::reserve(&self.lanes, &endpoints, free, margin, room::For::Claim);
+        let mut room = room::reserve(&self.lanes, &live, free, margin, room::For::Claim);
         room.slots.shuffle(&mut rand::thread_rng());
         Ok(room)
     }
@@ -226,7 +239,6 @@ impl Dispatcher {
     pub fn births(&self) -> Births {
         Births {
             lanes: Arc::downgrade(&self.lanes),
-            seen: self.seen.clone(),
             config: self.config.clone(),
             owner: self.owner.clone(),
         }
@@ -270,9 +282,11 @@ impl Dispatcher {
             let until = self.lanes.next_expiry().map_or(until, |at| at.min(until));
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = wake.notified() => {}
+                _ = wake.notified() => self.due.look_soon(),
                 _ = self.lanes.freed.notified() => {}
-                _ = self.finished.notified(), if self.any_ordered.load(Relaxed) => {}
+                _ = self.finished.notified(), if self.any_ordered.load(Relaxed) => {
+                    self.due.look_soon();
+                }
                 _ = tokio::time::sleep_until(until) => {}
             }
         }
@@ -327,6 +341,8 @@ impl Dispatcher {
         if late.is_empty() {
             return;
         }
+        // Due again at once, wherever they go: the next claim asks for their endpoints.
+        self.due.add(late.iter().map(|d| d.endpoint.id.as_str()));
         match self.store.hand_back(&self.owner, &late).await {
             Ok(n) => {
                 tracing::info!(
@@ -344,6 +360,23 @@ impl Dispatcher {
             }
         }
     }
+}
+
+/// The endpoints of `slots` whose claim took fewer deliveries than the slot asked for: nothing
+/// more is due there now (the claim as a whole was not cut short by the process's room).
+fn drained<'a>(
+    slots: &'a [crate::store::EndpointSlot],
+    claimed: &[crate::delivery::ClaimedDelivery],
+) -> Vec<&'a str> {
+    let mut taken: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    for d in claimed {
+        *taken.entry(d.endpoint.id.as_str()).or_default() += 1;
+    }
+    slots
+        .iter()
+        .filter(|s| taken.get(s.endpoint.id.as_str()).copied().unwrap_or(0) < s.limit)
+        .map(|s| s.endpoint.id.as_str())
+        .collect()
 }
 
 /// The wait after a step: none after a full claim, until a slot frees when saturated, else what

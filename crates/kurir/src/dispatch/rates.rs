@@ -4,14 +4,15 @@
 //! (`kurir_core::rate::Bucket`).
 //!
 //! The bucket lives in the database (`store::rates`), so the limit holds across every process
-//! together. Deliveries held back stay in the database, claimable by any process once the
+//! together; its times are read from the store's clock, which every process agrees on (see
+//! `crate::clock`). Deliveries held back stay in the database, claimable by any process once the
 //! bucket allows.
 
 use std::collections::HashMap;
 
 use crate::delivery::ClaimedDelivery;
 use crate::endpoint::Endpoint;
-use crate::store::{now_millis, EndpointSlot, Store, StoreError};
+use crate::store::{EndpointSlot, Store, StoreError};
 
 /// Per rate-limited endpoint of a claim: its limit and how many requests were taken for it.
 pub type Taken = HashMap<String, (u32, u32)>;
@@ -34,7 +35,7 @@ pub async fn take(
         let want = slot.limit;
         let got = store
             .update_bucket(slot.endpoint.id.as_str(), |b| {
-                b.take(limit, want, now_millis())
+                b.take(limit, want, store.clock().now_millis())
             })
             .await?;
         held |= got < want;
@@ -60,7 +61,9 @@ pub async fn give_back(store: &Store, taken: Taken, claimed: &[ClaimedDelivery])
             continue;
         }
         let back = store
-            .update_bucket(&id, |b| b.give_back(limit, unused, now_millis()))
+            .update_bucket(&id, |b| {
+                b.give_back(limit, unused, store.clock().now_millis())
+            })
             .await;
         if let Err(e) = back {
             tracing::warn!(endpoint_id = %id, error = %e, "could not give back unused rate limit");
@@ -75,7 +78,9 @@ pub async fn throttled(store: &Store, endpoint: &Endpoint) {
         return;
     }
     let done = store
-        .update_bucket(endpoint.id.as_str(), |b| b.throttled(now_millis()))
+        .update_bucket(endpoint.id.as_str(), |b| {
+            b.throttled(store.clock().now_millis())
+        })
         .await;
     match done {
         Ok(()) => tracing::warn!(

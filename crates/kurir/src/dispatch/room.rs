@@ -13,10 +13,8 @@
 //! about to fill: a claim in flight and a relay batch both seeing a one-in-flight endpoint's lane
 //! empty would lease it two deliveries.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 use super::breakers::Gate;
 use super::lanes::Lanes;
@@ -24,17 +22,7 @@ use super::WAITING_ROUNDS;
 use crate::config::DeliveryConfig;
 use crate::delivery::ClaimedDelivery;
 use crate::endpoint::{Endpoint, EndpointId, Ordering};
-use crate::store::{BornRoom, EndpointSlot};
-
-/// How old the enabled endpoints read by the dispatcher's last step may be for a relay batch to
-/// use them: above the slowest idle poll of the dispatcher ([`crate::wake::DISPATCHER_SLOWEST_POLL`]),
-/// so a running process always has them. Older (the dispatcher is stuck on the database), the
-/// batch is inserted pending. An endpoint changed since (its `updated_at` differs from the one
-/// the relay's batch reads) gets no born claims until the dispatcher has read it again.
-pub const ENDPOINTS_FRESH: Duration = Duration::from_secs(3);
-
-/// The enabled endpoints as the dispatcher last read them, and when.
-pub(super) type Seen = Arc<Mutex<Option<(Instant, Arc<[Arc<Endpoint>]>)>>>;
+use crate::store::{BirthOffer, BornRoom, EndpointSlot};
 
 /// Who may take a slot.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -122,7 +110,6 @@ pub(super) fn free_room(lanes: &Lanes, config: &DeliveryConfig) -> usize {
 #[derive(Clone)]
 pub struct Births {
     pub(super) lanes: Weak<Lanes>,
-    pub(super) seen: Seen,
     pub(super) config: DeliveryConfig,
     pub(super) owner: String,
 }
@@ -145,25 +132,32 @@ impl Room {
     }
 }
 
-/// The room of a relay batch, with the process its deliveries are born claimed to.
+/// The room of a relay batch, with the process its deliveries are born claimed to: nothing
+/// is reserved until the batch names its endpoints ([`BirthOffer::reserve`]).
 pub struct BirthRoom {
-    room: Room,
+    lanes: Arc<Lanes>,
+    free: usize,
+    margin: Duration,
     owner: String,
+    room: Option<Room>,
 }
 
 impl BirthRoom {
-    /// The room as the store takes it.
-    pub fn as_born(&self) -> BornRoom<'_> {
-        BornRoom {
-            owner: &self.owner,
-            slots: &self.room.slots,
-            limit: self.room.limit,
-        }
-    }
-
     /// The lease owner the room's deliveries are born claimed to.
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+}
+
+impl BirthOffer for BirthRoom {
+    fn reserve(&mut self, targets: &[Arc<Endpoint>]) -> Option<BornRoom<'_>> {
+        let room = reserve(&self.lanes, targets, self.free, self.margin, For::Birth);
+        let room = self.room.insert(room);
+        (!room.is_empty()).then(|| BornRoom {
+            owner: &self.owner,
+            slots: &room.slots,
+            limit: room.limit,
+        })
     }
 }
 
@@ -190,27 +184,20 @@ impl Drop for Room {
 }
 
 impl Births {
-    /// The room for the next relay batch, reserved; `None` when there is none, the process is
-    /// shutting down, or the dispatcher has not read the endpoints lately.
+    /// Room for the next relay batch, to be reserved at the batch's endpoints; `None` when the
+    /// process has none, or is shutting down.
     pub fn room(&self) -> Option<BirthRoom> {
         let lanes = self.lanes.upgrade()?;
         if lanes.is_closed() {
             return None;
         }
-        let endpoints = {
-            let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-            let (at, endpoints) = seen.as_ref()?;
-            (at.elapsed() <= ENDPOINTS_FRESH).then(|| endpoints.clone())?
-        };
         let free = free_room(&lanes, &self.config);
-        if free == 0 {
-            return None;
-        }
-        let margin = self.config.lease_margin;
-        let room = reserve(&lanes, &endpoints, free, margin, For::Birth);
-        (!room.is_empty()).then(|| BirthRoom {
-            room,
+        (free > 0).then(|| BirthRoom {
+            lanes,
+            free,
+            margin: self.config.lease_margin,
             owner: self.owner.clone(),
+            room: None,
         })
     }
 
@@ -218,10 +205,7 @@ impl Births {
     /// allow, then gives the room's reservation back. Returns those the lanes refused (the
     /// dispatcher is shutting down), for the caller to hand back.
     pub fn hand_over(&self, room: BirthRoom, born: Vec<ClaimedDelivery>) -> Vec<ClaimedDelivery> {
-        let Some(lanes) = self.lanes.upgrade() else {
-            return born;
-        };
-        let refused = lanes.enqueue(born);
+        let refused = room.lanes.enqueue(born);
         drop(room);
         refused
     }
@@ -245,13 +229,14 @@ mod tests {
     async fn lanes() -> Arc<Lanes> {
         let store = Store::connect("sqlite::memory:").await.unwrap();
         let config = DeliveryConfig::default();
+        let sender = Sender::new(config.clone(), store.clock().clone());
         let breakers = Arc::new(Breakers::new(
             store,
             config.breaker,
             Duration::from_secs(60),
         ));
         let (tx, _rx) = mpsc::channel(1);
-        Arc::new(Lanes::new(Sender::new(config), breakers, 10, tx))
+        Arc::new(Lanes::new(sender, breakers, 10, tx))
     }
 
     fn one_at_a_time() -> Arc<Endpoint> {

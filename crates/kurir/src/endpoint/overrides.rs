@@ -9,50 +9,51 @@ use serde::{Deserialize, Serialize};
 use super::{in_range, InvalidEndpoint};
 use crate::limits;
 
-/// Calls `$then!` with `$args` followed by every override: its field, its type, and what it is
+/// Calls `$then!` with `$args` followed by every override: its field, its type, its bounds (as
+/// [`crate::limits`] has them, in the field's unit; the API's document states them), and what it is
 /// called in each struct that carries it: [`Overrides`] (and [`OverridesUpdate`]), then the
 /// API's create body, endpoint view and update body (`crate::api::endpoints`). One list, so an
 /// override added here is in all of them; the API's texts are those of the OpenAPI document.
 macro_rules! each_override {
     ($then:ident! $args:tt) => {
         $then! { $args
-            connect_timeout_ms: u32 [
+            connect_timeout_ms: u32 (100, 60000) [
                 "Connect timeout for this endpoint."
                 "Connect timeout, overriding the global one."
                 "Connect timeout override."
                 "Connect timeout override; `null` clears it."
             ]
-            request_timeout_ms: u32 [
+            request_timeout_ms: u32 (100, 60000) [
                 "Response timeout for this endpoint."
                 "Response timeout, overriding the global one."
                 "Response timeout override."
                 "Response timeout override; `null` clears it."
             ]
-            retry_initial_delay_ms: u64 [
+            retry_initial_delay_ms: u64 (10, 604800000) [
                 "First retry delay."
                 "First retry delay, overriding the global one."
                 "First retry delay override."
                 "First retry delay override; `null` clears it."
             ]
-            retry_max_delay_ms: u64 [
+            retry_max_delay_ms: u64 (10, 604800000) [
                 "Longest retry delay."
                 "Longest retry delay, overriding the global one."
                 "Longest retry delay override."
                 "Longest retry delay override; `null` clears it."
             ]
-            retry_max_attempts: u32 [
+            retry_max_attempts: u32 (1, 50) [
                 "Attempts before dead-letter."
                 "Attempts before dead-letter, overriding the global one."
                 "Attempts before dead-letter override."
                 "Attempts before dead-letter override; `null` clears it."
             ]
-            circuit_failure_threshold: u32 [
+            circuit_failure_threshold: u32 (1, 1000) [
                 "Failures in a row that open the circuit breaker."
                 "Failures in a row that open the circuit breaker, overriding the global setting."
                 "Failures in a row that open the circuit breaker, overriding the global setting."
                 "Circuit breaker threshold override; `null` clears it."
             ]
-            circuit_cooldown_ms: u64 [
+            circuit_cooldown_ms: u64 (10, 600000) [
                 "The circuit breaker's first cool-down."
                 "The circuit breaker's first cool-down, overriding the global setting."
                 "The circuit breaker's first cool-down, overriding the global setting."
@@ -65,7 +66,7 @@ pub(crate) use each_override;
 
 /// [`Overrides`] and [`OverridesUpdate`] from [`each_override!`]'s list.
 macro_rules! overrides_and_update {
-    ({} $($field:ident: $ty:tt [$doc:tt $create:tt $view:tt $update:tt])*) => {
+    ({} $($field:ident: $ty:tt $bounds:tt [$doc:tt $create:tt $view:tt $update:tt])*) => {
         /// Per-endpoint settings that override the process-wide defaults when set.
         #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
         pub struct Overrides {

@@ -11,10 +11,10 @@
 use std::time::Duration;
 
 use axum::http::header::CONTENT_TYPE;
-use chrono::Utc;
 use kurir_core::sign::{headers::WEBHOOK_EVENT, signature_headers};
 use kurir_receiver::{Failure, InboxEvent};
 
+use crate::delivery::WireText;
 use crate::store::{Store, StoreError};
 use crate::webhook_client::{PostError, Timeouts, WebhookClient};
 
@@ -35,10 +35,12 @@ pub enum ForwardError {
     #[error("forward failed: {0}")]
     Post(#[from] PostError),
     /// An answer other than 2xx or 410; `429` and `503` may ask to wait (`Retry-After`).
-    #[error("forward answered HTTP {status}")]
+    #[error("forward answered {answer}")]
     Status {
         /// The HTTP status.
         status: u16,
+        /// The status and the start of the body, as a delivery's error reads.
+        answer: WireText,
         /// The wait a `429` or `503` asked for.
         retry_after: Option<Duration>,
     },
@@ -56,6 +58,7 @@ impl From<ForwardError> for Failure {
             ForwardError::Status {
                 status: 429 | 503,
                 retry_after: Some(after),
+                ..
             } => Failure::new(e).retry_after(after),
             e => Failure::new(e),
         }
@@ -101,7 +104,7 @@ impl Forwarder {
                 &event.event_id,
                 event_type,
                 &[&source.forward_secret],
-                Utc::now(),
+                self.store.clock().now(),
                 &event.payload,
             )
             .into_iter()
@@ -117,6 +120,7 @@ impl Forwarder {
             410 => Err(ForwardError::Gone),
             status => Err(ForwardError::Status {
                 status,
+                answer: response.as_failure(),
                 retry_after: response.retry_after,
             }),
         }

@@ -57,7 +57,8 @@ impl Gateway {
         let http = WebhookClient::new(
             config.allowed_networks.clone(),
             config.max_concurrency as usize,
-        );
+        )
+        .with_clock(store.clock().clone());
         let forwarder = Arc::new(Forwarder::new(store.clone(), http, timeouts));
         // The lease outlives the longest forward, as a delivery's does.
         let lease = config.connect_timeout + config.request_timeout + config.lease_margin;

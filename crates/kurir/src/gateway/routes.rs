@@ -16,7 +16,7 @@ use kurir_core::EventId;
 use kurir_receiver::{EventStatus, Receiver, WebhookSource};
 
 use crate::api::auth::bearer_token;
-use crate::api::error::ApiError;
+use crate::api::error::{ApiError, ErrorBody};
 use crate::api::extract::ApiPath;
 use crate::api::state::AppState;
 
@@ -31,7 +31,8 @@ use crate::api::state::AppState;
         (status = 400, description = "No event id where the scheme keeps it (`missing_event_id`), or an id header that disagrees with the signed id (`event_id_mismatch`)"),
         (status = 401, description = "Bad or missing signature, or a timestamp outside the tolerance; the code names the check"),
         (status = 404, description = "No such source"),
-        (status = 413, description = "Body over 1 MiB")))]
+        (status = 413, description = "Body over 1 MiB"),
+        (status = 503, description = "The database is unavailable: nothing was stored; the partner should retry, as partners do on 5xx", body = ErrorBody)))]
 pub async fn receive(
     State(state): State<AppState>,
     ApiPath(name): ApiPath<String>,
@@ -45,7 +46,8 @@ pub async fn receive(
     let webhook_source = source
         .webhook_source()
         .map_err(|e| ApiError::Internal(Box::new(e)))?
-        .metrics_recorder(state.metrics.recorder());
+        .metrics_recorder(state.metrics.recorder())
+        .clock(state.store.clock().clone());
     let event = match webhook_source.verify_request(request).await {
         Ok(event) => event,
         Err(rejection) => {
@@ -67,7 +69,7 @@ pub async fn receive(
            ("event_id" = String, Path, description = "The sender's event id")),
     responses(
         (status = 200, description = "`{\"event_id\",\"event_type\",\"status\",\"attempts\",\"last_attempt_at\",\"last_error\",\"next_attempt_at\"}`; status is pending, processing, completed or failed", content_type = "application/json"),
-        (status = 401, description = "Neither the admin token nor the source's read token"),
+        (status = 401, description = "Neither the admin token, a named token nor the source's read token"),
         (status = 404, description = "No such event")))]
 pub async fn status(
     State(state): State<AppState>,
@@ -78,7 +80,8 @@ pub async fn status(
         return Err(ApiError::ReadTokenRequired);
     };
     let valid_name = WebhookSource::is_valid_name(&name);
-    if !state.admin.verify(token) {
+    let operator = crate::api::auth::authenticate(&state, token, crate::access::Via::Api).await?;
+    if !operator.is_some_and(|actor| actor.may(crate::access::Action::Read)) {
         // An unknown source and a wrong token look alike, so source names do not leak.
         let source = if valid_name {
             state.store.get_source(&name).await?

@@ -30,6 +30,12 @@ use crate::store::{Orphan, OrphanReason, RelayOutcome};
 
 /// Events fanned out by the relay, per `event_type`.
 pub const EVENTS_ENQUEUED: &str = "kurir_events_enqueued_total";
+/// Events of a deprecated catalog version fanned out, per `event_type` and `version`: who
+/// still emits them.
+pub const DEPRECATED_EVENTS: &str = "kurir_deprecated_events_total";
+/// Events the event catalog refused, per `event_type`, `reason` (`schema`, `unknown`) and
+/// `surface` (`api`: answered 422; `relay`: written with SQL, recorded as refused).
+pub const CATALOG_REFUSALS: &str = "kurir_catalog_refusals_total";
 /// Attempts per `endpoint_id` and `outcome` (`sent`, `retry`, `dead_letter`, `refused`).
 pub const DELIVERIES: &str = "kurir_deliveries_total";
 /// Attempts per `endpoint_id` and `status_class` (`2xx`…`5xx`, `timeout`, `connect_error`, …).
@@ -63,6 +69,8 @@ pub const INBOX_EVENTS: &str = "kurir_inbox_events_total";
 pub const INBOX_FORWARDS: &str = "kurir_inbox_forwards_total";
 /// How long each forward attempt took, per `source`.
 pub const INBOX_FORWARD_DURATION: &str = "kurir_inbox_forward_duration_seconds";
+/// How far this process's clock is ahead of the database's, in seconds (see `crate::clock`).
+pub const CLOCK_OFFSET: &str = "kurir_clock_offset_seconds";
 
 const DURATION_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -77,6 +85,8 @@ const ATTEMPT_BUCKETS: &[f64] = &[
 
 const DESCRIPTIONS: &[(&str, &str)] = &[
     (EVENTS_ENQUEUED, "Events fanned out by the relay (also those inserted with plain SQL), by event type."),
+    (DEPRECATED_EVENTS, "Events of a deprecated event catalog version fanned out (still delivered), by event type and version: who still emits them."),
+    (CATALOG_REFUSALS, "Events the event catalog refused, by event type, reason (schema: data fails the version's schema; unknown: KURIR_EVENT_CATALOG=strict and the version is not in the catalog) and surface (api: answered 422, nothing stored; relay: written with SQL, recorded as refused, see kurir_outbox_refused)."),
     (DELIVERIES, "Delivery attempts by outcome: sent, retry (another attempt is scheduled), dead_letter (given up), refused (SSRF guard; retried)."),
     (HTTP_RESPONSES, "Delivery attempts by what came back: 1xx to 5xx, timeout, connect_error, refused, request_error."),
     (ATTEMPT_DURATION, "Duration of each delivery attempt, in seconds."),
@@ -91,6 +101,7 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (ENDPOINTS_AUTO_DISABLED, "Endpoints this process disabled after they failed, with no success, for KURIR_ENDPOINT_DISABLE_AFTER."),
     (PRUNED_ROWS, "Rows deleted by the retention pruner, by table (kurir_outbox, kurir_deliveries, kurir_attempts, kurir_inbox, kurir_replays)."),
     (INBOX_EVENTS, "Webhooks received by the inbox, by source and outcome (accepted, duplicate, error, or the rejection code)."),
+    (CLOCK_OFFSET, "How far this process's clock is ahead of the database's, in seconds (negative: behind), as last measured; kurir corrects every time it shares by it. 0 on SQLite."),
 ];
 
 /// Where counters are registered from; the Prometheus recorder ignores it.
@@ -133,7 +144,9 @@ impl Metrics {
         let recorder = builder.build_recorder();
         for (name, help) in DESCRIPTIONS {
             let key = KeyName::from_const_str(name);
-            if name.ends_with("_total") {
+            if *name == CLOCK_OFFSET {
+                recorder.describe_gauge(key, None, (*help).into());
+            } else if name.ends_with("_total") {
                 recorder.describe_counter(key, None, (*help).into());
             } else {
                 recorder.describe_histogram(key, None, (*help).into());
@@ -165,6 +178,38 @@ impl Metrics {
             )
             .increment(*n);
         }
+        for ((event_type, version), n) in &outcome.deprecated {
+            self.counter(
+                DEPRECATED_EVENTS,
+                vec![
+                    Label::new("event_type", event_type.clone()),
+                    Label::new("version", version.to_string()),
+                ],
+            )
+            .increment(*n);
+        }
+        for refused in &outcome.refused {
+            self.record_catalog_refusal(&refused.event_type, &refused.masked_reason, "relay");
+        }
+    }
+
+    /// Counts an event the catalog refused on `surface` (`api` or `relay`), its reason told
+    /// by the start of the reason text.
+    pub fn record_catalog_refusal(&self, event_type: &str, reason: &str, surface: &'static str) {
+        let kind = if reason.starts_with("catalog:") {
+            "unknown"
+        } else {
+            "schema"
+        };
+        self.counter(
+            CATALOG_REFUSALS,
+            vec![
+                Label::new("event_type", event_type.to_owned()),
+                Label::from_static_parts("reason", kind),
+                Label::from_static_parts("surface", surface),
+            ],
+        )
+        .increment(1);
     }
 
     /// Counts one delivery attempt: its outcome, what came back, how long it took and, when it
@@ -280,6 +325,14 @@ impl Metrics {
             vec![Label::new("endpoint_id", endpoint_id.to_string())],
         )
         .increment(1);
+    }
+
+    /// Shows how far this process's clock is ahead of the database's.
+    pub fn set_clock_offset(&self, ahead: chrono::TimeDelta) {
+        let seconds = ahead.num_microseconds().unwrap_or(0) as f64 / 1e6;
+        self.recorder
+            .register_gauge(&Key::from_static_name(CLOCK_OFFSET), &METADATA)
+            .set(seconds);
     }
 
     /// Folds recorded histogram samples into their buckets every `interval` until `shutdown`,

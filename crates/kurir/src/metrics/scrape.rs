@@ -29,6 +29,13 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
             "cannot read the backlog for /metrics; its gauges are left out of this scrape"
         ),
     }
+    match state.store.refused_by_type().await {
+        Ok(by_type) => write_refused(&mut text, &by_type),
+        Err(e) => tracing::warn!(
+            error = %e,
+            "cannot read the refused events for /metrics; their gauge is left out of this scrape"
+        ),
+    }
     match endpoint_protection(&state).await {
         Ok(rows) => write_protection(&mut text, &rows),
         Err(e) => tracing::warn!(
@@ -51,7 +58,7 @@ async fn endpoint_protection(
     let circuits = state.store.circuits().await?;
     let health = state
         .store
-        .endpoint_health(chrono::Utc::now() - TIMEOUT_RATIO_WINDOW)
+        .endpoint_health(state.store.clock().now() - TIMEOUT_RATIO_WINDOW)
         .await?;
     Ok(endpoints
         .into_iter()
@@ -122,15 +129,26 @@ fn write_backlog(text: &mut String, b: &Backlog) {
             "Seconds since the oldest event waiting for the relay was written; 0 when none waits (from the database).",
             b.oldest_undispatched_age_seconds,
         ),
-        (
-            "kurir_outbox_refused",
-            "Outbox events refused for breaking the SQL contract, written before the database enforced it; never delivered (from the database).",
-            b.refused as f64,
-        ),
     ];
     for (name, help, value) in gauges {
         gauge_header(text, name, help);
         let _ = writeln!(text, "{name} {value}");
+    }
+}
+
+/// Appends the refused outbox rows per event type to `text`: none refused, no sample.
+fn write_refused(text: &mut String, by_type: &std::collections::BTreeMap<String, i64>) {
+    gauge_header(
+        text,
+        "kurir_outbox_refused",
+        "Outbox events written with SQL and refused before fan-out, never delivered, by event type: failing the event catalog (schema: or catalog: reasons; kurir events recheck delivers those that pass now), or breaking the SQL contract (from the database).",
+    );
+    for (event_type, n) in by_type {
+        let label = event_type
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
+        let _ = writeln!(text, "kurir_outbox_refused{{event_type=\"{label}\"}} {n}");
     }
 }
 
@@ -147,7 +165,7 @@ pub fn router(state: AppState, require_token: bool) -> Router {
     let route = if require_token {
         route.route_layer(middleware::from_fn_with_state(
             state.clone(),
-            crate::api::auth::require_admin,
+            crate::api::auth::require_token,
         ))
     } else {
         route
@@ -179,7 +197,17 @@ mod tests {
         assert!(text.contains("\nkurir_oldest_pending_age_seconds 12.5\n"));
         assert!(text.contains("\nkurir_outbox_undispatched 4\n"));
         assert!(text.contains("\nkurir_oldest_undispatched_age_seconds 0.25\n"));
-        assert!(text.contains("\nkurir_outbox_refused 2\n"));
+        assert!(!text.contains("kurir_outbox_refused"));
+    }
+
+    #[test]
+    fn refused_events_are_counted_by_type_with_labels_escaped() {
+        let mut text = String::new();
+        let by_type = [("order.paid".to_owned(), 2), ("a\"b".to_owned(), 1)].into();
+        write_refused(&mut text, &by_type);
+        assert!(text.contains("# TYPE kurir_outbox_refused gauge\n"));
+        assert!(text.contains("kurir_outbox_refused{event_type=\"order.paid\"} 2\n"));
+        assert!(text.contains("kurir_outbox_refused{event_type=\"a\\\"b\"} 1\n"));
     }
 
     #[test]

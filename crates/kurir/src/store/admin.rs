@@ -62,6 +62,8 @@ pub struct EventQuery {
     pub before_id: Option<i64>,
     /// At most this many rows.
     pub limit: u32,
+    /// Only events addressed to this subscriber.
+    pub subscriber_id: Option<String>,
 }
 
 /// Filters of the delivery listing; every `None` matches all.
@@ -92,14 +94,20 @@ pub struct DeliveryListItem {
     pub event_type: String,
 }
 
-/// Which deliveries a replay moves back to `pending`. Only `sent` and `dead_letter` deliveries
-/// are ever replayed; the filter narrows that set. Stored as the audit row's `filter`.
+/// Which deliveries a replay moves back to `pending`. Only `dead_letter` deliveries, and `sent`
+/// ones when asked for ([`ReplayFilter::status`] `sent`, or [`ReplayFilter::include_sent`]), are
+/// ever replayed: a replay re-sends what did not succeed, and re-sending what did is a choice
+/// the operator makes explicitly. `failed` deliveries are still being retried on their schedule,
+/// `pending` and `processing` ones are on their way, and `cancelled` ones belong to deleted
+/// endpoints, so none of those is replayed. The filter narrows that set. Stored as the audit
+/// row's `filter`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ReplayFilter {
     /// One event's deliveries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_id: Option<String>,
-    /// Exact status (`sent` or `dead_letter`; any other replays nothing).
+    /// Exact status (`sent` or `dead_letter`; any other replays nothing). Without it,
+    /// `dead_letter`, and `sent` too with [`ReplayFilter::include_sent`].
     #[serde(
         skip_serializing_if = "Option::is_none",
         serialize_with = "status_name"
@@ -117,6 +125,9 @@ pub struct ReplayFilter {
     /// Delivery created before.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub until: Option<DateTime<Utc>>,
+    /// Without a status, re-send the `sent` deliveries too (recorded in the audit only when set).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub include_sent: bool,
 }
 
 fn status_name<S: serde::Serializer>(
@@ -131,8 +142,10 @@ fn status_name<S: serde::Serializer>(
 pub struct ReplayRequest {
     /// What to replay.
     pub filter: ReplayFilter,
-    /// The admin token's name.
+    /// The name of the token that asked.
     pub actor: String,
+    /// Where the request came from.
+    pub via: crate::access::Via,
     /// Why, in the operator's words.
     pub reason: String,
 }
@@ -144,6 +157,8 @@ pub struct ReplayRecord {
     pub id: i64,
     /// Who replayed.
     pub actor: String,
+    /// Where from (`api`, `cli`, `dashboard`); `None` for replays recorded before kurir kept it.
+    pub via: Option<String>,
     /// Why.
     pub reason: String,
     /// The filter, as recorded.
@@ -179,7 +194,7 @@ pub struct StatusCount {
 }
 
 impl Store {
-    /// Moves every `sent` or `dead_letter` delivery matching the filter back to `pending` (same
+    /// Moves every delivery the filter replays (see [`ReplayFilter`]) back to `pending` (same
     /// event id, attempt count 0, due now, trigger `replay`) and writes the audit row, in one
     /// transaction. Returns the audit row.
     pub async fn replay(&self, request: &ReplayRequest) -> Result<ReplayRecord> {

@@ -148,7 +148,7 @@ impl SqliteStore {
         let rows: Vec<(String, i64, Option<String>)> = sqlx::query_as(BACKLOG_SQL_SQLITE)
             .fetch_all(self.pool())
             .await?;
-        let now = Utc::now();
+        let now = self.clock.now();
         Ok(Backlog::from_rows(rows.into_iter().map(
             |(kind, n, oldest)| {
                 let age = oldest

@@ -13,10 +13,21 @@
 //! start only once it is its aggregate's head, which only the claim checks.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::rules::FanOut;
 use super::{EndpointSlot, RelayOutcome, Result};
 use crate::delivery::ClaimedDelivery;
+use crate::endpoint::Endpoint;
+
+/// Room for a relay batch's deliveries born claimed, asked for once the batch knows where its
+/// deliveries go: the room of the endpoints the batch fans out to, and of no other, is reserved
+/// (the dispatcher's side, `dispatch::room`, implements it).
+pub trait BirthOffer: Send {
+    /// Reserves room at `targets` (the batch's endpoints, as it read them) until the batch's
+    /// deliveries are handed over; `None` when there is none.
+    fn reserve(&mut self, targets: &[Arc<Endpoint>]) -> Option<BornRoom<'_>>;
+}
 
 /// The room a relay batch may fill with deliveries born claimed.
 #[derive(Clone, Copy, Debug)]
@@ -50,13 +61,12 @@ impl From<RelayOutcome> for Relayed {
 /// Per fan-out row, the slot it is born claimed into, if any: rows without an ordering key,
 /// in batch order, while their endpoint's slot and the room's limit last.
 pub(crate) fn births<'a>(fan_out: &FanOut, room: Option<BornRoom<'a>>) -> Births<'a> {
-    let Some(room) = room else {
+    let Some(room) = room.filter(|r| r.limit > 0 && !r.slots.is_empty()) else {
         return Births::default();
     };
-    // The dispatcher's copy of an endpoint may predate a change the batch sees (a rotated
-    // secret, a new URL): such an endpoint's deliveries wait for a claim, which reads it anew.
+    // The slots are of the endpoints as this batch read them (see `BirthOffer`), so a born
+    // delivery is signed and sent with the settings the batch fanned it out with.
     let mut left: HashMap<&str, (u32, &'a EndpointSlot)> = (room.slots.iter())
-        .filter(|s| fan_out.versions.get(s.endpoint.id.as_str()) == Some(&s.endpoint.updated_at))
         .map(|s| (s.endpoint.id.as_str(), (s.limit, s)))
         .collect();
     let mut total = room.limit;

@@ -7,13 +7,17 @@
 //! that record outcomes or take a probe at the same moment take turns without holding a lock:
 //! the loser reads the row again and re-applies its change ([`Store::update_circuit`]). Each
 //! statement is one `Sql`, its text per dialect.
+//!
+//! An operator may bring a probe forward or close a circuit ([`Store::operate_circuit`]); each
+//! such action is kept in `kurir_circuit_actions` (migration 0017) with who did it and from where.
 
 use chrono::{DateTime, Utc};
-use kurir_core::breaker::{State, Window};
+use kurir_core::breaker::{Refusal, State, Window};
 use kurir_core::Circuit;
 
-use super::sql::{execute_on, query_as_on, Sql};
-use super::{now_millis, Result, Store, StoreError};
+use super::sql::{execute_on, query_as_on, run_in, Sql};
+use super::{Result, Store, StoreError};
+use crate::access::Actor;
 use crate::endpoint::EndpointId;
 
 /// One endpoint's stored circuit.
@@ -76,6 +80,15 @@ const ALL: Sql = Sql {
     sqlite: circuits_select!(),
     mysql: circuits_select_mysql!(),
 };
+/// The circuits whose endpoint ids lie from `$1` to `$2`: a range of the primary key.
+const RANGE: Sql = Sql {
+    postgres: concat!(circuits_select!(), " WHERE endpoint_id BETWEEN $1 AND $2"),
+    sqlite: concat!(circuits_select!(), " WHERE endpoint_id BETWEEN ?1 AND ?2"),
+    mysql: concat!(
+        circuits_select_mysql!(),
+        " WHERE endpoint_id BETWEEN $1 AND $2"
+    ),
+};
 const ONE: Sql = Sql {
     postgres: concat!(circuits_select!(), " WHERE endpoint_id = $1"),
     sqlite: concat!(circuits_select!(), " WHERE endpoint_id = ?1"),
@@ -129,6 +142,66 @@ const DISABLE: Sql = Sql {
         updated_at = UTC_TIMESTAMP(3) WHERE id = $1 AND enabled",
 };
 
+/// One operator action, audited: the circuit's state before it, who and from where.
+const RECORD_ACTION: Sql = Sql {
+    postgres: "INSERT INTO kurir_circuit_actions \
+        (endpoint_id, action, state_before, actor, via, created_ms) \
+        VALUES ($1, $2, $3, $4, $5, $6)",
+    mysql: "INSERT INTO kurir_circuit_actions \
+        (endpoint_id, action, state_before, actor, via, created_ms) \
+        VALUES ($1, $2, $3, $4, $5, $6)",
+    sqlite: "INSERT INTO kurir_circuit_actions \
+        (endpoint_id, action, state_before, actor, via, created_ms) \
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+};
+/// An endpoint's newest actions first, at most `$2`: its part of the index.
+const ACTIONS: Sql = Sql {
+    postgres: "SELECT action, state_before, actor, via, created_ms FROM kurir_circuit_actions \
+        WHERE endpoint_id = $1 ORDER BY id DESC LIMIT $2",
+    mysql: "SELECT CAST(action AS CHAR) AS action, CAST(state_before AS CHAR) AS state_before, \
+        CAST(actor AS CHAR) AS actor, CAST(via AS CHAR) AS via, created_ms \
+        FROM kurir_circuit_actions WHERE endpoint_id = $1 ORDER BY id DESC LIMIT $2",
+    sqlite: "SELECT action, state_before, actor, via, created_ms FROM kurir_circuit_actions \
+        WHERE endpoint_id = ?1 ORDER BY id DESC LIMIT ?2",
+};
+
+/// What an operator does to a circuit.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CircuitAction {
+    /// Ends an open circuit's cool-down now: the next claim carries the probe.
+    Probe,
+    /// Closes the circuit: deliveries flow again, nothing counted.
+    Close,
+}
+
+impl CircuitAction {
+    /// `probe` or `close`, as stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Probe => "probe",
+            Self::Close => "close",
+        }
+    }
+}
+
+/// An audited operator action on a circuit.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct CircuitActionRecord {
+    /// `probe` or `close`.
+    pub action: String,
+    /// The circuit's state before it.
+    pub state_before: String,
+    /// The token's name.
+    pub actor: String,
+    /// Where from (`api`, `cli`, `dashboard`).
+    pub via: String,
+    /// When, unix milliseconds.
+    pub created_ms: i64,
+}
+
 /// The most times a compare-and-set update re-reads a row other processes keep changing.
 const CAS_TRIES: u32 = 32;
 
@@ -176,6 +249,20 @@ impl Store {
     /// the whole table: one small row per endpoint that has failed; no locks.
     pub async fn circuits(&self) -> Result<Vec<StoredCircuit>> {
         let rows: Vec<CircuitRow> = query_as_on!(self, ALL, fetch_all)?;
+        rows.into_iter().map(CircuitRow::decode).collect()
+    }
+
+    /// The stored circuits of the endpoints whose ids lie from `first` to `last`: those of a
+    /// page of endpoints read by [`Store::endpoint_page`] (its first and last ids), and no
+    /// more than one row per endpoint of that range. One range read of the primary key; no
+    /// locks.
+    pub async fn circuits_between(
+        &self,
+        first: &EndpointId,
+        last: &EndpointId,
+    ) -> Result<Vec<StoredCircuit>> {
+        let (first, last) = (first.as_str(), last.as_str());
+        let rows: Vec<CircuitRow> = query_as_on!(self, RANGE, fetch_all, first, last)?;
         rows.into_iter().map(CircuitRow::decode).collect()
     }
 
@@ -233,17 +320,84 @@ impl Store {
                 Ok(stored.map(|s| (s.circuit, s.version)))
             },
             |c: Circuit, version| async move { self.save_circuit(endpoint_id, &c, version).await },
-            || Circuit::closed(now_millis()),
+            || Circuit::closed(self.clock().now_millis()),
             change,
         )
         .await
+    }
+
+    /// An operator's `action` on `endpoint_id`'s circuit, compare-and-set like every other
+    /// write ([`Store::update_circuit`]), then audited with `actor` (one insert). `Ok(Err(_))`:
+    /// refused, nothing changed or recorded. A process's own copy of the circuit follows at its
+    /// next read of the circuits.
+    pub async fn operate_circuit(
+        &self,
+        endpoint_id: &EndpointId,
+        action: CircuitAction,
+        actor: &Actor,
+    ) -> Result<std::result::Result<Circuit, Refusal>> {
+        let now = self.clock().now_millis();
+        let mut refused = None;
+        let mut before = State::Closed;
+        let (circuit, done) = self
+            .update_circuit(endpoint_id.as_str(), |c| {
+                before = c.state;
+                let done = match action {
+                    CircuitAction::Probe => c.probe_now(now),
+                    CircuitAction::Close => c.close_now(now).map(|_| ()),
+                };
+                refused = done.err();
+                done.ok()
+            })
+            .await?;
+        if done.is_none() {
+            return Ok(Err(refused.unwrap_or(Refusal::Closed)));
+        }
+        execute_on!(
+            self,
+            RECORD_ACTION,
+            endpoint_id.as_str(),
+            action.as_str(),
+            before.as_str(),
+            actor.name.as_str(),
+            actor.via.as_str(),
+            ms(now),
+        )?;
+        Ok(Ok(circuit))
+    }
+
+    /// The newest `limit` operator actions on `endpoint_id`'s circuit, newest first. One read
+    /// of its index; no locks.
+    pub async fn circuit_actions(
+        &self,
+        endpoint_id: &EndpointId,
+        limit: i64,
+    ) -> Result<Vec<CircuitActionRecord>> {
+        Ok(query_as_on!(
+            self,
+            ACTIONS,
+            fetch_all,
+            endpoint_id.as_str(),
+            limit
+        )?)
     }
 
     /// Disables an enabled endpoint with `reason` (the breaker's auto-disable); whether it was
     /// enabled. One statement. Its pending deliveries stay pending: claims only read enabled
     /// endpoints.
     pub async fn disable_failing_endpoint(&self, id: &EndpointId, reason: &str) -> Result<bool> {
-        let done = execute_on!(self, DISABLE, id.as_str(), reason)?;
+        let done = match self {
+            Store::Mysql(s) => {
+                let mut tx = s.pool().begin().await?;
+                let done = run_in!(tx, mysql, DISABLE, query, execute, id.as_str(), reason)?;
+                if done.rows_affected() == 1 {
+                    super::directory::stamp_mysql(&mut tx, &[id.as_str()]).await?;
+                }
+                tx.commit().await?;
+                done.rows_affected()
+            }
+            _ => execute_on!(self, DISABLE, id.as_str(), reason)?,
+        };
         Ok(done == 1)
     }
 }

@@ -223,3 +223,66 @@ impl Leased<'_> {
         })
     }
 }
+
+/// The endpoints with due deliveries on PostgreSQL and SQLite (`$now`: the dialect's clock):
+/// `owners` skips through the due index (`kurir_deliveries_due`, partial on the two statuses a
+/// claim takes) from one endpoint to the next, so the look costs an index probe per endpoint
+/// that has deliveries to make, now or later, and nothing for the installed endpoints that have
+/// none; each is kept if one of its rows is due now.
+macro_rules! due_endpoints_sql {
+    ($now:literal) => {
+        concat!(
+            "WITH RECURSIVE owners(endpoint_id) AS ( \
+                SELECT * FROM (SELECT endpoint_id FROM kurir_deliveries \
+                    WHERE status IN ('pending', 'failed') ORDER BY endpoint_id LIMIT 1) AS first \
+                UNION ALL \
+                SELECT (SELECT d.endpoint_id FROM kurir_deliveries d \
+                        WHERE d.status IN ('pending', 'failed') AND d.endpoint_id > o.endpoint_id \
+                        ORDER BY d.endpoint_id LIMIT 1) \
+                FROM owners o WHERE o.endpoint_id IS NOT NULL \
+             ) \
+             SELECT o.endpoint_id FROM owners o WHERE o.endpoint_id IS NOT NULL AND EXISTS ( \
+                SELECT 1 FROM kurir_deliveries d WHERE d.endpoint_id = o.endpoint_id \
+                  AND d.status IN ('pending', 'failed') AND d.available_at <= ",
+            $now,
+            ")"
+        )
+    };
+}
+
+/// The endpoints with deliveries due now (see [`super::Store::endpoints_with_due_deliveries`]).
+/// MySQL's generated `due_at` is set only on the statuses a claim takes, and its index
+/// `(endpoint_id, due_at)` is read for each endpoint's least `due_at` in range, one jump per
+/// endpoint (a loose index scan, `Using index for group-by`).
+const DUE_ENDPOINTS_POSTGRES: &str = due_endpoints_sql!("now()");
+const DUE_ENDPOINTS_SQLITE: &str = due_endpoints_sql!("?1");
+const DUE_ENDPOINTS_MYSQL: &str = "SELECT CAST(endpoint_id AS CHAR), MIN(due_at) \
+     FROM kurir_deliveries WHERE due_at <= UTC_TIMESTAMP(3) GROUP BY endpoint_id";
+
+impl super::Store {
+    /// The ids of the endpoints that have deliveries due now: what a dispatcher claims for,
+    /// instead of every installed endpoint. Costs the endpoints that have deliveries to make,
+    /// not the installation. No locks.
+    pub async fn endpoints_with_due_deliveries(&self) -> super::Result<Vec<String>> {
+        Ok(match self {
+            super::Store::Postgres(s) => {
+                sqlx::query_scalar(DUE_ENDPOINTS_POSTGRES)
+                    .fetch_all(s.pool())
+                    .await?
+            }
+            super::Store::Sqlite(s) => {
+                sqlx::query_scalar(DUE_ENDPOINTS_SQLITE)
+                    .bind(super::sqlite_ts(s.clock.now_millis()))
+                    .fetch_all(s.pool())
+                    .await?
+            }
+            super::Store::Mysql(s) => {
+                let rows: Vec<(String, Option<chrono::NaiveDateTime>)> =
+                    sqlx::query_as(DUE_ENDPOINTS_MYSQL)
+                        .fetch_all(s.pool())
+                        .await?;
+                rows.into_iter().map(|(id, _)| id).collect()
+            }
+        })
+    }
+}

@@ -103,8 +103,6 @@ macro_rules! horizon_pg {
     };
 }
 
-pub(crate) use {horizon_pg, past_cursor, relayed, unrelayed, unrelayed_rows};
-
 /// What the relay reads of an outbox row past the cursor (on MySQL: not marked dispatched).
 #[derive(sqlx::FromRow)]
 pub(crate) struct OutboxHead {
@@ -113,13 +111,49 @@ pub(crate) struct OutboxHead {
     pub event_type: String,
     pub aggregate_type: Option<String>,
     pub aggregate_id: Option<String>,
+    pub version: i32,
     pub created_at: super::rows::Ts,
+    /// The subscriber the event is addressed to: it goes only to that subscriber's endpoints
+    /// (`None`: only to the operator's own).
+    pub subscriber_id: Option<String>,
+    /// The payload, read only while the event catalog has a schema to check it against (see
+    /// `catalog::Checks::reads_payloads`).
+    #[sqlx(default)]
+    pub payload: Option<String>,
     /// Read past the cursor but marked dispatched already: passed over (see `store::cursor`).
     #[sqlx(default)]
     pub passed: bool,
+    /// The payload, read only when it holds more than [`crate::limits::MAX_JSON_DEPTH`]
+    /// opening brackets (see [`suspect!`]): only such a payload can nest too deep.
+    #[sqlx(default)]
+    pub suspect: Option<String>,
 }
 
-/// Whether the relay has work now. On PostgreSQL, rows past the cursor whose transaction is not
+/// The relay's `suspect` column, per dialect: outbox row `o`'s payload when it holds more
+/// than 128 (`limits::MAX_JSON_DEPTH`) `{` and `[` together, else `NULL`. Counting brackets is
+/// one pass over text the database already has in memory, and it spares the relay reading
+/// every payload, which it otherwise never needs; [`crate::limits::json_depth`] then tells
+/// the few suspects that really nest too deep (a string full of brackets does not).
+macro_rules! suspect {
+    (postgres) => {
+        "CASE WHEN length(o.payload::text) - length(translate(o.payload::text, '{[', '')) > 128 \
+             THEN o.payload::text END AS suspect"
+    };
+    (sqlite) => {
+        "CASE WHEN length(o.payload) - length(replace(replace(o.payload, '{', ''), '[', '')) > 128 \
+             THEN o.payload END AS suspect"
+    };
+    (mysql) => {
+        "CASE WHEN CHAR_LENGTH(payload) - CHAR_LENGTH(REPLACE(REPLACE(payload, '{', ''), '[', '')) \
+             > 128 THEN CAST(payload AS CHAR) END AS suspect"
+    };
+}
+
+pub(crate) use {horizon_pg, past_cursor, relayed, suspect, unrelayed, unrelayed_rows};
+
+/// Whether the relay has work now (`pending`), and how many microseconds ago, by the database's
+/// clock, the installation's last batch moved the cursor (`since_move_us`, the relay's pace: see
+/// [`crate::relay`]). On PostgreSQL, rows past the cursor whose transaction is not
 /// yet below [`horizon_pg`] (a long transaction in this database holds it back) are not work
 /// yet: the relay waits for a wake or its next poll rather than spin. Written as a subquery
 /// with `ORDER BY … LIMIT 1`, not `EXISTS`, so the planner walks the `(txid, id)` index from
@@ -129,19 +163,55 @@ pub(crate) const OUTBOX_PENDING_PG: &str = concat!(
     past_cursor!(postgres),
     " AND o.txid < ",
     horizon_pg!(),
-    " ORDER BY o.txid, o.id LIMIT 1) IS NOT NULL"
+    " ORDER BY o.txid, o.id LIMIT 1) IS NOT NULL AS pending, \
+     (SELECT (extract(epoch FROM now() - moved_at) * 1000000)::int8 FROM kurir_relay_cursor) \
+         AS since_move_us"
 );
 
-/// SQLite's [`OUTBOX_PENDING_PG`]: a primary-key range from the cursor.
+/// SQLite's [`OUTBOX_PENDING_PG`]: a primary-key range from the cursor. No pace: one process
+/// per SQLite file.
 pub(crate) const OUTBOX_PENDING_SQLITE: &str = concat!(
     "SELECT EXISTS (SELECT 1 FROM kurir_outbox o WHERE ",
     past_cursor!(sqlite),
-    ")"
+    ") AS pending, NULL AS since_move_us"
 );
 
-/// MySQL's: one probe of the `(dispatched_at, id)` index.
+/// MySQL's: one probe of the `(dispatched_at, id)` index, and the pace from `kurir_relay_pace`
+/// (migration 0018).
 pub(crate) const OUTBOX_PENDING_MYSQL: &str = concat!(
     "SELECT EXISTS (SELECT 1 FROM kurir_outbox o WHERE ",
     unrelayed!(mysql),
-    ")"
+    ") AS pending, \
+     (SELECT TIMESTAMPDIFF(MICROSECOND, moved_at, UTC_TIMESTAMP(3)) FROM kurir_relay_pace) \
+         AS since_move_us"
 );
+
+/// What the relay's look at the outbox found: see [`crate::store::OutboxLook`].
+#[derive(sqlx::FromRow)]
+pub(crate) struct Look {
+    pub pending: bool,
+    pub since_move_us: Option<i64>,
+}
+
+impl From<Look> for super::OutboxLook {
+    fn from(l: Look) -> Self {
+        Self {
+            pending: l.pending,
+            since_move: l
+                .since_move_us
+                .map(|us| std::time::Duration::from_micros(us.max(0).unsigned_abs())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `suspect!` writes the limit as a literal (SQL text is assembled at compile time).
+    #[test]
+    fn the_suspect_column_counts_past_the_documented_depth_limit() {
+        let past = format!("> {}", crate::limits::MAX_JSON_DEPTH);
+        for sql in [suspect!(postgres), suspect!(sqlite), suspect!(mysql)] {
+            assert!(sql.contains(&past), "{sql}");
+        }
+    }
+}

@@ -12,7 +12,7 @@ use kurir_core::secret::Secret;
 
 use super::rows::{endpoint_columns, EndpointRow};
 use super::sql::{run_in, Sql};
-use super::{now_millis, Result, Store, StoreError};
+use super::{Result, Store, StoreError};
 use crate::endpoint::{Endpoint, EndpointId, EndpointUpdate};
 
 /// The start of an endpoint update, which [`update_query`] goes on with: `updated_at` now.
@@ -68,6 +68,7 @@ const ROTATE: Sql = Sql {
 macro_rules! updated_row {
     ($tx:expr, mysql, $sql:expr, $id:expr $(, $bind:expr)*) => {{
         run_in!($tx, mysql, $sql, query, execute, $id $(, $bind)*)?;
+        super::directory::stamp_mysql(&mut $tx, &[$id]).await?;
         sqlx::query_as(LIVE_ENDPOINT_MYSQL).bind($id).fetch_optional(&mut *$tx).await?
     }};
     ($tx:expr, $dialect:ident, $sql:expr $(, $bind:expr)*) => {
@@ -78,14 +79,14 @@ macro_rules! updated_row {
 /// [`Store::rotate_secret`] in `$dialect`, in a transaction begun by `$begin`: reads the secrets
 /// under the row's lock, then writes them.
 macro_rules! rotate {
-    ($begin:expr, $dialect:ident, $codec:expr, $id:expr, $new:expr, $grace:expr) => {{
+    ($begin:expr, $dialect:ident, $codec:expr, $id:expr, $new:expr, $grace:expr, $now:expr) => {{
         let mut tx = $begin.await?;
         let stored: Option<(String, String)> =
             run_in!(tx, $dialect, SECRETS, query_as, fetch_optional, $id)?;
         let Some(stored) = stored else {
             return Ok(None);
         };
-        let previous = rotated_sealed($codec, $id, stored, $grace, now_millis())?;
+        let previous = rotated_sealed($codec, $id, stored, $grace, $now)?;
         let secret = $codec.seal($new.expose());
         let row: Option<EndpointRow> = updated_row!(tx, $dialect, ROTATE, $id, &secret, &previous);
         tx.commit().await?;
@@ -124,6 +125,7 @@ impl Store {
                 let mut tx = s.pool().begin().await?;
                 let mut q = update_query(UPDATE.mysql, &changes, "", id);
                 q.build().execute(&mut *tx).await?;
+                super::directory::stamp_mysql(&mut tx, &[id]).await?;
                 let row = sqlx::query_as(LIVE_ENDPOINT_MYSQL)
                     .bind(id)
                     .fetch_optional(&mut *tx)
@@ -146,14 +148,24 @@ impl Store {
         new_secret: Secret,
         grace: Duration,
     ) -> Result<Option<Endpoint>> {
-        let (id, codec) = (id.as_str(), self.secrets());
+        let (id, codec, now) = (id.as_str(), self.secrets(), self.clock().now_millis());
         let row = match self {
-            Store::Postgres(s) => rotate!(s.pool().begin(), postgres, codec, id, new_secret, grace),
+            Store::Postgres(s) => {
+                rotate!(
+                    s.pool().begin(),
+                    postgres,
+                    codec,
+                    id,
+                    new_secret,
+                    grace,
+                    now
+                )
+            }
             Store::Sqlite(s) => {
                 let begin = s.pool().begin_with("BEGIN IMMEDIATE");
-                rotate!(begin, sqlite, codec, id, new_secret, grace)
+                rotate!(begin, sqlite, codec, id, new_secret, grace, now)
             }
-            Store::Mysql(s) => rotate!(s.pool().begin(), mysql, codec, id, new_secret, grace),
+            Store::Mysql(s) => rotate!(s.pool().begin(), mysql, codec, id, new_secret, grace, now),
         };
         row.map(|r| r.into_endpoint(codec)).transpose()
     }
@@ -362,4 +374,5 @@ where
         .bind(e.rate_limit_per_second.map(i64::from))
         .bind(e.ordering.as_str())
         .bind(e.ordering_on_dead_letter.as_str())
+        .bind(e.subscriber_id.as_deref())
 }

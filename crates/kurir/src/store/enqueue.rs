@@ -9,14 +9,17 @@ use crate::outbox::{NewEvent, OutboxDatabase};
 
 const INSERT_EVENT: Sql = Sql {
     postgres: "INSERT INTO kurir_outbox \
-        (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
-        VALUES ($1, $2, $3, $4, $5, COALESCE($6, now()), $7::json)",
+        (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload, \
+        subscriber_id) \
+        VALUES ($1, $2, $3, $4, $5, COALESCE($6, now()), $7::json, $8)",
     sqlite: "INSERT INTO kurir_outbox \
-        (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
-        VALUES (?1, ?2, ?3, ?4, ?5, COALESCE(?6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?7)",
+        (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload, \
+        subscriber_id) \
+        VALUES (?1, ?2, ?3, ?4, ?5, COALESCE(?6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), ?7, ?8)",
     mysql: "INSERT INTO kurir_outbox \
-        (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
-        VALUES ($1, $2, $3, $4, $5, COALESCE($6, UTC_TIMESTAMP(3)), $7)",
+        (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload, \
+        subscriber_id) \
+        VALUES ($1, $2, $3, $4, $5, COALESCE($6, UTC_TIMESTAMP(3)), $7, $8)",
 };
 
 /// Binds `event`'s columns in `INSERT_EVENT`'s order and runs it on `$conn`.
@@ -30,6 +33,7 @@ macro_rules! insert_event {
             .bind($event.aggregate_id.as_deref())
             .bind($event.occurred_at.map(Ts))
             .bind($event.payload.get())
+            .bind($event.subscriber_id.as_deref())
             .execute($conn)
             .await
     };
@@ -38,8 +42,9 @@ macro_rules! insert_event {
 /// PostgreSQL's insert for a transaction that goes on after a taken id (the API's batches): a
 /// unique violation would abort the whole transaction, so a taken id inserts nothing instead.
 const INSERT_EVENT_UNLESS_TAKEN_PG: &str = "INSERT INTO kurir_outbox \
-    (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
-    VALUES ($1, $2, $3, $4, $5, COALESCE($6, now()), $7::json) \
+    (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload, \
+        subscriber_id) \
+    VALUES ($1, $2, $3, $4, $5, COALESCE($6, now()), $7::json, $8) \
     ON CONFLICT (event_id) DO NOTHING";
 
 /// Inserts `event` on PostgreSQL unless its id is taken: its id, or `DuplicateEventId`, with the
@@ -57,10 +62,11 @@ pub(super) async fn insert_event_unless_taken_pg(
 /// [`INSERT_EVENT_UNLESS_TAKEN_PG`] for many events in one statement: the API's group commit
 /// pays one statement's overhead for its whole batch instead of one per event.
 const INSERT_EVENTS_UNLESS_TAKEN_PG: &str = "INSERT INTO kurir_outbox \
-    (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload) \
-    SELECT e, t, v, at, ai, COALESCE(o, now()), p::json \
+    (event_id, event_type, version, aggregate_type, aggregate_id, occurred_at, payload, \
+        subscriber_id) \
+    SELECT e, t, v, at, ai, COALESCE(o, now()), p::json, s \
     FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], \
-                $6::timestamptz[], $7::text[]) AS x(e, t, v, at, ai, o, p) \
+                $6::timestamptz[], $7::text[], $8::text[]) AS x(e, t, v, at, ai, o, p, s) \
     ON CONFLICT (event_id) DO NOTHING \
     RETURNING event_id";
 
@@ -85,6 +91,7 @@ pub(super) async fn insert_events_unless_taken_pg(
         .bind(column(|e| e.aggregate_id.clone()))
         .bind(events.iter().map(|e| e.occurred_at).collect::<Vec<_>>())
         .bind(column(|e| Some(e.payload.get().to_owned())))
+        .bind(column(|e| e.subscriber_id.clone()))
         .fetch_all(conn)
         .await?;
     let mut inserted: std::collections::HashSet<String> = inserted.into_iter().collect();

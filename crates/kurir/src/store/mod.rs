@@ -16,6 +16,8 @@
 //!   with what differs (the transaction's start, how a lost race shows) named per dialect:
 //!   `publish.rs` (the API's publishes and their idempotency keys), `endpoint_changes.rs`
 //!   (endpoint updates and secret rotations), `tombstones.rs`, `retention.rs`.
+//! - [`directory`]: each process's copy of the endpoints, read again only where a row changed
+//!   (the relay's fan-out and the dispatcher's claims read it, never the whole table).
 //! - [`postgres`], [`sqlite`] and [`mysql`]: the operations whose transactions or locking differ
 //!   by dialect (relay, claims, completions, leases, replay), each documenting the locks it
 //!   takes.
@@ -31,18 +33,23 @@ pub mod admin;
 pub mod backlog;
 mod born;
 pub mod breaker;
+pub mod catalog;
 mod claims;
+mod clock;
 mod cursor;
+pub mod directory;
 mod endpoint_changes;
 mod enqueue;
 pub mod inbox;
 pub mod mysql;
 pub mod notify;
 mod ordering;
+mod pool;
 pub mod postgres;
 mod publish;
 pub mod rates;
 mod records;
+mod refusals;
 pub mod replay_preview;
 pub mod retention;
 mod rows;
@@ -51,7 +58,9 @@ mod secrets;
 pub mod sources;
 mod sql;
 pub mod sqlite;
+pub mod subscribers;
 mod time;
+pub mod tokens;
 mod tombstones;
 mod unavailable;
 pub mod waiting;
@@ -71,18 +80,21 @@ pub use admin::{
     ReplayFilter, ReplayRecord, ReplayRequest, Stats, StatusCount,
 };
 pub use backlog::Backlog;
-pub use born::{BornRoom, Relayed};
+pub use born::{BirthOffer, BornRoom, Relayed};
+pub use catalog::PutOutcome;
 pub use claims::{Claim, Orphan, OrphanReason, Requeued};
 pub(crate) use claims::{ClaimAsk, LeaseEnd, Leased, OrphanLooks};
 pub(crate) use endpoint_changes::{bind_endpoint, bind_endpoint_text};
 pub use inbox::{InboxCount, InboxListItem, InboxQuery};
 pub use mysql::MySqlStore;
 pub use postgres::PgStore;
+pub use refusals::Rechecked;
+pub use replay_preview::ReplayCandidate;
 pub use secrets::Sealed;
 pub(crate) use secrets::SecretCodec;
 pub use sqlite::SqliteStore;
 pub(crate) use time::ensure_sqlite_file;
-pub use time::{now_millis, parse_sqlite_ts, sqlite_ts};
+pub use time::{parse_sqlite_ts, sqlite_ts};
 pub use tombstones::CANCELLED_ERROR;
 
 /// Why a store operation failed.
@@ -116,6 +128,15 @@ pub enum StoreError {
     /// A stored secret could not be opened: the wrong key, or a damaged value.
     #[error(transparent)]
     Encryption(#[from] crate::encryption::EncryptionError),
+    /// The SQLite database's file system has less room than kurir needs to go on writing.
+    #[error(
+        "the database's file system has {free_bytes} bytes free, under the {} kurir needs to write",
+        sqlite::space::MIN_FREE_BYTES
+    )]
+    LowOnSpace {
+        /// What `statvfs` says an unprivileged writer may still use.
+        free_bytes: u64,
+    },
     /// Any other database error.
     #[error(transparent)]
     Database(#[from] sqlx::Error),
@@ -162,6 +183,18 @@ pub struct StoredEvent {
     /// Why it was refused and never fanned out: a row written before the database enforced the
     /// SQL contract that breaks it (migration 0005 names the rule). `None` for every other row.
     pub refused_reason: Option<String>,
+    /// The subscriber it is addressed to.
+    pub subscriber_id: Option<String>,
+}
+
+/// What the relay's look at the outbox found ([`Store::outbox_look`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutboxLook {
+    /// Rows are ready to fan out.
+    pub pending: bool,
+    /// How long ago, by the database's clock, a relay batch of any process last ran; `None`
+    /// where there is no shared pace (SQLite: one process).
+    pub since_move: Option<Duration>,
 }
 
 /// What one relay batch did.
@@ -174,6 +207,23 @@ pub struct RelayOutcome {
     pub deliveries: usize,
     /// The dispatched rows per event type (they add up to `events`), for metrics.
     pub events_by_type: BTreeMap<String, u64>,
+    /// The events the event catalog refused (recorded as refused, never delivered).
+    pub refused: Vec<RefusedEvent>,
+    /// Events of a deprecated version, per (type, version): delivered, and counted.
+    pub deprecated: BTreeMap<(String, i32), u64>,
+}
+
+/// An outbox row the relay refused because the event catalog does: the relay logs it, once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedEvent {
+    /// The event's id.
+    pub event_id: String,
+    /// Its type.
+    pub event_type: String,
+    /// Its version.
+    pub version: i32,
+    /// Why, without any payload value (the recorded reason quotes the failing values).
+    pub masked_reason: String,
 }
 
 /// Room this process has for one endpoint in a claim.
@@ -207,6 +257,7 @@ pub(crate) fn endpoint_from_new(new: NewEndpoint, now: DateTime<Utc>) -> Endpoin
         rate_limit_per_second: new.rate_limit_per_second,
         ordering: new.ordering,
         ordering_on_dead_letter: new.ordering_on_dead_letter,
+        subscriber_id: new.subscriber_id,
         created_at: now,
         updated_at: now,
     }
@@ -300,9 +351,22 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the database takes a write (readiness, after [`Store::ping`]). SQLite: room on
+    /// its file system and a one-row write that must reach the disk, since kurir's own file
+    /// system filling up is the way it stops taking writes while still answering reads (see
+    /// `SqliteStore::probe_write`). PostgreSQL and MySQL: nothing more than the ping; a server
+    /// short of space refuses the writes themselves with `503`, and its own monitoring
+    /// watches its disk, where a probe here would take row locks the relay and claims use.
+    pub async fn probe_write(&self) -> Result<()> {
+        match self {
+            Self::Sqlite(s) => s.probe_write().await,
+            Self::Postgres(_) | Self::Mysql(_) => Ok(()),
+        }
+    }
+
     /// Stores a new endpoint, generating its id and (unless given) its secret.
     pub async fn create_endpoint(&self, new: NewEndpoint) -> Result<Endpoint> {
-        let mut endpoint = endpoint_from_new(new, now_millis());
+        let mut endpoint = endpoint_from_new(new, self.clock().now_millis());
         let created_at = on_backend!(self, s => s.insert_endpoint(&endpoint).await)?;
         endpoint.created_at = created_at;
         endpoint.updated_at = created_at;
@@ -317,26 +381,38 @@ impl Store {
         if !self.outbox_pending().await? {
             return Ok(RelayOutcome::default());
         }
-        Ok(self.relay_batch_born(limit, None).await?.outcome)
+        Ok(self.relay_batch_born(limit, None, None).await?.outcome)
     }
 
     /// Whether the outbox has rows ready to fan out: what an idle relay looks at, one index
     /// probe (no transaction, no lock).
     pub async fn outbox_pending(&self) -> Result<bool> {
-        on_backend!(self, s => s.outbox_pending().await)
+        Ok(self.outbox_look().await?.pending)
+    }
+
+    /// [`Store::outbox_pending`], with how long ago the installation's last relay batch ran
+    /// (the relay's pace, see [`crate::relay`]), in the same statement.
+    pub async fn outbox_look(&self) -> Result<OutboxLook> {
+        on_backend!(self, s => s.outbox_look().await)
     }
 
     /// [`Store::relay_batch`] without its look at [`Store::outbox_pending`], inserting the
-    /// deliveries `room` has a slot for born claimed: already leased to `room.owner` as
+    /// deliveries `offer` has room for born claimed (asked once the batch knows its
+    /// endpoints): already leased to the room's owner as
     /// [`Store::claim_due_deliveries`] would lease them, and returned in [`Relayed::born`] (see
     /// `store::born`). Keyed deliveries are never born claimed.
+    ///
+    /// With a `pace`, the batch runs only if no batch of any process moved the cursor within
+    /// it, checked under the lock the batch takes (PostgreSQL's cursor row, MySQL's
+    /// `kurir_relay_pace` row; SQLite has one process and no pace): otherwise it relays nothing.
     pub async fn relay_batch_born(
         &self,
         limit: u32,
-        room: Option<BornRoom<'_>>,
+        offer: Option<&mut dyn BirthOffer>,
+        pace: Option<Duration>,
     ) -> Result<Relayed> {
-        let room = room.filter(|r| r.limit > 0 && !r.slots.is_empty());
-        on_backend!(self, s => s.relay_batch(limit, room).await)
+        let checks = self.event_checks().await?;
+        on_backend!(self, s => s.relay_batch(limit, offer, &checks, pace).await)
     }
 
     /// Leases due deliveries for `owner`: at most `slot.limit` per endpoint and `limit` in all,

@@ -38,6 +38,7 @@ use sqlx::mysql::{
 use sqlx::query::Query;
 use sqlx::{Connection, Executor, MySql};
 
+use super::pool::reject_unfinished;
 use super::{Result, StoreError};
 use crate::endpoint::Endpoint;
 
@@ -47,11 +48,17 @@ pub struct MySqlStore {
     pool: MySqlPool,
     /// When claims look for orphans past the rows they take.
     orphan_looks: std::sync::Arc<super::OrphanLooks>,
+    /// This process's copy of the endpoints (see `store::directory`).
+    pub(super) directory: std::sync::Arc<super::directory::Directory>,
+    /// This process's compiled copy of the event catalog (see `store::catalog`).
+    pub(super) catalog: std::sync::Arc<super::catalog::CatalogCache>,
     /// Whether the last claim leased nothing: the next one first looks for a due row without a
     /// transaction (see `claim_due_deliveries`).
     idle: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Seals and opens the secret columns.
     pub(super) secrets: super::SecretCodec,
+    /// Where the times this process writes for others to compare come from (see `store::clock`).
+    pub(super) clock: kurir_core::Clock,
 }
 
 impl MySqlStore {
@@ -70,7 +77,7 @@ impl MySqlStore {
             .map_err(connect_err)?;
         probe.close().await.map_err(connect_err)?;
         supported(&version).map_err(|why| connect_err(sqlx::Error::Configuration(why.into())))?;
-        let pool = MySqlPoolOptions::new()
+        let pool = reject_unfinished(MySqlPoolOptions::new())
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(10))
             .after_connect(|conn, _| {
@@ -87,12 +94,17 @@ impl MySqlStore {
     /// Wraps an existing pool (the application's own, for example). Its sessions should use
     /// `READ COMMITTED` and the time zone `+00:00` (sqlx's default), as [`MySqlStore::connect`]'s
     /// do: see the module docs.
+    /// The pool keeps its own options: unlike `connect`'s, it may hand out a connection that a
+    /// failed statement left inside a transaction (see `store::pool`).
     pub fn from_pool(pool: MySqlPool) -> Self {
         Self {
             pool,
             orphan_looks: Default::default(),
+            directory: Default::default(),
+            catalog: Default::default(),
             idle: Default::default(),
             secrets: Default::default(),
+            clock: Default::default(),
         }
     }
 
@@ -110,17 +122,19 @@ impl MySqlStore {
     pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
         let sql = concat!(
             super::rows::insert_endpoint!(),
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), \
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(3), \
                 UTC_TIMESTAMP(3))"
         );
-        let mut conn = self.pool.acquire().await?;
+        let mut tx = self.pool.begin().await?;
         super::bind_endpoint(sqlx::query(sql), e, &self.secrets)
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await?;
+        super::directory::stamp_mysql(&mut tx, &[e.id.as_str()]).await?;
         let created_at = sqlx::query_scalar("SELECT created_at FROM kurir_endpoints WHERE id = ?")
             .bind(e.id.as_str())
-            .fetch_one(&mut *conn)
+            .fetch_one(&mut *tx)
             .await?;
+        tx.commit().await?;
         Ok(created_at)
     }
 }

@@ -14,6 +14,7 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, PgPool
 use sqlx::query::Query;
 use sqlx::{Connection, Postgres, Row};
 
+use super::pool::reject_unfinished;
 use super::rules::{gone_endpoints, next_at, next_status};
 use super::{Result, StoreError};
 use crate::delivery::Completion;
@@ -62,10 +63,16 @@ pub struct PgStore {
     bookkeeping: PgPool,
     /// When claims look for orphans past the rows they take.
     orphan_looks: std::sync::Arc<super::OrphanLooks>,
+    /// This process's copy of the endpoints (see `store::directory`).
+    pub(super) directory: std::sync::Arc<super::directory::Directory>,
+    /// This process's compiled copy of the event catalog (see `store::catalog`).
+    pub(super) catalog: std::sync::Arc<super::catalog::CatalogCache>,
     /// Where each endpoint's next claim starts reading its due rows.
     claim_cursors: std::sync::Arc<cursors::ClaimCursors>,
     /// Seals and opens the secret columns.
     pub(super) secrets: super::SecretCodec,
+    /// Where the times this process writes for others to compare come from (see `store::clock`).
+    pub(super) clock: kurir_core::Clock,
 }
 
 impl PgStore {
@@ -83,11 +90,11 @@ impl PgStore {
         // memory: random reads cost about what sequential ones do, as on SSDs, so say so, or the
         // planner prefers reading a whole table to a few hundred primary-key lookups.
         let options = options.options([("random_page_cost", "1.1")]);
-        let bookkeeping = PgPoolOptions::new()
+        let bookkeeping = reject_unfinished(PgPoolOptions::new())
             .max_connections(6)
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect_lazy_with(options.clone().options([("synchronous_commit", "off")]));
-        let pool = PgPoolOptions::new()
+        let pool = reject_unfinished(PgPoolOptions::new())
             .max_connections(16)
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect_lazy_with(options);
@@ -95,19 +102,27 @@ impl PgStore {
             pool,
             bookkeeping,
             orphan_looks: Default::default(),
+            directory: Default::default(),
+            catalog: Default::default(),
             claim_cursors: Default::default(),
             secrets: Default::default(),
+            clock: Default::default(),
         })
     }
 
     /// Wraps an existing pool (the application's own, for example); bookkeeping then commits
     /// with the pool's own settings.
+    /// The pool keeps its own options: unlike `connect`'s, it may hand out a connection that a
+    /// failed statement left inside a transaction (see `store::pool`).
     pub fn from_pool(pool: PgPool) -> Self {
         Self {
             bookkeeping: pool.clone(),
             orphan_looks: Default::default(),
+            directory: Default::default(),
+            catalog: Default::default(),
             claim_cursors: Default::default(),
             secrets: Default::default(),
+            clock: Default::default(),
             pool,
         }
     }
@@ -128,7 +143,7 @@ impl PgStore {
         let sql = concat!(
             super::rows::insert_endpoint!(),
             "VALUES ($1, $2, $3, $4::json, $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
-                $16, $17, $18, $19, now(), now()) \
+                $16, $17, $18, $19, $20, now(), now()) \
             RETURNING created_at"
         );
         let row = bind_endpoint(sqlx::query(sql), e, &self.secrets)
@@ -241,6 +256,7 @@ fn bind_endpoint<'q>(
         .bind(e.rate_limit_per_second.map(|v| v as i32))
         .bind(e.ordering.as_str())
         .bind(e.ordering_on_dead_letter.as_str())
+        .bind(e.subscriber_id.as_deref())
 }
 
 #[cfg(test)]

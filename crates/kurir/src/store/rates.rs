@@ -10,7 +10,7 @@ use kurir_core::rate::Bucket;
 
 use super::breaker::compare_and_set;
 use super::sql::{execute_on, query_as_on, Sql};
-use super::{now_millis, Result, Store, StoreError};
+use super::{Result, Store, StoreError};
 
 const ONE: Sql = Sql {
     postgres: "SELECT tat_us, halvings, throttled_until_ms, version \
@@ -97,7 +97,7 @@ impl Store {
             endpoint_id,
             || self.bucket(endpoint_id),
             |b: Bucket, version| async move { self.save_bucket(endpoint_id, &b, version).await },
-            || Bucket::new(now_millis()),
+            || Bucket::new(self.clock().now_millis()),
             |b| Some(change(b)),
         )
         .await?;

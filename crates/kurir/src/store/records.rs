@@ -54,6 +54,30 @@ const LIST_ENDPOINTS: Sql = Sql {
     ),
 };
 
+/// One page of endpoints in id order (UUIDv7: creation order), after the cursor `$1` (`''` for
+/// the first page: every id sorts after it). The cursor is always bound, never `$1 IS NULL OR`:
+/// a generic plan cannot turn that disjunction into an index condition and would walk the
+/// primary key from its start on every page. `ORDER BY e.id`, qualified: MySQL resolves a bare
+/// `id` to the select list's `CAST(id AS CHAR) AS id` and would sort every row past the cursor.
+/// Tombstones are skipped while walking the index; no locks.
+const ENDPOINT_PAGE: Sql = Sql {
+    postgres: concat!(
+        "SELECT ",
+        endpoint_columns!(postgres),
+        " FROM kurir_endpoints e WHERE e.id > $1 AND e.deleted_at IS NULL ORDER BY e.id LIMIT $2"
+    ),
+    sqlite: concat!(
+        "SELECT ",
+        endpoint_columns!(sqlite),
+        " FROM kurir_endpoints e WHERE e.id > ?1 AND e.deleted_at IS NULL ORDER BY e.id LIMIT ?2"
+    ),
+    mysql: concat!(
+        "SELECT ",
+        endpoint_columns!(mysql),
+        " FROM kurir_endpoints e WHERE e.id > $1 AND e.deleted_at IS NULL ORDER BY e.id LIMIT $2"
+    ),
+};
+
 /// When an outbox row `o` was fanned out, and whether it was (see `StoredEvent::dispatched_at`):
 /// a literal, for `concat!`.
 macro_rules! dispatch_columns {
@@ -75,13 +99,13 @@ macro_rules! dispatch_columns {
 const GET_EVENT: Sql = Sql {
     postgres: concat!(
         "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
-        occurred_at, payload::text AS payload, created_at, refused_reason, ",
+        occurred_at, payload::text AS payload, created_at, refused_reason, subscriber_id, ",
         dispatch_columns!(postgres),
         " FROM kurir_outbox o WHERE event_id = $1"
     ),
     sqlite: concat!(
         "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
-        occurred_at, payload, created_at, refused_reason, ",
+        occurred_at, payload, created_at, refused_reason, subscriber_id, ",
         dispatch_columns!(sqlite),
         " FROM kurir_outbox o WHERE event_id = ?1"
     ),
@@ -89,7 +113,8 @@ const GET_EVENT: Sql = Sql {
         "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, version, \
         CAST(aggregate_type AS CHAR) AS aggregate_type, CAST(aggregate_id AS CHAR) AS aggregate_id, \
         occurred_at, CAST(payload AS CHAR) AS payload, created_at, \
-        CAST(refused_reason AS CHAR) AS refused_reason, ",
+        CAST(refused_reason AS CHAR) AS refused_reason, \
+        CAST(subscriber_id AS CHAR) AS subscriber_id, ",
         dispatch_columns!(mysql),
         " FROM kurir_outbox o WHERE event_id = $1"
     ),
@@ -98,35 +123,36 @@ const GET_EVENT: Sql = Sql {
 const LIST_EVENTS: Sql = Sql {
     postgres: concat!(
         "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
-        occurred_at, payload::text AS payload, created_at, refused_reason, ",
+        occurred_at, payload::text AS payload, created_at, refused_reason, subscriber_id, ",
         dispatch_columns!(postgres),
         " FROM kurir_outbox o \
         WHERE ($1::text IS NULL OR event_type = $1) AND ($2::text IS NULL OR aggregate_id = $2) \
           AND ($3::timestamptz IS NULL OR created_at >= $3) \
           AND ($4::timestamptz IS NULL OR created_at < $4) \
-          AND ($5::int8 IS NULL OR id < $5) \
+          AND ($5::int8 IS NULL OR id < $5) AND ($7::text IS NULL OR subscriber_id = $7) \
         ORDER BY id DESC LIMIT $6"
     ),
     sqlite: concat!(
         "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
-        occurred_at, payload, created_at, refused_reason, ",
+        occurred_at, payload, created_at, refused_reason, subscriber_id, ",
         dispatch_columns!(sqlite),
         " FROM kurir_outbox o \
         WHERE (?1 IS NULL OR event_type = ?1) AND (?2 IS NULL OR aggregate_id = ?2) \
           AND (?3 IS NULL OR created_at >= ?3) AND (?4 IS NULL OR created_at < ?4) \
-          AND (?5 IS NULL OR id < ?5) \
+          AND (?5 IS NULL OR id < ?5) AND (?7 IS NULL OR subscriber_id = ?7) \
         ORDER BY id DESC LIMIT ?6"
     ),
     mysql: concat!(
         "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, version, \
         CAST(aggregate_type AS CHAR) AS aggregate_type, CAST(aggregate_id AS CHAR) AS aggregate_id, \
         occurred_at, CAST(payload AS CHAR) AS payload, created_at, \
-        CAST(refused_reason AS CHAR) AS refused_reason, ",
+        CAST(refused_reason AS CHAR) AS refused_reason, \
+        CAST(subscriber_id AS CHAR) AS subscriber_id, ",
         dispatch_columns!(mysql),
         " FROM kurir_outbox o \
         WHERE ($1 IS NULL OR event_type = $1) AND ($2 IS NULL OR aggregate_id = $2) \
           AND ($3 IS NULL OR created_at >= $3) AND ($4 IS NULL OR created_at < $4) \
-          AND ($5 IS NULL OR id < $5) \
+          AND ($5 IS NULL OR id < $5) AND ($7 IS NULL OR subscriber_id = $7) \
         ORDER BY id DESC LIMIT $6"
     ),
 };
@@ -220,12 +246,12 @@ const ATTEMPTS_FOR_DELIVERY: Sql = Sql {
 };
 
 const LIST_REPLAYS: Sql = Sql {
-    postgres: "SELECT id, actor, reason, filter::text AS filter, count, created_at \
+    postgres: "SELECT id, actor, via, reason, filter::text AS filter, count, created_at \
         FROM kurir_replays WHERE ($1::int8 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
-    sqlite: "SELECT id, actor, reason, filter, count, created_at \
+    sqlite: "SELECT id, actor, via, reason, filter, count, created_at \
         FROM kurir_replays WHERE (?1 IS NULL OR id < ?1) ORDER BY id DESC LIMIT ?2",
-    mysql: "SELECT id, CAST(actor AS CHAR) AS actor, CAST(reason AS CHAR) AS reason, \
-        CAST(filter AS CHAR) AS filter, count, created_at \
+    mysql: "SELECT id, CAST(actor AS CHAR) AS actor, CAST(via AS CHAR) AS via, \
+        CAST(reason AS CHAR) AS reason, CAST(filter AS CHAR) AS filter, count, created_at \
         FROM kurir_replays WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
 };
 
@@ -271,9 +297,26 @@ impl Store {
         row.map(|r| r.into_endpoint(self.secrets())).transpose()
     }
 
-    /// Every endpoint, oldest first.
+    /// Every endpoint, oldest first. Reads (and decrypts) the whole table: for the metrics'
+    /// per-endpoint gauges; listings read [`Store::endpoint_page`].
     pub async fn list_endpoints(&self) -> Result<Vec<Endpoint>> {
         self.endpoints(false).await
+    }
+
+    /// Up to `limit` endpoints, oldest first (by id: a UUIDv7 is its creation time), those
+    /// after `after` (the last of the previous page) when given. Reads only the page's rows,
+    /// walking the primary key from `after`; no locks.
+    pub async fn endpoint_page(
+        &self,
+        after: Option<&EndpointId>,
+        limit: u32,
+    ) -> Result<Vec<Endpoint>> {
+        let after = after.map_or("", EndpointId::as_str);
+        let rows: Vec<EndpointRow> =
+            query_as_on!(self, ENDPOINT_PAGE, fetch_all, after, i64::from(limit))?;
+        rows.into_iter()
+            .map(|r| r.into_endpoint(self.secrets()))
+            .collect()
     }
 
     /// Every enabled endpoint, oldest first.
@@ -306,6 +349,7 @@ impl Store {
             q.until.map(Ts),
             q.before_id,
             i64::from(q.limit),
+            q.subscriber_id.as_deref(),
         )?;
         Ok(rows.into_iter().map(Into::into).collect())
     }

@@ -122,13 +122,14 @@ macro_rules! endpoint_columns {
             retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts::int8 AS retry_max_attempts, \
             circuit_failure_threshold::int8 AS circuit_failure_threshold, circuit_cooldown_ms, \
             max_in_flight::int8 AS max_in_flight, rate_limit_per_second::int8 AS rate_limit_per_second, \
-            ordering, ordering_on_dead_letter, created_at, updated_at"
+            ordering, ordering_on_dead_letter, subscriber_id, created_at, updated_at"
     };
     (sqlite) => {
         "id, url, description, event_types, secret, previous_secrets, \
             enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, retry_initial_delay_ms, \
             retry_max_delay_ms, retry_max_attempts, circuit_failure_threshold, circuit_cooldown_ms, \
-            max_in_flight, rate_limit_per_second, ordering, ordering_on_dead_letter, created_at, updated_at"
+            max_in_flight, rate_limit_per_second, ordering, ordering_on_dead_letter, subscriber_id, \
+            created_at, updated_at"
     };
     (mysql) => {
         "CAST(id AS CHAR) AS id, CAST(url AS CHAR) AS url, \
@@ -138,7 +139,8 @@ macro_rules! endpoint_columns {
             request_timeout_ms, retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, \
             circuit_failure_threshold, circuit_cooldown_ms, max_in_flight, rate_limit_per_second, \
             CAST(ordering AS CHAR) AS ordering, \
-            CAST(ordering_on_dead_letter AS CHAR) AS ordering_on_dead_letter, created_at, updated_at"
+            CAST(ordering_on_dead_letter AS CHAR) AS ordering_on_dead_letter, \
+            CAST(subscriber_id AS CHAR) AS subscriber_id, created_at, updated_at"
     };
 }
 pub(crate) use endpoint_columns;
@@ -151,7 +153,7 @@ macro_rules! insert_endpoint {
             previous_secrets, enabled, disabled_reason, connect_timeout_ms, request_timeout_ms, \
             retry_initial_delay_ms, retry_max_delay_ms, retry_max_attempts, max_in_flight, \
             circuit_failure_threshold, circuit_cooldown_ms, rate_limit_per_second, ordering, \
-            ordering_on_dead_letter, created_at, updated_at) "
+            ordering_on_dead_letter, subscriber_id, created_at, updated_at) "
     };
 }
 pub(crate) use insert_endpoint;
@@ -178,6 +180,7 @@ pub(crate) struct EndpointRow {
     pub rate_limit_per_second: Option<i64>,
     pub ordering: String,
     pub ordering_on_dead_letter: String,
+    pub subscriber_id: Option<String>,
     pub created_at: Ts,
     pub updated_at: Ts,
 }
@@ -233,6 +236,7 @@ impl EndpointRow {
             rate_limit_per_second: u32_of(self.rate_limit_per_second),
             ordering,
             ordering_on_dead_letter: on_dead_letter,
+            subscriber_id: self.subscriber_id,
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,
         })
@@ -325,6 +329,7 @@ pub(crate) struct EventRow {
     dispatched_at: Option<Ts>,
     dispatched: bool,
     refused_reason: Option<String>,
+    subscriber_id: Option<String>,
 }
 
 impl From<EventRow> for StoredEvent {
@@ -342,6 +347,7 @@ impl From<EventRow> for StoredEvent {
             dispatched_at: r.dispatched_at.map(Into::into),
             dispatched: r.dispatched,
             refused_reason: r.refused_reason,
+            subscriber_id: r.subscriber_id,
         }
     }
 }
@@ -367,21 +373,12 @@ impl TryFrom<DeliveryListRow> for super::DeliveryListItem {
 
 pub(crate) use super::cursor::OutboxHead;
 
-/// What the relay reads of an enabled endpoint.
-#[derive(sqlx::FromRow)]
-pub(crate) struct FanOutRow {
-    pub id: String,
-    pub event_types: String,
-    pub ordering: String,
-    pub created_at: Ts,
-    pub updated_at: Ts,
-}
-
 /// A replay's audit row.
 #[derive(sqlx::FromRow)]
 pub(crate) struct ReplayRow {
     id: i64,
     actor: String,
+    via: Option<String>,
     reason: String,
     filter: String,
     count: i64,
@@ -395,6 +392,7 @@ impl TryFrom<ReplayRow> for super::ReplayRecord {
         Ok(Self {
             id: r.id,
             actor: r.actor,
+            via: r.via,
             reason: r.reason,
             filter: serde_json::from_str(&r.filter)
                 .map_err(|e| corrupt("kurir_replays", format!("filter: {e}")))?,

@@ -1,14 +1,16 @@
 //! The store's pure rules, the same whatever the dialect: which endpoints an event fans out to,
 //! and which status a completion leads to. Each backend runs its SQL around these.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::rows::{FanOutRow, OutboxHead};
-use super::{Result, StoreError};
+use super::directory::Endpoints;
+use super::rows::OutboxHead;
+use crate::catalog::{Checks, Verdict};
 use crate::delivery::NextState;
-use crate::endpoint::{ordering_key, Ordering};
+use crate::endpoint::{ordering_key, Endpoint};
 
 /// The delivery status a completion leads to.
 pub(crate) fn next_status(next: &NextState) -> &'static str {
@@ -35,44 +37,6 @@ pub(crate) fn gone_endpoints(done: &[crate::delivery::Completion]) -> Vec<&str> 
         .collect()
 }
 
-/// An enabled endpoint as the relay sees it.
-pub(crate) struct FanOutTarget {
-    pub id: String,
-    pub filter: crate::endpoint::EventFilter,
-    pub ordering: Ordering,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-impl FanOutTarget {
-    /// Whether an event of `event_type` written at `event_created_at` goes to this endpoint.
-    pub fn wants(&self, event_type: &str, event_created_at: DateTime<Utc>) -> bool {
-        self.created_at <= event_created_at && self.filter.matches(event_type)
-    }
-}
-
-impl TryFrom<FanOutRow> for FanOutTarget {
-    type Error = StoreError;
-
-    fn try_from(row: FanOutRow) -> Result<Self> {
-        let filter = serde_json::from_str(&row.event_types).map_err(|e| StoreError::Corrupt {
-            table: "kurir_endpoints",
-            message: format!("event_types of {}: {e}", row.id),
-        })?;
-        let ordering = Ordering::from_stored(&row.ordering).ok_or_else(|| StoreError::Corrupt {
-            table: "kurir_endpoints",
-            message: format!("ordering of {}: '{}'", row.id, row.ordering),
-        })?;
-        Ok(Self {
-            id: row.id,
-            filter,
-            ordering,
-            created_at: row.created_at.0,
-            updated_at: row.updated_at.0,
-        })
-    }
-}
-
 /// What one relay batch writes: a delivery per (event, wanting endpoint), as parallel columns
 /// (with its ordering key, see [`crate::endpoint::ordering_key`]), and the outbox rows it passes
 /// (MySQL marks them dispatched).
@@ -83,38 +47,76 @@ pub(crate) struct FanOut {
     pub endpoint_ids: Vec<String>,
     pub ordering_keys: Vec<Option<String>>,
     pub dispatched: Vec<i64>,
+    /// Rows written with plain SQL that the API would have refused, with the reason: a
+    /// payload nested deeper than [`crate::limits::MAX_JSON_DEPTH`], or one the event catalog
+    /// refuses. Recorded as refused, fanned out to no one.
+    pub refused: Vec<(i64, String)>,
+    /// The catalog's refusals among them, for the relay's log line and metrics.
+    pub refusals: Vec<super::RefusedEvent>,
+    /// Events of a deprecated version, per (type, version): delivered, and counted.
+    pub deprecated: BTreeMap<(String, i32), u64>,
     pub events_by_type: BTreeMap<String, u64>,
-    /// Each target's `updated_at` as this batch read it: a delivery is born claimed only with
-    /// the endpoint's settings as of this read (see `store::born`).
-    pub versions: BTreeMap<String, DateTime<Utc>>,
+    /// The endpoints that get a delivery of this batch, each once, as the batch read them: the
+    /// only ones a relay batch offers born claims to (see `store::born`).
+    pub targets: Vec<Arc<Endpoint>>,
 }
 
-/// Fans `events` out to the endpoints of `targets` that want them: one created no later than
-/// the event, whose filter matches its type.
-pub(crate) fn fan_out(events: Vec<OutboxHead>, targets: Vec<FanOutRow>) -> Result<FanOut> {
-    let targets = targets
-        .into_iter()
-        .map(FanOutTarget::try_from)
-        .collect::<Result<Vec<_>>>()?;
-    let mut out = FanOut {
-        versions: targets
-            .iter()
-            .map(|t| (t.id.clone(), t.updated_at))
-            .collect(),
-        ..FanOut::default()
-    };
+/// The `refused_reason` of an outbox row whose payload nests too deep, named as the contract's
+/// rules are (the SQL contract table in the README).
+pub(crate) fn too_deep_reason() -> String {
+    format!(
+        "kurir_outbox_payload_depth: payload must nest at most {} levels deep",
+        crate::limits::MAX_JSON_DEPTH
+    )
+}
+
+/// Fans `events` out to the endpoints of `endpoints` that want them: one created no later than
+/// the event, whose filter matches its type. Each event costs the endpoints it matches, found
+/// through the directory's index, not the number installed.
+///
+/// Each event is first checked against the catalog (`checks`): one it refuses is recorded as
+/// refused with the reason, as a payload nested too deep is.
+pub(crate) fn fan_out(events: Vec<OutboxHead>, endpoints: &Endpoints, checks: &Checks) -> FanOut {
+    let mut out = FanOut::default();
+    let mut targets: HashSet<&str> = HashSet::new();
     for event in events {
         out.dispatched.push(event.id);
         if event.passed {
             continue;
         }
-        for target in targets
-            .iter()
-            .filter(|t| t.wants(&event.event_type, event.created_at.0))
-        {
+        let depth = event.suspect.as_deref().map(crate::limits::json_depth);
+        if depth.is_some_and(|d| d > crate::limits::MAX_JSON_DEPTH) {
+            out.refused.push((event.id, too_deep_reason()));
+            continue;
+        }
+        match checks.check_text(&event.event_type, event.version, event.payload.as_deref()) {
+            Verdict::Refused(r) => {
+                out.refused.push((event.id, r.reason));
+                out.refusals.push(super::RefusedEvent {
+                    event_id: event.event_id,
+                    event_type: event.event_type,
+                    version: event.version,
+                    masked_reason: r.masked_reason,
+                });
+                continue;
+            }
+            Verdict::Pass { deprecated: true } => {
+                let key = (event.event_type.clone(), event.version);
+                *out.deprecated.entry(key).or_default() += 1;
+            }
+            Verdict::Pass { deprecated: false } => {}
+        }
+        let created_at = event.created_at.0;
+        for target in endpoints.matching(event.subscriber_id.as_deref(), &event.event_type) {
+            if target.created_at > created_at {
+                continue;
+            }
+            if targets.insert(target.id.as_str()) {
+                out.targets.push(target.clone());
+            }
             out.outbox_ids.push(event.id);
             out.event_ids.push(event.event_id.clone());
-            out.endpoint_ids.push(target.id.clone());
+            out.endpoint_ids.push(target.id.as_str().to_owned());
             out.ordering_keys.push(ordering_key(
                 target.ordering,
                 event.aggregate_type.as_deref(),
@@ -123,7 +125,7 @@ pub(crate) fn fan_out(events: Vec<OutboxHead>, targets: Vec<FanOutRow>) -> Resul
         }
         *out.events_by_type.entry(event.event_type).or_default() += 1;
     }
-    Ok(out)
+    out
 }
 
 impl FanOut {
@@ -137,12 +139,25 @@ impl FanOut {
             .flatten()
     }
 
+    /// The refused rows as parallel columns of ids and reasons, for one statement that records
+    /// them all.
+    pub fn refused_columns(&self) -> (Vec<i64>, Vec<&str>) {
+        self.refused.iter().map(|(id, r)| (*id, r.as_str())).unzip()
+    }
+
+    /// The refused rows as one JSON array of `[id, reason]`.
+    pub fn refused_json(&self) -> String {
+        serde_json::to_string(&self.refused).unwrap_or_else(|_| "[]".to_owned())
+    }
+
     /// The relay batch's outcome, given how many deliveries the insert created.
     pub fn outcome(self, inserted: u64) -> super::RelayOutcome {
         super::RelayOutcome {
             events: self.dispatched.len(),
             deliveries: inserted as usize,
             events_by_type: self.events_by_type,
+            refused: self.refusals,
+            deprecated: self.deprecated,
         }
     }
 }

@@ -5,6 +5,7 @@
 mod admin;
 mod leases;
 mod relay;
+pub mod space;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -15,8 +16,9 @@ use sqlx::sqlite::{
 };
 use sqlx::Sqlite;
 
+use super::pool::reject_unfinished;
 use super::rules::{gone_endpoints, next_at, next_status};
-use super::{ensure_sqlite_file, now_millis, sqlite_ts, Result, StoreError};
+use super::{ensure_sqlite_file, sqlite_ts, Result, StoreError};
 use crate::delivery::Completion;
 use crate::endpoint::Endpoint;
 
@@ -77,8 +79,16 @@ pub struct SqliteStore {
     lock_turn: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// When claims look for orphans past the rows they take.
     orphan_looks: std::sync::Arc<super::OrphanLooks>,
+    /// This process's copy of the endpoints (see `store::directory`).
+    pub(super) directory: std::sync::Arc<super::directory::Directory>,
+    /// This process's compiled copy of the event catalog (see `store::catalog`).
+    pub(super) catalog: std::sync::Arc<super::catalog::CatalogCache>,
     /// Seals and opens the secret columns.
     pub(super) secrets: super::SecretCodec,
+    /// Where the times this process writes come from (see `store::clock`).
+    pub(super) clock: kurir_core::Clock,
+    /// The database file (`:memory:` for none), whose file system readiness watches.
+    file: std::sync::Arc<std::path::Path>,
 }
 
 impl SqliteStore {
@@ -93,7 +103,7 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
+        let pool = reject_unfinished(SqlitePoolOptions::new())
             .max_connections(8)
             .connect_with(options.clone())
             .await
@@ -102,7 +112,7 @@ impl SqliteStore {
         // handler, which sleeps in steps of up to 100 ms while another holds the write lock.
         // For the same reason it has no busy timeout: `begin_immediate` retries a busy lock
         // itself, in shorter steps than SQLite's handler.
-        let bookkeeping = SqlitePoolOptions::new()
+        let bookkeeping = reject_unfinished(SqlitePoolOptions::new())
             .max_connections(1)
             .connect_with(
                 options
@@ -112,21 +122,31 @@ impl SqliteStore {
             .await
             .map_err(connect_err)?;
         Ok(Self {
+            file: pool.connect_options().get_filename().into(),
             pool,
             bookkeeping,
             lock_turn: Default::default(),
             orphan_looks: Default::default(),
+            directory: Default::default(),
+            catalog: Default::default(),
             secrets: Default::default(),
+            clock: Default::default(),
         })
     }
 
     /// Wraps an existing pool; bookkeeping then commits with the pool's own settings.
+    /// The pool keeps its own options: unlike `connect`'s, it may hand out a connection that a
+    /// failed statement left inside a transaction (see `store::pool`).
     pub fn from_pool(pool: SqlitePool) -> Self {
         Self {
+            file: pool.connect_options().get_filename().into(),
             bookkeeping: pool.clone(),
             lock_turn: Default::default(),
             orphan_looks: Default::default(),
+            directory: Default::default(),
+            catalog: Default::default(),
             secrets: Default::default(),
+            clock: Default::default(),
             pool,
         }
     }
@@ -163,11 +183,31 @@ impl SqliteStore {
         }
     }
 
+    /// Whether the database can write, for readiness: its file system has
+    /// [`space::MIN_FREE_BYTES`] free (see `space` for why a write alone cannot tell), and a
+    /// write commits: the relay cursor's one row rewritten as it is, in a `BEGIN IMMEDIATE`
+    /// transaction on the durable pool (waiting for the write lock like any writer). SQLite
+    /// rewrites the row's page though no value changes, so the commit writes to the WAL, which
+    /// `BEGIN IMMEDIATE` and `ROLLBACK` alone would not (they succeed on a full disk).
+    pub(super) async fn probe_write(&self) -> Result<()> {
+        if let Some(free_bytes) = space::free_bytes(&self.file) {
+            if free_bytes < space::MIN_FREE_BYTES {
+                return Err(StoreError::LowOnSpace { free_bytes });
+            }
+        }
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query("UPDATE kurir_relay_cursor SET outbox_id = outbox_id")
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     pub(super) async fn insert_endpoint(&self, e: &Endpoint) -> Result<DateTime<Utc>> {
         let sql = concat!(
             super::rows::insert_endpoint!(),
             "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-                ?20, ?20)"
+                ?20, ?21, ?21)"
         );
         super::bind_endpoint(sqlx::query(sql), e, &self.secrets)
             .bind(sqlite_ts(e.created_at))
@@ -186,7 +226,7 @@ impl SqliteStore {
         owner: &str,
         done: &[Completion],
     ) -> Result<u64> {
-        let now = sqlite_ts(now_millis());
+        let now = sqlite_ts(self.clock.now_millis());
         let rows: Vec<serde_json::Value> = done
             .iter()
             .flat_map(|c| {

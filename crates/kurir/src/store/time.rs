@@ -1,15 +1,10 @@
-//! Time as both backends keep it (milliseconds; on SQLite a fixed-width UTC text form that sorts
-//! as it should), and the SQLite file's directory, made when missing.
+//! Time as the backends keep it (milliseconds; on SQLite a fixed-width UTC text form that sorts
+//! as it should), and the SQLite file's directory, made when missing. The current time is the
+//! store's clock's (`store::clock`).
 
 use std::path::Path;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-
-/// Current time truncated to milliseconds, the precision both backends keep.
-pub fn now_millis() -> DateTime<Utc> {
-    let now = Utc::now();
-    DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
-}
 
 /// The fixed-width text form of a timestamp in SQLite: `YYYY-MM-DDTHH:MM:SS.sssZ`.
 pub fn sqlite_ts(at: DateTime<Utc>) -> String {

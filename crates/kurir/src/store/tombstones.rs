@@ -18,7 +18,7 @@ use super::rows::Ts;
 use chrono::{DateTime, Utc};
 
 use super::sql::{query_as_on, run_in, Sql};
-use super::{now_millis, Result, Store};
+use super::{Result, Store};
 use crate::endpoint::EndpointId;
 
 /// What a cancelled delivery's `last_error` says.
@@ -68,9 +68,9 @@ const DELETED_AT: Sql = Sql {
 
 /// The deletion's statements on transaction `$tx`; whether the endpoint existed.
 macro_rules! bury_in {
-    ($tx:expr, $dialect:ident, $id:expr) => {{
+    ($tx:expr, $dialect:ident, $id:expr, $now:expr) => {{
         let id: &str = $id;
-        let at = Ts(now_millis());
+        let at = Ts($now);
         let buried = run_in!($tx, $dialect, BURY, query, execute, at, id)?.rows_affected() > 0;
         if buried {
             run_in!(
@@ -100,10 +100,10 @@ impl Store {
     /// Deletes an endpoint, keeping its history: see the module's documentation. `false` if
     /// it did not exist (or was deleted already). One transaction: on PostgreSQL it first takes
     /// the fan-out lock exclusively, so relay batches in progress finish first and later ones
-    /// see the tombstone; on MySQL the update locks the endpoint row, which relay batches read
-    /// in share mode; SQLite holds the write lock.
+    /// see the tombstone; on MySQL it raises the endpoints' change number, which relay batches
+    /// read in share mode (`store::directory`); SQLite holds the write lock.
     pub async fn delete_endpoint(&self, id: &EndpointId) -> Result<bool> {
-        let id = id.as_str();
+        let (id, now) = (id.as_str(), self.clock().now_millis());
         let buried = match self {
             Store::Postgres(s) => {
                 let mut tx = s.pool().begin().await?;
@@ -111,19 +111,22 @@ impl Store {
                     .bind(super::postgres::FAN_OUT_LOCK)
                     .execute(&mut *tx)
                     .await?;
-                let buried = bury_in!(tx, postgres, id);
+                let buried = bury_in!(tx, postgres, id, now);
                 tx.commit().await?;
                 buried
             }
             Store::Sqlite(s) => {
                 let mut tx = s.pool().begin_with("BEGIN IMMEDIATE").await?;
-                let buried = bury_in!(tx, sqlite, id);
+                let buried = bury_in!(tx, sqlite, id, now);
                 tx.commit().await?;
                 buried
             }
             Store::Mysql(s) => {
                 let mut tx = s.pool().begin().await?;
-                let buried = bury_in!(tx, mysql, id);
+                let buried = bury_in!(tx, mysql, id, now);
+                if buried {
+                    super::directory::stamp_mysql(&mut tx, &[id]).await?;
+                }
                 tx.commit().await?;
                 buried
             }

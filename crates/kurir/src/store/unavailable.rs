@@ -12,9 +12,20 @@ impl StoreError {
     /// database refuses, a decoding failure) would fail again with the same data.
     pub fn is_unavailable(&self) -> bool {
         match self {
-            Self::Connect { .. } => true,
+            Self::Connect { .. } | Self::LowOnSpace { .. } => true,
             Self::Database(e) => kurir_receiver::database_unavailable(e),
             Self::Inbox(e) => e.is_unavailable(),
+            _ => false,
+        }
+    }
+
+    /// Whether the database refused a row by the SQL contract's rule `constraint` (named in
+    /// its error, as every dialect's CHECK or trigger names it).
+    pub fn breaks_contract_rule(&self, constraint: &str) -> bool {
+        match self {
+            Self::Database(sqlx::Error::Database(e)) => {
+                e.constraint() == Some(constraint) || e.message().contains(constraint)
+            }
             _ => false,
         }
     }

@@ -1,4 +1,6 @@
-//! Dead letters: filtered by endpoint, type and time, newest first; and the bulk replay, which
+//! Dead letters: filtered by endpoint (its id, typed or followed from the endpoint's page: a
+//! drop-down of every endpoint would read them all, and one of the first page would hide the
+//! rest), type and time, newest first; and the bulk replay, which
 //! shows how many deliveries match (a dry run) and asks for a reason before replaying them.
 //! The replay is recorded in the audit, whose page it then shows.
 
@@ -11,14 +13,15 @@ use axum::{Extension, Form, Router};
 use serde::Deserialize;
 
 use super::error::UiError;
-use super::events::{endpoint_urls, internal};
+use super::events::internal;
 use super::session::Session;
 use super::view::{self, Chrome};
-use crate::api::auth::Actor;
+use crate::access::Action;
 use crate::api::deliveries::{self as api, DeliveryView, ListDeliveries};
 use crate::api::extract::{ApiJson, ApiQuery};
 use crate::api::replays::{replay_bulk, BulkReplay, ReplayQuery};
 use crate::api::state::AppState;
+use crate::endpoint::EndpointId;
 
 #[derive(Clone, Default, Deserialize)]
 struct Filters {
@@ -60,16 +63,19 @@ impl Filters {
 struct ListPage {
     chrome: Chrome,
     q: Filters,
-    endpoints: Vec<(String, String)>,
     rows: String,
-    filter_query: String,
 }
 
+/// The rows and what depends on their filter: the pager and the bulk replay's link, so that
+/// an htmx swap of the rows never leaves a link to another filter beside them.
 #[derive(Template)]
 #[template(path = "dead_letters_rows.html")]
 struct Rows {
     rows: Vec<(DeliveryView, String)>,
     next: Option<String>,
+    filter_query: String,
+    /// Whether the session may replay (the link is shown only then).
+    can_change: bool,
 }
 
 async fn list(
@@ -89,7 +95,6 @@ async fn list(
         limit: None,
     };
     let page = api::list(State(state.clone()), ApiQuery(query)).await?.0;
-    let urls = endpoint_urls(&state).await?;
     let filter_query = q.query();
     let next = page
         .next_cursor
@@ -98,22 +103,25 @@ async fn list(
         .data
         .into_iter()
         .map(|d| {
+            // The listing joins each delivery's endpoint: its url, and whether it was deleted.
             let url = match (&d.endpoint_url, d.endpoint_deleted_at) {
                 (Some(url), Some(_)) => format!("{url} (deleted)"),
-                _ => urls.get(&d.endpoint_id).cloned().unwrap_or_default(),
+                (url, None) => url.clone().unwrap_or_default(),
+                (None, Some(_)) => String::new(),
             };
             (d, url)
         })
         .collect();
-    let rows = Rows { rows, next };
-    let mut endpoints: Vec<(String, String)> = urls.into_iter().collect();
-    endpoints.sort_by(|a, b| a.1.cmp(&b.1));
+    let rows = Rows {
+        rows,
+        next,
+        filter_query,
+        can_change: session.may(Action::Change),
+    };
     let page = ListPage {
         chrome: Chrome::new(&session, "dead-letters", "Dead letters"),
         q,
-        endpoints,
         rows: rows.render().map_err(internal)?,
-        filter_query,
     };
     super::page_or_rows(&headers, &page, &rows)
 }
@@ -134,14 +142,16 @@ async fn confirm(
     State(state): State<AppState>,
     Query(q): Query<Filters>,
 ) -> Result<Response, UiError> {
+    session.require(Action::Change)?;
     let filter = q.replay_query()?.filter(&state).await?;
     let matching = state.store.count_replayable(&filter).await?;
-    let endpoint = match &filter.endpoint_id {
-        Some(id) => endpoint_urls(&state)
-            .await?
-            .remove(id)
-            .unwrap_or_else(|| id.clone()),
-        None => "every endpoint".to_owned(),
+    // The filter checked that the endpoint exists; read it again for its url only.
+    let endpoint = match filter.endpoint_id.as_deref().map(EndpointId::parse) {
+        Some(Ok(id)) => match state.store.get_endpoint(&id).await? {
+            Some(e) => e.url,
+            None => id.to_string(),
+        },
+        Some(Err(_)) | None => "every endpoint".to_owned(),
     };
     let filter_query = q.query();
     super::render(&ConfirmPage {
@@ -176,7 +186,7 @@ async fn replay(
         until: q.until,
         reason: f.reason,
     };
-    let actor = Extension(Actor(state.admin.name().to_owned()));
+    let actor = Extension(session.actor().clone());
     let _ = replay_bulk(State(state), actor, ApiJson(body)).await?;
     Ok(Redirect::to("/ui/audit").into_response())
 }

@@ -1,22 +1,23 @@
-//! Endpoints: the list with each one's health over the last hour, creating one, and one
+//! Endpoints: the list, oldest first and paged, with each one's health over the last hour, creating one, and one
 //! endpoint's page with its actions (edit, disable or enable, rotate the secret, send a test
 //! event). Every action goes through the admin API's own handler.
 
 use askama::Template;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Form, Router};
-use chrono::{Duration, Utc};
+use axum::{Extension, Form, Router};
+use chrono::Duration;
 use serde::Deserialize;
 
 use super::error::UiError;
 use super::session::Session;
 use super::view::{self, Chrome};
+use crate::access::Action;
 use crate::api::endpoints::{
-    self as api, CreateEndpoint, EndpointView, RotateSecret, UpdateEndpoint,
+    self as api, CreateEndpoint, EndpointView, ListEndpoints, RotateSecret, UpdateEndpoint,
 };
-use crate::api::extract::{ApiJson, ApiPath};
+use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::api::state::AppState;
 use crate::probe::TestResult;
 use crate::store::activity::EndpointHealth;
@@ -66,6 +67,10 @@ impl Health {
 struct ListPage {
     chrome: Chrome,
     rows: Vec<(EndpointView, Health)>,
+    /// The link to the next page (newer endpoints), when there is one.
+    next: Option<String>,
+    /// Whether this is the first page: an empty one then means no endpoint at all.
+    first: bool,
 }
 
 #[derive(Template)]
@@ -88,27 +93,48 @@ struct EndpointPage {
 async fn health_since_an_hour(state: &AppState) -> Result<Vec<EndpointHealth>, UiError> {
     Ok(state
         .store
-        .endpoint_health(Utc::now() - Duration::hours(1))
+        .endpoint_health(state.store.clock().now() - Duration::hours(1))
         .await?)
 }
 
-async fn list(session: Session, State(state): State<AppState>) -> Result<Response, UiError> {
-    let endpoints = api::list(State(state.clone())).await?.0;
+/// The query of the endpoints page: which page.
+#[derive(Default, Deserialize)]
+struct ListQuery {
+    cursor: Option<String>,
+}
+
+async fn list(
+    session: Session,
+    State(state): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, UiError> {
+    let query = ListEndpoints {
+        cursor: view::given(&q.cursor),
+        limit: None,
+    };
+    let page = api::list(State(state.clone()), ApiQuery(query)).await?.0;
     let health = health_since_an_hour(&state).await?;
-    let rows = endpoints
+    let rows = page
+        .data
         .into_iter()
         .map(|e| {
             let h = Health::of(health.iter().find(|h| h.endpoint_id == e.id));
             (e, h)
         })
         .collect();
+    let next = page
+        .next_cursor
+        .map(|c| format!("/ui/endpoints?cursor={}", view::enc(&c)));
     super::render(&ListPage {
         chrome: Chrome::new(&session, "endpoints", "Endpoints"),
         rows,
+        next,
+        first: q.cursor.is_none(),
     })
 }
 
 async fn new_form(session: Session) -> Result<Response, UiError> {
+    session.require(Action::Change)?;
     super::render(&NewPage {
         chrome: Chrome::new(&session, "endpoints", "New endpoint"),
     })
@@ -176,6 +202,7 @@ async fn create(
         rate_limit_per_second: None,
         ordering: None,
         ordering_on_dead_letter: None,
+        subscriber_id: None,
     };
     let (_, created) = api::create(State(state.clone()), ApiJson(body)).await?;
     let mut e = created.0;
@@ -240,6 +267,27 @@ struct CsrfForm {
     csrf: String,
 }
 
+#[derive(Deserialize)]
+struct CircuitForm {
+    csrf: String,
+    action: crate::store::breaker::CircuitAction,
+}
+
+/// Probe now or close the circuit, through the API's handler (which audits it).
+async fn operate_circuit(
+    session: Session,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Form(f): Form<CircuitForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    let body = crate::api::circuit::OperateCircuit { action: f.action };
+    let actor = Extension(session.actor().clone());
+    let _ = crate::api::circuit::operate(State(state), actor, ApiPath(id.clone()), ApiJson(body))
+        .await?;
+    Ok(Redirect::to(&format!("/ui/endpoints/{}", view::enc(&id))).into_response())
+}
+
 async fn rotate(
     session: Session,
     State(state): State<AppState>,
@@ -250,7 +298,7 @@ async fn rotate(
     let mut e = api::rotate_secret(
         State(state.clone()),
         ApiPath(id),
-        ApiJson(RotateSecret::default()),
+        Some(ApiJson(RotateSecret::default())),
     )
     .await?
     .0;
@@ -287,4 +335,5 @@ pub fn router() -> Router<AppState> {
         .route("/ui/endpoints/{id}/enabled", post(set_enabled))
         .route("/ui/endpoints/{id}/rotate", post(rotate))
         .route("/ui/endpoints/{id}/test", post(test))
+        .route("/ui/endpoints/{id}/circuit", post(operate_circuit))
 }

@@ -2,8 +2,6 @@
 //! event's page: its payload, each delivery with the endpoint's URL, every attempt with its
 //! status, timing, error and captured response body, and replay with a reason.
 
-use std::collections::HashMap;
-
 use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
@@ -15,7 +13,6 @@ use serde::Deserialize;
 use super::error::UiError;
 use super::session::Session;
 use super::view::{self, Chrome};
-use crate::api::auth::Actor;
 use crate::api::events::{self as api, EventDetail, EventView, ListEvents};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::api::replays::{replay_event, ReplayEvent};
@@ -46,17 +43,6 @@ struct Rows {
     next: Option<String>,
 }
 
-/// Every endpoint's URL by id, to show beside each delivery.
-pub(super) async fn endpoint_urls(state: &AppState) -> Result<HashMap<String, String>, UiError> {
-    Ok(state
-        .store
-        .list_endpoints()
-        .await?
-        .into_iter()
-        .map(|e| (e.id.to_string(), e.url))
-        .collect())
-}
-
 async fn list(
     session: Session,
     State(state): State<AppState>,
@@ -73,6 +59,7 @@ async fn list(
         until: view::form_time("until", &q.until)?,
         cursor: view::given(&q.cursor),
         limit: None,
+        subscriber_id: None,
     };
     let page = api::list(State(state), ApiQuery(query)).await?.0;
     let next = page.next_cursor.map(|c| {
@@ -112,13 +99,35 @@ struct EventPage {
     chrome: Chrome,
     e: EventDetail,
     payload: String,
-    urls: HashMap<String, String>,
 }
 
 impl EventPage {
+    /// Whether the event's replay form has anything to offer: a delivery of a live endpoint
+    /// that did not succeed, or one that was sent (for the include-sent box).
+    fn replayable(&self) -> bool {
+        self.e.deliveries.iter().any(|d| {
+            d.delivery.endpoint_deleted_at.is_none()
+                && matches!(d.delivery.status.as_str(), "dead_letter" | "sent")
+        })
+    }
+
+    /// One truthful count: every attempt recorded, and, after a replay, how many since.
+    fn attempts_line(&self, d: &crate::api::events::DeliveryDetail) -> String {
+        let total = d.attempts.len();
+        let noun = if total == 1 { "attempt" } else { "attempts" };
+        match d.attempts.last().map(|a| a.replay) {
+            Some(replay) if replay > 0 => {
+                let since = d.attempts.iter().filter(|a| a.replay == replay).count();
+                format!("{total} {noun} in all, {since} since replay {replay}")
+            }
+            _ => format!("{total} {noun}"),
+        }
+    }
+
     fn url_of(&self, d: &crate::api::deliveries::DeliveryView) -> String {
-        (self.urls.get(&d.endpoint_id).or(d.endpoint_url.as_ref()))
-            .cloned()
+        // The event's deliveries carry their endpoint's url (absent: its row deleted by hand).
+        d.endpoint_url
+            .clone()
             .unwrap_or_else(|| "(deleted endpoint)".to_owned())
     }
 }
@@ -130,19 +139,21 @@ async fn show(
 ) -> Result<Response, UiError> {
     let e = api::show(State(state.clone()), ApiPath(event_id)).await?.0;
     let payload = view::pretty_json(e.event.data.get());
-    let urls = endpoint_urls(&state).await?;
     super::render(&EventPage {
         chrome: Chrome::new(&session, "events", e.event.event_id.clone()),
         e,
         payload,
-        urls,
     })
 }
 
+/// The event page's replay forms: the whole event's (no endpoint, a checkbox for the sent
+/// deliveries) and each delivery's (its endpoint; a sent one's form asks to re-send it).
 #[derive(Deserialize)]
 struct ReplayForm {
     csrf: String,
-    endpoint_id: String,
+    endpoint_id: Option<String>,
+    /// `true` from the checkbox or a sent delivery's form; absent when not ticked.
+    include_sent: Option<String>,
     reason: String,
 }
 
@@ -153,9 +164,10 @@ async fn replay(
     Form(f): Form<ReplayForm>,
 ) -> Result<Response, UiError> {
     session.check_csrf(&f.csrf)?;
-    let actor = Extension(Actor(state.admin.name().to_owned()));
+    let actor = Extension(session.actor().clone());
     let body = ReplayEvent {
-        endpoint_id: Some(f.endpoint_id),
+        endpoint_id: view::given(&f.endpoint_id),
+        include_sent: f.include_sent.as_deref() == Some("true"),
         reason: f.reason,
     };
     let _ = replay_event(

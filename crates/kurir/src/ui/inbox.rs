@@ -13,6 +13,7 @@ use super::error::UiError;
 use super::events::internal;
 use super::session::Session;
 use super::view::{self, Chrome};
+use crate::access::Action;
 use crate::api::extract::{ApiPath, ApiQuery};
 use crate::api::inbox_events::{self as api, InboxEventView, ListInboxEvents};
 use crate::api::sources::SourceView;
@@ -28,7 +29,7 @@ struct SourcesPage {
 
 async fn sources(session: Session, State(state): State<AppState>) -> Result<Response, UiError> {
     let list = crate::api::sources::list(State(state.clone())).await?.0;
-    let stats = InboxStats::new(state.store.inbox_counts().await?, chrono::Utc::now());
+    let stats = InboxStats::new(state.store.inbox_counts().await?, state.store.clock().now());
     let sources = list
         .into_iter()
         .map(|s| {
@@ -67,6 +68,8 @@ struct SourcePage {
 struct Rows {
     name: String,
     csrf: String,
+    /// Whether the session may retry (the buttons are shown only then).
+    can_change: bool,
     events: Vec<InboxEventView>,
     next: Option<String>,
 }
@@ -99,6 +102,7 @@ async fn source(
     let rows = Rows {
         name: name.clone(),
         csrf: session.csrf().to_owned(),
+        can_change: session.may(Action::Change),
         events: page.data,
         next,
     };

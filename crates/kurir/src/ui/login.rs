@@ -1,4 +1,4 @@
-//! Signing in with the admin token, and out.
+//! Signing in with the admin token or a named token, and out.
 
 use askama::Template;
 use axum::extract::{Query, State};
@@ -11,6 +11,8 @@ use serde::Deserialize;
 use super::error::UiError;
 use super::render;
 use super::session::{self, Session};
+use crate::access::Via;
+use crate::api::auth::authenticate;
 use crate::api::state::AppState;
 
 #[derive(Template)]
@@ -37,23 +39,25 @@ struct Credentials {
     token: String,
 }
 
-/// Checks the token (in constant time, as the API does) and starts a session.
+/// Checks the token as the API does and starts a session.
 async fn sign_in(
     State(state): State<AppState>,
     headers: HeaderMap,
     Form(form): Form<Credentials>,
 ) -> Result<Response, UiError> {
-    if !state.admin.verify(form.token.trim()) {
-        tracing::warn!("dashboard sign-in refused: wrong admin token");
+    let token = form.token.trim();
+    let actor = authenticate(&state, token, Via::Dashboard).await?;
+    let Some(actor) = actor else {
+        tracing::warn!("dashboard sign-in refused: no such token");
         let mut page = render(&LoginPage {
             failed: true,
             signed_out: false,
         })?;
         *page.status_mut() = StatusCode::UNAUTHORIZED;
         return Ok(page);
-    }
-    tracing::info!(actor = state.admin.name(), "dashboard sign-in");
-    let cookie = session::issue(&state);
+    };
+    tracing::info!(actor = %actor.name, role = %actor.role, "dashboard sign-in");
+    let cookie = session::issue(&state, actor.token_id.as_deref());
     Ok((
         [session::set_cookie(&headers, Some(&cookie))],
         Redirect::to("/ui/"),
@@ -71,7 +75,7 @@ async fn sign_out(
     headers: HeaderMap,
     Form(form): Form<CsrfOnly>,
 ) -> Result<Response, UiError> {
-    session.check_csrf(&form.csrf)?;
+    session.check_sign_out(&form.csrf)?;
     Ok((
         [session::set_cookie(&headers, None)],
         Redirect::to("/ui/login?signed_out=1"),

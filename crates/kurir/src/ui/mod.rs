@@ -7,8 +7,9 @@
 //! or only its rows to an htmx request (`HX-Request`), so every URL can be bookmarked and
 //! reloaded.
 //!
-//! Sign-in takes the admin token and gives a signed, stateless session cookie; every form that
-//! changes state carries a CSRF token ([`session`]); every answer carries a content security
+//! Sign-in takes the admin token or a named token and gives a signed, stateless session cookie;
+//! every form that changes state carries a CSRF token and is refused to a role that may not
+//! change anything, whose pages show no such form ([`session`], [`crate::access`]); every answer carries a content security
 //! policy that forbids framing ([`headers`]). Handlers call the admin API's own handlers
 //! and store operations, so a page shows exactly what the API answers and validates input the
 //! same way. Error pages are [`error`]'s.
@@ -22,6 +23,7 @@ pub mod session;
 pub mod view;
 
 mod audit;
+mod catalog;
 mod dead_letters;
 mod endpoints;
 mod events;
@@ -47,6 +49,7 @@ pub fn router(state: AppState) -> Router {
         .merge(overview::router())
         .merge(endpoints::router())
         .merge(events::router())
+        .merge(catalog::router())
         .merge(dead_letters::router())
         .merge(audit::router())
         .merge(inbox::router())

@@ -81,6 +81,8 @@ fn totals(buckets: &[(DateTime<Utc>, AttemptBucket)]) -> (i64, i64, Histogram) {
 struct Now {
     backlog: Backlog,
     waiting: Waiting,
+    /// Endpoints whose circuit is open or half-open.
+    open_circuits: usize,
 }
 
 fn figures(
@@ -127,6 +129,11 @@ fn figures(
             "Dead letters",
             now.waiting.dead_letters.to_string(),
             "waiting for a replay".into(),
+        ),
+        (
+            "Open circuits",
+            now.open_circuits.to_string(),
+            "endpoints held back".into(),
         ),
         (
             "Inbox to forward",
@@ -267,10 +274,14 @@ async fn overview(
 ) -> Result<Response, UiError> {
     let window = Window::parse(q.window.as_deref());
     let (span, step, count) = window.shape();
-    let since = Utc::now() - span;
+    let since = state.store.clock().now() - span;
     let now = Now {
         backlog: state.store.backlog().await?,
         waiting: state.store.waiting().await?,
+        open_circuits: (state.store.circuits().await?)
+            .iter()
+            .filter(|c| c.circuit.state != kurir_core::breaker::State::Closed)
+            .count(),
     };
     let events = state.store.event_counts(since, step).await?;
     let attempts = activity(&state, since, step).await?;

@@ -1,21 +1,30 @@
 //! Small formatting helpers the page views share: times, durations, ratios, and the page chrome
-//! (navigation and the session's CSRF token) every signed-in page carries.
+//! (navigation, who is signed in, and the session's CSRF token) every signed-in page carries.
 
 use std::borrow::Borrow;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 
 use super::session::Session;
+use crate::access::Action;
 
-/// What the layout needs: the section to highlight and the CSRF token of the sign-out form.
+/// What the layout needs: the section to highlight, who is signed in, whether the page may show
+/// controls that change something, and the CSRF token of its forms.
 #[derive(Clone, Debug)]
 pub struct Chrome {
     /// The page title.
     pub title: String,
-    /// `overview`, `endpoints`, `events`, `dead-letters`, `audit` or `inbox`.
+    /// `overview`, `endpoints`, `events`, `catalog`, `dead-letters`, `audit` or `inbox`.
     pub section: &'static str,
     /// The session's CSRF token.
     pub csrf: String,
+    /// The signed-in token's name.
+    pub who: String,
+    /// Its role.
+    pub role: &'static str,
+    /// Whether it may change anything: the pages show their controls only then (the server
+    /// refuses them all the same, [`Session::check_csrf`]).
+    pub can_change: bool,
 }
 
 impl Chrome {
@@ -25,6 +34,9 @@ impl Chrome {
             title: title.into(),
             section,
             csrf: session.csrf().to_owned(),
+            who: session.actor().name.clone(),
+            role: session.actor().role.as_str(),
+            can_change: session.may(Action::Change),
         }
     }
 
@@ -34,11 +46,12 @@ impl Chrome {
     }
 
     /// The navigation: `(section, label, href)`.
-    pub fn links(&self) -> [(&'static str, &'static str, &'static str); 6] {
+    pub fn links(&self) -> [(&'static str, &'static str, &'static str); 7] {
         [
             ("overview", "Overview", "/ui/"),
             ("endpoints", "Endpoints", "/ui/endpoints"),
             ("events", "Events", "/ui/events"),
+            ("catalog", "Event types", "/ui/event-types"),
             ("dead-letters", "Dead letters", "/ui/dead-letters"),
             ("audit", "Replay audit", "/ui/audit"),
             ("inbox", "Inbox", "/ui/inbox"),

@@ -6,7 +6,9 @@
 //! The two timeouts are separate ([`Timeouts`]): the request body reports when hyper first reads
 //! it ([`transport::Signalled`]), which happens once a connection (a new one, or one from the
 //! pool) is there and the request is being written. Until then the connect timeout runs; from
-//! then, the response timeout, to the end of the captured body.
+//! then, the response timeout, to the end of the captured body. Both count the request's own
+//! time, not a pause of the whole process ([`crate::pauses`]): an answer that came in while the
+//! process was frozen is read, not timed out.
 //!
 //! This module owns the wire mechanics only. What to send (body, signature headers) and what an
 //! answer means for the retry schedule are its callers' business.
@@ -19,14 +21,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use chrono::Utc;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use ipnet::IpNet;
+use kurir_core::Clock;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
 
 use crate::delivery::WireText;
+use crate::pauses::OwnDeadline;
 use ssrf::{Guard, GuardedResolver, Refused};
 use transport::{HttpClient, Signalled};
 
@@ -54,6 +56,29 @@ pub struct Response {
     pub body: WireText,
 }
 
+impl Response {
+    /// What a non-2xx answer is recorded as (see [`answered`]).
+    pub fn as_failure(&self) -> WireText {
+        answered(self.status, self.body.as_str())
+    }
+}
+
+/// The most characters of a response body kept in an answer's error text.
+const ANSWER_PREVIEW_CHARS: usize = 120;
+
+/// `HTTP 500`, then the start of the body on one line (`HTTP 500: upstream down`): the error
+/// text of an answer that was not a success, so a list's one "last error" column says what the
+/// receiver answered. The whole captured body stays in the attempt's `response_body`.
+pub fn answered(status: u16, body: &str) -> WireText {
+    let one_line = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let start: String = one_line.chars().take(ANSWER_PREVIEW_CHARS).collect();
+    if start.is_empty() {
+        WireText::from(format!("HTTP {status}"))
+    } else {
+        WireText::from(format!("HTTP {status}: {start}"))
+    }
+}
+
 /// Why no response came back. Each message says which kind of failure it was.
 #[derive(Debug, thiserror::Error)]
 pub enum PostError {
@@ -79,6 +104,8 @@ pub struct WebhookClient {
     clients: Mutex<HashMap<Duration, HttpClient>>,
     user_agent: String,
     max_idle_per_host: usize,
+    /// What a `Retry-After` date is taken relative to.
+    clock: Clock,
 }
 
 impl WebhookClient {
@@ -96,7 +123,16 @@ impl WebhookClient {
             clients: Mutex::new(HashMap::new()),
             user_agent: format!("kurir/{}", env!("CARGO_PKG_VERSION")),
             max_idle_per_host: max_concurrency.max(1),
+            clock: Clock::system(),
         }
+    }
+
+    /// This client reading a `Retry-After` date relative to `clock` (the store's in kurir: the
+    /// partner's date is compared with the time kurir shares, see `crate::clock`).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     fn client(&self, connect_timeout: Duration) -> HttpClient {
@@ -129,7 +165,7 @@ impl WebhookClient {
         let request = self.request(url, headers, Signalled::new(Bytes::from(body), started))?;
         let send = self.client(timeouts.connect).request(request);
         let (response, deadline) = exchange(send, sending, timeouts).await?;
-        Ok(capture(response, deadline).await)
+        Ok(capture(response, deadline, &self.clock).await)
     }
 
     /// The request: credentials in the URL become a Basic `Authorization` header, as browsers
@@ -158,15 +194,15 @@ impl WebhookClient {
 }
 
 /// Runs `send` within `timeouts`: the connect timeout until `sending` reports the request going
-/// out, the response timeout from then until the headers; returns the response and the instant
-/// the response timeout ends (the captured body must be in by then).
+/// out, the response timeout from then until the headers; returns the response and the
+/// response timeout's deadline (the captured body must be in by then).
 async fn exchange(
     send: impl std::future::Future<
         Output = Result<http::Response<Incoming>, hyper_util::client::legacy::Error>,
     >,
     sending: oneshot::Receiver<()>,
     timeouts: Timeouts,
-) -> Result<(http::Response<Incoming>, Instant), PostError> {
+) -> Result<(http::Response<Incoming>, OwnDeadline), PostError> {
     tokio::pin!(send);
     let connecting = async {
         tokio::select! {
@@ -176,16 +212,16 @@ async fn exchange(
             Ok(()) = sending => None,
         }
     };
-    let Ok(done) = tokio::time::timeout(timeouts.connect, connecting).await else {
+    let Ok(done) = OwnDeadline::after(timeouts.connect).run(connecting).await else {
         let connect = timeouts.connect;
         return Err(PostError::Timeout(
             format!("timeout: not connected within the connect timeout of {connect:?}").into(),
         ));
     };
-    let deadline = Instant::now() + timeouts.response;
+    let deadline = OwnDeadline::after(timeouts.response);
     let done = match done {
         Some(done) => done,
-        None => tokio::time::timeout_at(deadline, send).await.map_err(|_| {
+        None => deadline.run(send).await.map_err(|_| {
             let response = timeouts.response;
             PostError::Timeout(
                 format!("timeout: no response within the response timeout of {response:?}").into(),
@@ -196,18 +232,22 @@ async fn exchange(
 }
 
 /// The status, `Retry-After` and first bytes of `response`, reading no later than `deadline`.
-async fn capture(response: http::Response<Incoming>, deadline: Instant) -> Response {
+async fn capture(
+    response: http::Response<Incoming>,
+    deadline: OwnDeadline,
+    clock: &Clock,
+) -> Response {
     let status = response.status().as_u16();
     let retry_after = response
         .headers()
         .get(http::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| kurir_core::retry::parse_retry_after(v, Utc::now()));
+        .and_then(|v| kurir_core::retry::parse_retry_after(v, clock.now()));
     let mut body = response.into_body();
     let mut captured = Vec::new();
     // A body that stops mid-way or times out still leaves the status: keep what arrived.
     while captured.len() < RESPONSE_CAPTURE_BYTES {
-        match tokio::time::timeout_at(deadline, body.frame()).await {
+        match deadline.run(body.frame()).await {
             Ok(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     captured.extend_from_slice(data);
@@ -260,4 +300,22 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         source = s.source();
     }
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_reads_its_status_then_the_start_of_its_body_on_one_line() {
+        assert_eq!(answered(500, "").as_str(), "HTTP 500");
+        assert_eq!(answered(503, " \n ").as_str(), "HTTP 503");
+        assert_eq!(
+            answered(500, "upstream\n  down\t again").as_str(),
+            "HTTP 500: upstream down again"
+        );
+        let long = "é".repeat(1000);
+        let cut = answered(502, &long);
+        assert_eq!(cut.as_str().chars().count(), "HTTP 502: ".len() + 120);
+    }
 }

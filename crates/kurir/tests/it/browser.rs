@@ -1,7 +1,8 @@
 //! The dashboard in a real headless Chromium, driven through ChromeDriver (WebDriver): sign in,
 //! create an endpoint, send it a test event and see it delivered, find a dead letter and replay
 //! it with a reason after a dry-run count, see the replay on the audit page, sign out. Each
-//! main page is checked at 1280 and 390 px for horizontal overflow.
+//! main page is checked at 1280 and 390 px for horizontal overflow. A viewer's pages show no
+//! control that changes anything, and the server refuses the form a viewer forges.
 //!
 //! ChromeDriver comes from `KURIR_CHROMEDRIVER` (what `.ci/run` sets) or the PATH. Without it the
 //! test is skipped with a notice, except under CI, where it fails. `KURIR_SCREENSHOTS=1` saves a
@@ -211,7 +212,7 @@ async fn sign_in(c: &Client, app: &TestApp) {
     check_labels(c, "login").await;
     fill(c, "token", "not-the-token").await;
     click(c, "button[type=submit]").await;
-    page_with(c, "That is not the admin token.").await;
+    page_with(c, "That token does not work").await;
     fill(c, "token", TOKEN).await;
     click(c, "button[type=submit]").await;
     let page = page_with(c, "Backlog").await;
@@ -279,12 +280,8 @@ async fn replay_a_dead_letter(c: &Client, app: &TestApp) {
     let base = app.url.clone();
     c.goto(&format!("{base}/ui/dead-letters")).await.unwrap();
     let id = failing["id"].as_str().unwrap();
-    c.find(Locator::Css(&format!("#endpoint_id option[value='{id}']")))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    // The endpoint filter is its id, typed or pasted (no list of every endpoint to pick from).
+    fill(c, "endpoint_id", id).await;
     click(c, "form.filters button[type=submit]").await;
     eventually("the filtered rows", || async {
         let rows = c.find(Locator::Id("rows")).await.ok()?.text().await.ok()?;
@@ -294,9 +291,8 @@ async fn replay_a_dead_letter(c: &Client, app: &TestApp) {
     check_labels(c, "dead letters").await;
     check_widths(c, "dead-letters").await;
     // The bulk replay shows its dry-run count and asks why before doing anything.
-    c.goto(&format!("{base}/ui/dead-letters/replay?endpoint_id={id}"))
-        .await
-        .unwrap();
+    click(c, "#bulk-replay").await;
+    page_with(c, "Replay dead letters").await;
     let dry_run = c
         .find(Locator::Id("dry-run"))
         .await
@@ -456,4 +452,313 @@ async fn sign_out(c: &Client, app: &TestApp) {
         c.current_url().await.unwrap().path().ends_with("/ui/login"),
         "the session is gone"
     );
+}
+
+/// Regression: the Filter button refreshes the rows through htmx, and "Replay all that match…"
+/// kept the filter of the first page load, so the dry run counted (and the replay replayed)
+/// every dead letter while the list showed one endpoint's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_replay_after_an_htmx_filter_carries_the_filter_shown() {
+    let Some(program) = chromedriver() else {
+        return;
+    };
+    let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
+    let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "1")]).await;
+    let driver = start_driver(&program).await;
+    let profile = tempfile::tempdir().unwrap();
+    let c = browser(&driver, profile.path()).await;
+    let result = tokio::time::timeout(Duration::from_secs(120), async {
+        sign_in(&c, &app).await;
+        filter_then_follow_the_bulk_replay_link(&c, &app).await;
+    })
+    .await;
+    c.close().await.unwrap();
+    app.stopper().stop().await;
+    result.expect("the flow finishes within two minutes");
+}
+
+async fn filter_then_follow_the_bulk_replay_link(c: &Client, app: &TestApp) {
+    let (a, b) = (Receiver::start().await, Receiver::start().await);
+    a.respond_with(500);
+    b.respond_with(500);
+    let ea = app.create_endpoint(&a.url, json!({})).await;
+    let eb = app.create_endpoint(&b.url, json!({})).await;
+    let event_id = app.publish("invoice.paid", json!({"invoice": 1})).await;
+    app.wait_for_deliveries(&event_id, "dead_letter").await;
+    let base = &app.url;
+    c.goto(&format!("{base}/ui/dead-letters")).await.unwrap();
+    page_with(c, &b.url).await;
+    // Each filter change goes through htmx; the confirm page must carry the one shown.
+    for (endpoint, shown, hidden) in [(&ea, &a.url, &b.url), (&eb, &b.url, &a.url)] {
+        let id = endpoint["id"].as_str().unwrap();
+        fill(c, "endpoint_id", id).await;
+        click(c, "form.filters button[type=submit]").await;
+        eventually("the rows of one endpoint", || async {
+            let rows = c.find(Locator::Id("rows")).await.ok()?.text().await.ok()?;
+            (rows.contains(shown.as_str()) && !rows.contains(hidden.as_str())).then_some(())
+        })
+        .await;
+        assert!(
+            c.current_url()
+                .await
+                .unwrap()
+                .query()
+                .unwrap_or_default()
+                .contains(id),
+            "the address bar carries the filter"
+        );
+        click(c, "#bulk-replay").await;
+        let dry_run = page_with(c, "Replay dead letters").await;
+        assert!(
+            dry_run.contains("1 dead-lettered delivery matches")
+                && dry_run.contains(shown.as_str()),
+            "the dry run of the filter shown: {dry_run}"
+        );
+        c.back().await.unwrap();
+        page_with(c, "Dead letters").await;
+    }
+    // The replay itself takes the filter shown: b's dead letter only.
+    click(c, "#bulk-replay").await;
+    page_with(c, "Replay dead letters").await;
+    fill(c, "reason", "b is back").await;
+    click(c, "form[action='/ui/dead-letters/replay'] button").await;
+    page_with(c, "b is back").await;
+    let (_, audit) = app.get("/v1/replays").await;
+    assert_eq!(
+        audit["data"][0]["filter"],
+        json!({"status": "dead_letter", "endpoint_id": eb["id"]})
+    );
+    assert_eq!(audit["data"][0]["count"], 1);
+}
+
+/// Issue 33: a viewer, signed in through the login form with a named token, sees who is signed
+/// in and no control that changes anything on any page (after an htmx filter too), and a form
+/// forged from its own page, with the page's CSRF token, is refused by the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewers_dashboard_shows_no_control_and_the_server_refuses_a_forged_form() {
+    let Some(program) = chromedriver() else {
+        return;
+    };
+    let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
+    let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "1")]).await;
+    let driver = start_driver(&program).await;
+    let profile = tempfile::tempdir().unwrap();
+    let c = browser(&driver, profile.path()).await;
+    let result = tokio::time::timeout(Duration::from_secs(120), viewer_flow(&c, &app)).await;
+    c.close().await.unwrap();
+    app.stopper().stop().await;
+    result.expect("the flow finishes within two minutes");
+}
+
+/// The controls on the page that would change something: forms that post (but signing out),
+/// and the links to a form's page.
+async fn changing_controls(c: &Client) -> Value {
+    c.execute(
+        "return [...document.querySelectorAll('form')]
+            .filter(f => f.method === 'post' && f.getAttribute('action') !== '/ui/logout')
+            .map(f => f.getAttribute('action'))
+            .concat([...document.querySelectorAll('a[href^=\"/ui/endpoints/new\"], a[href^=\"/ui/dead-letters/replay\"]')]
+            .map(a => a.getAttribute('href')));",
+        vec![],
+    )
+    .await
+    .unwrap()
+}
+
+async fn viewer_flow(c: &Client, app: &TestApp) {
+    let down = Receiver::start().await;
+    down.respond_with(500);
+    let endpoint = app.create_endpoint(&down.url, json!({})).await;
+    let endpoint_id = endpoint["id"].as_str().unwrap();
+    let event_id = app.publish("invoice.paid", json!({"invoice": 7})).await;
+    app.wait_for_deliveries(&event_id, "dead_letter").await;
+    let (_, created) = app
+        .post("/v1/tokens", json!({"name": "auditor", "role": "viewer"}))
+        .await;
+    let viewer = created["token"].as_str().unwrap();
+    // An event the catalog refused: its page and the catalog's offer a recheck to operators only.
+    let entry =
+        json!({"schema": {"properties": {"n": {"type": "integer"}}}, "examples": [{"n": 1}]});
+    let put = app.request(
+        reqwest::Method::PUT,
+        "/v1/event-types/invoice.sent/versions/1",
+    );
+    assert!(app.send(put.body(entry.to_string())).await.0.is_success());
+    let kurir::store::Store::Sqlite(sqlite) = &app.store else {
+        unreachable!("a SQLite app")
+    };
+    sqlx::query(
+        "INSERT INTO kurir_outbox (event_id, event_type, payload) \
+         VALUES ('refused-for-viewer', 'invoice.sent', '{\"n\":\"x\"}')",
+    )
+    .execute(sqlite.pool())
+    .await
+    .unwrap();
+    eventually("the SQL row to be refused", || async {
+        let (_, e) = app.get("/v1/events/refused-for-viewer").await;
+        e["refused_reason"].is_string().then_some(())
+    })
+    .await;
+
+    let base = &app.url;
+    c.goto(&format!("{base}/ui/login")).await.unwrap();
+    fill(c, "token", viewer).await;
+    click(c, "button[type=submit]").await;
+    page_with(c, "Backlog").await;
+    let who = c
+        .find(Locator::Id("signed-in"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(who.contains("auditor") && who.contains("viewer"), "{who}");
+    for path in [
+        "/ui/".to_owned(),
+        "/ui/endpoints".to_owned(),
+        format!("/ui/endpoints/{endpoint_id}"),
+        format!("/ui/events/{event_id}"),
+        "/ui/dead-letters".to_owned(),
+        "/ui/audit".to_owned(),
+        "/ui/inbox".to_owned(),
+        "/ui/event-types".to_owned(),
+        "/ui/events/refused-for-viewer".to_owned(),
+    ] {
+        c.goto(&format!("{base}{path}")).await.unwrap();
+        page_with(c, "you can look at everything here, but not change it").await;
+        assert_eq!(changing_controls(c).await, json!([]), "{path}");
+    }
+    // The rows an htmx filter swaps in carry no replay link either.
+    c.goto(&format!("{base}/ui/dead-letters")).await.unwrap();
+    fill(c, "endpoint_id", endpoint_id).await;
+    click(c, "form.filters button[type=submit]").await;
+    eventually("the filtered rows", || async {
+        let url = c.current_url().await.ok()?;
+        url.query()?.contains(endpoint_id).then_some(())
+    })
+    .await;
+    page_with(c, &event_id).await;
+    assert_eq!(
+        changing_controls(c).await,
+        json!([]),
+        "after the htmx filter"
+    );
+
+    // The form a viewer's page does not show, posted from that page with its CSRF token.
+    c.goto(&format!("{base}/ui/events/{event_id}"))
+        .await
+        .unwrap();
+    let status = c
+        .execute(
+            "const csrf = document.querySelector('form[action=\"/ui/logout\"] input[name=csrf]').value;
+             return fetch(arguments[0], {method: 'POST', body: new URLSearchParams({csrf, reason: 'forged'})})
+                 .then(r => r.status);",
+            vec![json!(format!("/ui/events/{event_id}/replay"))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, json!(403), "the server refuses a viewer's form");
+    let (_, audit) = app.get("/v1/replays").await;
+    assert_eq!(audit["data"], json!([]), "nothing replayed");
+    assert_eq!(down.received().len(), 1, "nothing sent again");
+}
+
+/// The Event types page: the catalog with each version's schema and its events of the last 24
+/// hours, an event the relay refused with its reason, and the recheck that delivers it once the
+/// schema is fixed (issue 30).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_catalog_page_shows_schemas_and_refusals_and_rechecks_them() {
+    let Some(program) = chromedriver() else {
+        return;
+    };
+    let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
+    let app = TestApp::spawn(&database).await;
+    let driver = start_driver(&program).await;
+    let profile = tempfile::tempdir().unwrap();
+    let c = browser(&driver, profile.path()).await;
+    let result = tokio::time::timeout(Duration::from_secs(120), catalog_flow(&c, &app)).await;
+    c.close().await.unwrap();
+    app.stopper().stop().await;
+    result.expect("the flow finishes within two minutes");
+}
+
+async fn catalog_flow(c: &Client, app: &TestApp) {
+    let receiver = Receiver::start().await;
+    app.create_endpoint(&receiver.url, json!({})).await;
+    let entry = |total: Value| {
+        json!({
+            "description": "An order was paid in full.",
+            "schema": {"type": "object", "required": ["total"], "properties": {"total": total}},
+            "examples": [{"total": 250000}],
+        })
+    };
+    let put = |body: Value| async move {
+        let req = app.request(
+            reqwest::Method::PUT,
+            "/v1/event-types/order.paid/versions/1",
+        );
+        let (status, answer) = app.send(req.body(body.to_string())).await;
+        assert!(status.is_success(), "{answer}");
+    };
+    put(entry(json!({"type": "integer"}))).await;
+    app.publish("order.paid", json!({"total": 5})).await;
+    let kurir::store::Store::Sqlite(sqlite) = &app.store else {
+        unreachable!("a SQLite app")
+    };
+    sqlx::query(
+        "INSERT INTO kurir_outbox (event_id, event_type, payload) \
+         VALUES ('from-sql', 'order.paid', '{\"total\":\"250000\"}')",
+    )
+    .execute(sqlite.pool())
+    .await
+    .unwrap();
+    eventually("the SQL row to be refused", || async {
+        let (_, e) = app.get("/v1/events/from-sql").await;
+        e["refused_reason"].is_string().then_some(())
+    })
+    .await;
+    sign_in(c, app).await;
+    c.goto(&format!("{}/ui/events/from-sql", app.url))
+        .await
+        .unwrap();
+    let event = page_with(c, "Never delivered").await;
+    assert!(
+        event.contains(r#"schema: /total: "250000" is not of type "integer""#),
+        "{event}"
+    );
+    c.goto(&format!("{}/ui/event-types", app.url))
+        .await
+        .unwrap();
+    let page = page_with(c, "Refused events").await;
+    assert!(
+        page.contains("order.paid") && page.contains("checked"),
+        "{page}"
+    );
+    assert!(
+        page.contains("1 event(s) written with SQL were refused"),
+        "{page}"
+    );
+    check_labels(c, "/ui/event-types").await;
+    check_widths(c, "catalog").await;
+    c.goto(&format!("{}/ui/event-types/order.paid/1", app.url))
+        .await
+        .unwrap();
+    let one = page_with(c, "Schema of data").await;
+    assert!(
+        one.contains("\"required\"") && one.contains("250000"),
+        "{one}"
+    );
+    check_widths(c, "catalog-entry").await;
+
+    put(entry(json!({"type": ["integer", "string"]}))).await;
+    c.goto(&format!("{}/ui/event-types", app.url))
+        .await
+        .unwrap();
+    click(c, "form[action='/ui/events/recheck'] button[type=submit]").await;
+    let done = page_with(c, "now pass").await;
+    assert!(
+        done.contains("Checked 1 refused events: 1 now pass"),
+        "{done}"
+    );
+    app.wait_for_deliveries("from-sql", "sent").await;
 }

@@ -277,20 +277,26 @@ async fn rows_waiting_at_the_cursor_migration_are_relayed(backend: Backend) {
         Store::Mysql(_) => unreachable!("MySQL keeps dispatched_at"),
     }
     let s = &db.store;
-    let endpoint = s
-        .create_endpoint(NewEndpoint::new("https://partner.example/hooks"))
-        .await
-        .unwrap();
-    enqueue_events(s, "order.paid", 4).await;
+    // Written as the kurir of migration 0010 wrote them: today's statements name later columns.
+    let endpoint = "0190f3c2-0000-7000-8000-000000000001";
+    let mut writes = vec![format!(
+        "INSERT INTO kurir_endpoints (id, url, secret) \
+         VALUES ('{endpoint}', 'https://partner.example/hooks', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')"
+    )];
+    for n in 0..4 {
+        writes.push(format!(
+            "INSERT INTO kurir_outbox (event_id, event_type, payload) \
+             VALUES ('evt_{n}', 'order.paid', '{{\"n\":{n}}}')"
+        ));
+    }
     // The relay before the cursor fanned out the first two.
-    for sql in [
+    for sql in writes.into_iter().chain([
         format!(
             "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id) \
-             SELECT id, event_id, '{}' FROM kurir_outbox WHERE id <= 2",
-            endpoint.id
+             SELECT id, event_id, '{endpoint}' FROM kurir_outbox WHERE id <= 2"
         ),
         "UPDATE kurir_outbox SET dispatched_at = created_at WHERE id <= 2".to_owned(),
-    ] {
+    ]) {
         match s {
             Store::Postgres(pg) => drop(sqlx::query(&sql).execute(pg.pool()).await.unwrap()),
             Store::Sqlite(sq) => drop(sqlx::query(&sql).execute(sq.pool()).await.unwrap()),

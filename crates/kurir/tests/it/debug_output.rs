@@ -112,6 +112,7 @@ fn api_bodies_and_views_show_no_secret_in_debug() {
         event_types: vec![],
         enabled: true,
         disabled_reason: None,
+        subscriber_id: None,
         max_in_flight: 16,
         rate_limit_per_second: None,
         ordering: Default::default(),

@@ -140,9 +140,18 @@ async fn a_receiver_failing_n_times_then_succeeding_gets_n_plus_one_attempts(db:
     let attempts = db.store.attempts_for_delivery(d.id).await.unwrap();
     let codes: Vec<Option<u16>> = attempts.iter().map(|a| a.status_code).collect();
     assert_eq!(codes, [Some(500), Some(500), Some(500), Some(200)]);
-    assert!(attempts
+    // An answer other than 2xx is its attempt's error, named by its status.
+    let named: Vec<bool> = attempts
         .iter()
-        .all(|a| a.duration_ms >= 0 && a.error.is_none()));
+        .map(|a| {
+            a.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("HTTP 500"))
+        })
+        .collect();
+    assert_eq!(named, [true, true, true, false], "{attempts:?}");
+    assert!(attempts[3].error.is_none());
+    assert!(attempts.iter().all(|a| a.duration_ms >= 0));
 }
 
 async fn a_receiver_that_always_fails_dead_letters_after_max_attempts(db: TestDb) {

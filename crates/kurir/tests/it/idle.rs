@@ -58,6 +58,7 @@ async fn a_notification_reaches_listeners_and_a_publish_sends_none(db: TestDb) {
 /// Statements the proxy counts over `window`.
 async fn statements_over(proxy: &Proxy, window: Duration) -> u64 {
     let before = proxy.statements();
+    // An idle kurir's statements over a stretch of time are what is measured.
     tokio::time::sleep(window).await;
     proxy.statements() - before
 }

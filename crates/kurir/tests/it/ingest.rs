@@ -12,7 +12,7 @@ use kurir::store::{IdempotencyKey, PublishItem, Published};
 use kurir_core::event::EventId;
 use serde_json::json;
 
-use crate::support::process::{kurir_serve, Kurir};
+use crate::support::process::{free_port, kurir_serve, Kurir};
 use crate::support::{eventually, lock_waiters, scalar, TestDb};
 use crate::{on_both_backends, on_shared_servers};
 
@@ -165,15 +165,6 @@ async fn an_event_that_fails_does_not_fail_its_batch_mates(db: TestDb) {
         assert!(db.store.get_event(id).await.unwrap().is_some(), "{id}");
     }
     assert!(db.store.get_event("bad-1").await.unwrap().is_none());
-}
-
-/// A loopback port that was free a moment ago, for the child to listen on.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// 32 clients publish as fast as kurir answers; the process is killed with SIGKILL while

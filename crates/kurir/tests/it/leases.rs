@@ -223,7 +223,7 @@ async fn database_clock_passed(store: &Store, at: DateTime<Utc>) -> bool {
             .await
             .unwrap(),
         // SQLite's leases are stamped by this process's clock.
-        Store::Sqlite(_) => kurir::store::now_millis() > at,
+        Store::Sqlite(_) => store.clock().now_millis() > at,
         Store::Mysql(my) => sqlx::query_scalar("SELECT UTC_TIMESTAMP(3) > ?")
             .bind(at.naive_utc())
             .fetch_one(my.pool())
@@ -632,6 +632,7 @@ async fn an_outcome_arriving_after_its_delivery_was_claimed_again_stays_fenced_o
             ..ReplayFilter::default()
         },
         actor: "admin".into(),
+        via: kurir::access::Via::Api,
         reason: "test".into(),
     })
     .await

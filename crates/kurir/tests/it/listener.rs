@@ -8,6 +8,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::poll_blocking;
+
 const TOKEN: &str = "listener-test-admin-token";
 
 /// `kurir serve` on SQLite in `dir` with `env` (settings as environment variables).
@@ -90,14 +92,7 @@ impl Kurir {
             .status()
             .unwrap();
         assert!(status.success());
-        let deadline = Instant::now() + patience;
-        while Instant::now() < deadline {
-            if let Some(exit) = self.child.try_wait().unwrap() {
-                return Some(exit);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        poll_blocking(patience, || self.child.try_wait().unwrap())
     }
 
     /// `GET path` on a new connection; the status line.
@@ -131,11 +126,10 @@ impl Kurir {
 
 /// Waits until kurir holds at least `n` sockets (it accepted the connections a test made).
 fn wait_for_sockets(kurir: &Kurir, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while kurir.open_sockets() < n {
-        assert!(Instant::now() < deadline, "kurir accepts the connections");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let accepted = poll_blocking(Duration::from_secs(10), || {
+        (kurir.open_sockets() >= n).then_some(())
+    });
+    assert!(accepted.is_some(), "kurir accepts the connections");
 }
 
 /// A connection that sent part of a request head and nothing more.
@@ -300,14 +294,11 @@ fn logs_written_to_a_file_carry_no_colour_codes() {
         .stderr(Stdio::from(file))
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let log = loop {
+    poll_blocking(Duration::from_secs(30), || {
         let log = std::fs::read_to_string(&path).unwrap();
-        if log.contains("kurir serving") || Instant::now() > deadline {
-            break log;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+        log.contains("kurir serving").then_some(())
+    });
+    let log = std::fs::read_to_string(&path).unwrap();
     let _ = child.kill();
     let _ = child.wait();
     assert!(log.contains("kurir serving"), "{log}");

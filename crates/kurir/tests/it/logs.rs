@@ -298,3 +298,64 @@ async fn stats_watch_prints_samples_with_rates() {
         "{human}"
     );
 }
+
+/// An event written with SQL that fails its catalog schema is logged once, at ERROR, with its
+/// id, type, version and the failing pointer and rule, and never the failing value (payload
+/// content); the relay then goes on past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_refusal_is_logged_once_at_error_without_the_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path()).await;
+    let entry = json!({
+        "schema": {"type": "object", "properties": {"total": {"type": "integer"}}},
+        "examples": [{"total": 1}],
+    });
+    let put = reqwest::Method::PUT;
+    api(&server, put, "/v1/event-types/order.paid/versions/1", entry).await;
+    let url = format!(
+        "sqlite://{}",
+        dir.path().join("kurir-data/kurir.db").display()
+    );
+    let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+    for (id, total) in [("refused-once", json!(MARKER)), ("after-it", json!(5))] {
+        sqlx::query("INSERT INTO kurir_outbox (event_id, event_type, payload) VALUES (?1, 'order.paid', ?2)")
+            .bind(id)
+            .bind(json!({"total": total}).to_string())
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    eventually("the row after it to be fanned out", || async {
+        let shown = api(
+            &server,
+            reqwest::Method::GET,
+            "/v1/events/after-it",
+            Value::Null,
+        )
+        .await;
+        shown["dispatched"].as_bool().filter(|d| *d)
+    })
+    .await;
+    let lines = lines(&server);
+    let refused = with_message(
+        &lines,
+        "event refused by the event catalog: recorded as refused, not delivered (kurir events show / kurir events recheck)",
+    );
+    assert_eq!(refused.len(), 1, "{refused:#?}");
+    let line = refused[0];
+    assert_eq!(line["level"], "ERROR");
+    assert_eq!(line["event_id"], "refused-once");
+    assert_eq!(line["event_type"], "order.paid");
+    assert_eq!(line["version"], 1);
+    let reason = line["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("schema: /total: ") && reason.contains("integer"),
+        "{reason}"
+    );
+    let log = server.log.lock().unwrap().clone();
+    assert!(
+        !log.contains(MARKER),
+        "a payload value reached the log:\n{log}"
+    );
+    pool.close().await;
+}

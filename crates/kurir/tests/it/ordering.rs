@@ -285,6 +285,7 @@ async fn a_dead_lettered_head_blocks_its_aggregate_until_it_is_replayed(db: Test
             ..Default::default()
         },
         actor: "test".into(),
+        via: kurir::access::Via::Api,
         reason: "receiver fixed".into(),
     };
     assert_eq!(db.store.replay(&replay).await.unwrap().count, 1);

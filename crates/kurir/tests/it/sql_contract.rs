@@ -11,7 +11,10 @@ use crate::on_both_backends;
 use crate::support::receiver::Receiver;
 use crate::support::{test_delivery_config, Backend, TestDb, TestServer};
 
-on_both_backends!(the_readme_insert_with_bad_values_names_the_constraint);
+on_both_backends!(
+    the_readme_insert_with_bad_values_names_the_constraint,
+    a_row_nested_deeper_than_128_levels_is_recorded_as_refused_not_delivered,
+);
 
 /// The README's plain INSERT, with every value a parameter as an application binds them.
 const INSERT_PG: &str =
@@ -189,10 +192,17 @@ async fn rows_written_before_the_contract_are_recorded_as_refused(backend: Backe
     };
     migrate_before_the_contract(&db.store).await;
     let receiver = Receiver::ok().await;
-    db.store
-        .create_endpoint(NewEndpoint::new(receiver.url("/hook")))
-        .await
-        .unwrap();
+    // Written as the kurir of that migration wrote it: today's statements name later columns.
+    let endpoint = format!(
+        "INSERT INTO kurir_endpoints (id, url, secret) VALUES \
+         ('0190f3c2-0000-7000-8000-000000000001', '{}', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')",
+        receiver.url("/hook")
+    );
+    match &db.store {
+        Store::Postgres(pg) => drop(sqlx::query(&endpoint).execute(pg.pool()).await.unwrap()),
+        Store::Sqlite(sq) => drop(sqlx::query(&endpoint).execute(sq.pool()).await.unwrap()),
+        Store::Mysql(my) => drop(sqlx::query(&endpoint).execute(my.pool()).await.unwrap()),
+    }
     let legacy = [
         ("legacy-type", "Order.Paid", "{}"),
         ("legacy-array", "order.paid", "[1,2,3]"),
@@ -246,14 +256,110 @@ async fn rows_written_before_the_contract_are_recorded_as_refused(backend: Backe
         .text()
         .await
         .unwrap();
-    assert!(
-        metrics.lines().any(|l| l == "kurir_outbox_refused 2"),
-        "{metrics}"
-    );
+    for refused in [
+        r#"kurir_outbox_refused{event_type="Order.Paid"} 1"#,
+        r#"kurir_outbox_refused{event_type="order.paid"} 1"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == refused), "{metrics}");
+    }
     assert_eq!(
         receiver.requests().len(),
         1,
         "only the good row was delivered"
+    );
+    server.stop().await;
+}
+
+/// A JSON object `levels` deep: `{"a":{"a":…{}}}`.
+fn nested(levels: usize) -> String {
+    format!(
+        "{}{}",
+        r#"{"a":"#.repeat(levels - 1) + "{",
+        "}".repeat(levels)
+    )
+}
+
+/// A payload deeper than `limits::MAX_JSON_DEPTH`, written with plain SQL where the API would
+/// refuse it (issue 32), is recorded as refused with its reason and the metric, delivered to
+/// no one, and the relay goes on with the rows after it. (MariaDB's JSON functions read no
+/// deeper than 31 levels, so there the `INSERT` itself is refused, by the contract's rule.)
+async fn a_row_nested_deeper_than_128_levels_is_recorded_as_refused_not_delivered(db: TestDb) {
+    let deep = Row {
+        event_id: Some("too-deep"),
+        ..row("order.paid", &nested(129))
+    };
+    if db.backend == Backend::Mysql {
+        let err = insert(&db.store, &deep)
+            .await
+            .expect_err("refused at INSERT");
+        assert!(err.contains("kurir_outbox_payload_object"), "{err}");
+        return;
+    }
+    let receiver = Receiver::ok().await;
+    db.store
+        .create_endpoint(NewEndpoint::new(receiver.url("/hook")))
+        .await
+        .unwrap();
+    // Brackets in a string are not nesting: this one is delivered.
+    let brackets = format!(r#"{{"text":"{}"}}"#, "[{".repeat(200));
+    let rows = [
+        deep,
+        Row {
+            event_id: Some("brackets"),
+            ..row("order.paid", &brackets)
+        },
+        Row {
+            event_id: Some("after"),
+            ..row("order.paid", &nested(128))
+        },
+    ];
+    for r in &rows {
+        insert(&db.store, r).await.unwrap();
+    }
+    let server = TestServer::start(&db, test_delivery_config()).await;
+    // Read as text: the view wraps `data` in more levels than serde_json's `Value` parses.
+    let view = |id: &'static str| {
+        let url = format!("http://{}/v1/events/{id}", server.addr);
+        async move {
+            let response = reqwest::Client::new()
+                .get(url)
+                .bearer_auth("test-token")
+                .send()
+                .await
+                .unwrap();
+            response.text().await.unwrap()
+        }
+    };
+    receiver.wait_for(2).await;
+    let ids: Vec<String> = receiver
+        .requests()
+        .iter()
+        .map(|r| r.header("webhook-id").to_owned())
+        .collect();
+    assert!(ids.contains(&"brackets".to_owned()), "{ids:?}");
+    assert!(ids.contains(&"after".to_owned()), "{ids:?}");
+    let refused = view("too-deep").await;
+    assert!(
+        refused.contains("kurir_outbox_payload_depth: payload must nest at most 128 levels deep"),
+        "{refused}"
+    );
+    assert!(refused.contains(r#""deliveries":[]"#), "{refused}");
+    let metrics = reqwest::get(format!("http://{}/metrics", server.addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == r#"kurir_outbox_refused{event_type="order.paid"} 1"#),
+        "{metrics}"
+    );
+    assert_eq!(
+        receiver.requests().len(),
+        2,
+        "the deep row was not delivered"
     );
     server.stop().await;
 }

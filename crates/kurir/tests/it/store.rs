@@ -28,6 +28,7 @@ on_both_backends!(
     released_leases_count_as_attempts_and_are_due_again,
     a_delivery_handed_back_unattempted_is_not_charged,
     rotated_secret_keeps_signing_during_grace,
+    endpoint_pages_follow_one_another_in_id_order_without_repeating_or_skipping,
 );
 
 fn endpoint(url: &str, filter: &[&str]) -> NewEndpoint {
@@ -77,6 +78,61 @@ async fn statuses(store: &Store, event_id: &str) -> Vec<DeliveryStatus> {
         .into_iter()
         .map(|d| d.status)
         .collect()
+}
+
+/// Issues 27 and 33: the endpoints are read a page at a time, in id order (a UUIDv7's order is
+/// its creation's), each page after the last id of the one before. A tombstone is skipped, a
+/// disabled endpoint listed, and an endpoint created while paging shows up on a later page
+/// without shifting any.
+async fn endpoint_pages_follow_one_another_in_id_order_without_repeating_or_skipping(db: TestDb) {
+    let s = &db.store;
+    let mut created = Vec::new();
+    for n in 0..7 {
+        let e = s
+            .create_endpoint(endpoint(&format!("https://p{n}.example/"), &[]))
+            .await
+            .unwrap();
+        created.push(e.id);
+    }
+    let mut sorted = created.clone();
+    sorted.sort();
+    assert_eq!(sorted, created, "ids are in creation order");
+    assert!(s.delete_endpoint(&created[4]).await.unwrap());
+    let disable = EndpointUpdate {
+        enabled: Some(false),
+        ..Default::default()
+    };
+    s.update_endpoint(&created[1], disable).await.unwrap();
+
+    let ids = |page: Vec<kurir::endpoint::Endpoint>| -> Vec<_> {
+        page.into_iter().map(|e| e.id).collect()
+    };
+    let first = ids(s.endpoint_page(None, 3).await.unwrap());
+    assert_eq!(
+        first,
+        created[..3],
+        "the oldest three, the disabled one among them"
+    );
+    let late = s
+        .create_endpoint(endpoint("https://late.example/", &[]))
+        .await
+        .unwrap();
+    let second = ids(s.endpoint_page(first.last(), 3).await.unwrap());
+    assert_eq!(
+        second,
+        [created[3].clone(), created[5].clone(), created[6].clone()],
+        "after the first page's last id; the tombstone skipped"
+    );
+    let third = ids(s.endpoint_page(second.last(), 3).await.unwrap());
+    assert_eq!(third, [late.id], "created while paging: on a later page");
+    assert!(s.endpoint_page(third.last(), 3).await.unwrap().is_empty());
+
+    let mut all = [first, second, third].concat();
+    let listed = all.len();
+    all.dedup();
+    assert_eq!(all.len(), listed, "no endpoint on two pages");
+    let live: Vec<_> = ids(s.list_endpoints().await.unwrap());
+    assert_eq!(all, live, "every live endpoint on some page");
 }
 
 async fn endpoints_are_created_read_updated_disabled_and_deleted(db: TestDb) {
@@ -170,11 +226,20 @@ async fn migrate_applies_the_receivers_inbox_migrations_too(db: TestDb) {
     };
     // PostgreSQL has two migrations more (0004 drops the hot tables' foreign keys, which the
     // other two never had on them; 0012 orders the due index for its claim cursors); MySQL one
-    // fewer (0011, the relay's cursor, which it has not).
+    // fewer (0011, the relay's cursor, which it has not). 0013 numbers endpoint changes on all
+    // three; 0014 adds the named tokens on all three; 0015 is the event catalog on all three; 0016 the
+    // subscribers on all three; 0017 the audit of operators' circuit actions on all three; 0018,
+    // the relay's shared pace, only where several processes share a database.
     let expected: &[i64] = match db.backend {
-        Backend::Postgres => &[1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 1000, 1001, 1002],
-        Backend::Sqlite => &[1, 2, 3, 5, 7, 8, 9, 10, 11, 1000, 1001, 1002],
-        Backend::Mysql => &[1, 2, 3, 5, 7, 8, 9, 10, 1000, 1001, 1002],
+        Backend::Postgres => &[
+            1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 1000, 1001, 1002,
+        ],
+        Backend::Sqlite => &[
+            1, 2, 3, 5, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 1000, 1001, 1002,
+        ],
+        Backend::Mysql => &[
+            1, 2, 3, 5, 7, 8, 9, 10, 13, 14, 15, 16, 17, 18, 1000, 1001, 1002,
+        ],
     };
     assert_eq!(applied, expected);
     db.store.inbox().migrate().await.unwrap();
@@ -212,7 +277,7 @@ async fn relay_fans_out_once_per_matching_enabled_endpoint(db: TestDb) {
     // millisecond precision on SQLite and a tie counts as "existed", so wait for the clock to move.
     let written = s.get_event(&ids[2]).await.unwrap().unwrap().created_at;
     crate::support::eventually("the clock to pass the events' timestamp", || async {
-        (kurir::store::now_millis() > written).then_some(())
+        (s.clock().now_millis() > written).then_some(())
     })
     .await;
     let _late = s

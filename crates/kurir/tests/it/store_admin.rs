@@ -192,17 +192,31 @@ async fn a_replay_moves_finished_deliveries_back_and_is_audited(db: TestDb) {
     s.relay_batch(100).await.unwrap();
     deliver_all(s, &endpoint, NextState::Sent).await;
 
+    let unasked = ReplayFilter {
+        event_id: Some(ids[0].clone()),
+        ..Default::default()
+    };
+    assert_eq!(
+        s.count_replayable(&unasked).await.unwrap(),
+        0,
+        "a sent delivery is re-sent only when asked"
+    );
     let request = ReplayRequest {
         filter: ReplayFilter {
-            event_id: Some(ids[0].clone()),
-            ..Default::default()
+            include_sent: true,
+            ..unasked
         },
         actor: "ops".into(),
+        via: kurir::access::Via::Cli,
         reason: "partner lost it".into(),
     };
     let record = s.replay(&request).await.unwrap();
     assert_eq!((record.count, record.actor.as_str()), (1, "ops"));
-    assert_eq!(record.filter, json!({ "event_id": ids[0] }));
+    assert_eq!(record.via.as_deref(), Some("cli"), "where it came from");
+    assert_eq!(
+        record.filter,
+        json!({ "event_id": ids[0], "include_sent": true })
+    );
     let replayed = &s.deliveries_for_event(&ids[0]).await.unwrap()[0];
     assert_eq!(
         (replayed.status, replayed.attempt_count),
@@ -219,6 +233,7 @@ async fn a_replay_moves_finished_deliveries_back_and_is_audited(db: TestDb) {
     let older = s.list_replays(Some(audit[0].id), 10).await.unwrap();
     assert_eq!(older.len(), 1);
     assert_eq!(older[0].id, record.id);
+    assert_eq!(older[0].via.as_deref(), Some("cli"), "read back as written");
 }
 
 async fn stats_and_the_backlog_count_events_and_deliveries_by_state(db: TestDb) {
@@ -263,7 +278,7 @@ async fn stats_and_the_backlog_count_events_and_deliveries_by_state(db: TestDb) 
 }
 
 fn source(name: &str) -> InboxSource {
-    let now = kurir::store::now_millis();
+    let now = kurir::clock::Clock::system().now_millis();
     InboxSource {
         name: name.into(),
         scheme: Scheme::StandardWebhooks,

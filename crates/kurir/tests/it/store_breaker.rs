@@ -29,7 +29,7 @@ fn policy() -> BreakerPolicy {
 async fn a_circuit_round_trips_and_its_writes_are_compare_and_set(db: TestDb) {
     let s = &db.store;
     assert_eq!(s.circuit("ep_1").await.unwrap(), None);
-    let now = kurir::store::now_millis();
+    let now = db.store.clock().now_millis();
     let mut c = Circuit::closed(now);
     c.record(&policy(), Health::Failed, now, now);
     c.record(&policy(), Health::Failed, now, now);
@@ -63,7 +63,7 @@ async fn racing_circuit_updates_all_land(db: TestDb) {
             let s = s.clone();
             tokio::spawn(async move {
                 for _ in 0..3 {
-                    let now = kurir::store::now_millis();
+                    let now = s.clock().now_millis();
                     s.update_circuit("ep_race", |c| {
                         c.record(&big, Health::Failed, now, now);
                         Some(())
@@ -83,7 +83,7 @@ async fn racing_circuit_updates_all_land(db: TestDb) {
 
 async fn one_probe_is_taken_however_many_ask(db: TestDb) {
     let s = Arc::new(db.store.clone());
-    let now = kurir::store::now_millis();
+    let now = db.store.clock().now_millis();
     let mut c = Circuit::closed(now);
     c.record(&policy(), Health::Failed, now, now);
     c.record(&policy(), Health::Failed, now, now);
@@ -95,7 +95,7 @@ async fn one_probe_is_taken_however_many_ask(db: TestDb) {
             tokio::spawn(async move {
                 let (_, took) = s
                     .update_circuit("ep_probe", |c| {
-                        c.take_probe(kurir::store::now_millis(), Duration::from_secs(60))
+                        c.take_probe(s.clock().now_millis(), Duration::from_secs(60))
                     })
                     .await
                     .unwrap();

@@ -144,7 +144,7 @@ async fn attempt_all(s: &Store, owner: &str, answer: Option<u16>, next: NextStat
             endpoint_id: d.endpoint.id.clone(),
             attempt: d.attempt,
             trigger: Trigger::Scheduled,
-            started_at: kurir::store::now_millis(),
+            started_at: s.clock().now_millis(),
             duration_ms: 120,
             status_code: answer,
             error: answer
@@ -189,6 +189,7 @@ async fn a_replay_count_matches_what_the_replay_moves(db: TestDb) {
         .replay(&kurir::store::ReplayRequest {
             filter: filter.clone(),
             actor: "admin".into(),
+            via: kurir::access::Via::Api,
             reason: "test".into(),
         })
         .await

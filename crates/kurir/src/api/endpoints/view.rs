@@ -26,6 +26,8 @@ pub struct EndpointView {
     pub enabled: bool,
     /// Why it was disabled.
     pub disabled_reason: Option<String>,
+    /// The subscriber it belongs to; absent: the operator's own.
+    pub subscriber_id: Option<String>,
     /// Concurrent requests to it per kurir process.
     pub max_in_flight: u32,
     /// Requests per second to it, all kurir processes together; `null`: no limit.
@@ -57,9 +59,9 @@ pub struct EndpointView {
 });
 
 impl EndpointView {
-    /// The view of `e`, with its secret when `with_secret` (create and rotate only).
-    pub fn new(e: Endpoint, with_secret: bool) -> Self {
-        let now = Utc::now();
+    /// The view of `e` at `now` (rotated-out secrets expired by then are left out), with its
+    /// secret when `with_secret` (create and rotate only).
+    pub fn new(e: Endpoint, with_secret: bool, now: DateTime<Utc>) -> Self {
         Self {
             id: e.id.to_string(),
             url: e.url,
@@ -67,6 +69,7 @@ impl EndpointView {
             event_types: e.event_types.patterns().to_vec(),
             enabled: e.enabled,
             disabled_reason: e.disabled_reason,
+            subscriber_id: e.subscriber_id,
             max_in_flight: e.max_in_flight,
             rate_limit_per_second: e.rate_limit_per_second,
             ordering: e.ordering,

@@ -20,10 +20,11 @@ impl MySqlStore {
             .await?;
         let count = replay_deliveries(&mut tx, &request.filter).await?;
         let id = sqlx::query(
-            "INSERT INTO kurir_replays (actor, reason, filter, count, created_at) \
-             VALUES (?, ?, ?, ?, UTC_TIMESTAMP(3))",
+            "INSERT INTO kurir_replays (actor, via, reason, filter, count, created_at) \
+             VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(3))",
         )
         .bind(&request.actor)
+        .bind(request.via.as_str())
         .bind(&request.reason)
         .bind(serde_json::to_string(&request.filter).unwrap_or_else(|_| "{}".into()))
         .bind(count)
@@ -40,11 +41,11 @@ impl MySqlStore {
 }
 
 const REPLAY_SELECT: &str = "SELECT id, CAST(actor AS CHAR) AS actor, \
-    CAST(reason AS CHAR) AS reason, CAST(filter AS CHAR) AS filter, count, created_at \
+    CAST(via AS CHAR) AS via, CAST(reason AS CHAR) AS reason, CAST(filter AS CHAR) AS filter, count, created_at \
     FROM kurir_replays";
 
-/// Moves matching `sent`/`dead_letter` deliveries back to `pending`, inside the caller's
-/// transaction; returns how many.
+/// Moves the deliveries `f` replays back to `pending`, inside the caller's transaction;
+/// returns how many.
 async fn replay_deliveries(
     conn: &mut MySqlConnection,
     f: &ReplayFilter,
@@ -57,7 +58,8 @@ async fn replay_deliveries(
          WHERE d.status IN ('sent', 'dead_letter') \
            AND NOT EXISTS (SELECT 1 FROM kurir_endpoints e \
                WHERE e.id = d.endpoint_id AND e.deleted_at IS NOT NULL) \
-           AND (? IS NULL OR d.event_id = ?) AND (? IS NULL OR d.status = ?) \
+           AND (? IS NULL OR d.event_id = ?) \
+           AND (d.status = ? OR (? IS NULL AND (d.status = 'dead_letter' OR ?))) \
            AND (? IS NULL OR d.endpoint_id = ?) AND (? IS NULL OR o.event_type = ?) \
            AND (? IS NULL OR d.created_at >= ?) AND (? IS NULL OR d.created_at < ?)",
     )
@@ -65,6 +67,7 @@ async fn replay_deliveries(
     .bind(f.event_id.as_deref())
     .bind(f.status.map(|s| s.as_str()))
     .bind(f.status.map(|s| s.as_str()))
+    .bind(f.include_sent)
     .bind(f.endpoint_id.as_deref())
     .bind(f.endpoint_id.as_deref())
     .bind(f.event_type.as_deref())

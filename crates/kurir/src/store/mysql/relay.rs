@@ -2,17 +2,47 @@
 //! completion writer's, each one transaction over a JSON array of rows (see the parent module
 //! for why `JSON_TABLE`).
 
+use std::time::Duration;
+
 use sqlx::{MySql, Row, Transaction};
 use tokio::time::Instant;
 
 use super::{bind_all, datetime, in_list, MySqlStore};
+use crate::catalog::Checks;
 use crate::delivery::{Completion, Trigger};
 use crate::store::born::{births, Births};
+use crate::store::cursor::{suspect, Look};
+use crate::store::directory::read_directory;
 use crate::store::ordering::EARLIER_BATCHES;
-use crate::store::rows::{FanOutRow, OutboxHead};
+use crate::store::rows::OutboxHead;
 use crate::store::rules::{fan_out, gone_endpoints, next_at, next_status, FanOut};
 use crate::store::sql::positional;
-use crate::store::{BornRoom, EndpointSlot, Leased, Relayed, Result};
+use crate::store::{BirthOffer, EndpointSlot, Leased, OutboxLook, Relayed, Result};
+
+/// The endpoints' change number, read by a relay batch: shared-locked, so an endpoint's write
+/// (which raises it, see `store::directory::BUMP_MYSQL`) waits for the batches reading the
+/// endpoints, and a batch that starts after the write sees its number.
+const SEQ_SHARED: &str = "SELECT seq FROM kurir_endpoint_changes LOCK IN SHARE MODE";
+
+/// Locks the pace's row without waiting, when no relay batch ran within the pace (`?`,
+/// microseconds): no row when one did, or when another paced batch holds it now.
+const PACE_DUE: &str = "SELECT 1 FROM kurir_relay_pace \
+     WHERE moved_at <= UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND FOR UPDATE SKIP LOCKED";
+
+/// Whether a batch may run now: no `pace`, or [`PACE_DUE`] locked the pace's row.
+async fn pace_due(tx: &mut sqlx::MySqlConnection, pace: Option<Duration>) -> Result<bool> {
+    let Some(pace) = pace else {
+        return Ok(true);
+    };
+    let due: Option<i64> = sqlx::query_scalar(PACE_DUE)
+        .bind(i64::try_from(pace.as_micros()).unwrap_or(i64::MAX))
+        .fetch_optional(tx)
+        .await?;
+    Ok(due.is_some())
+}
+
+/// A relay batch ran: the installation's pace counts from now (see [`crate::relay`]).
+const PACE_MOVED: &str = "UPDATE kurir_relay_pace SET moved_at = UTC_TIMESTAMP(3)";
 
 /// The completions of [`MySqlStore::complete_deliveries`] as rows `x`, from one JSON array of
 /// arrays (the first bind).
@@ -40,40 +70,71 @@ const INSERT_SQL: &str = "INSERT IGNORE INTO kurir_deliveries (outbox_id, event_
          endpoint_id VARCHAR(255) PATH '$[2]', ordering_key VARCHAR(520) PATH '$[3]', \
          lease_us BIGINT PATH '$[4]')) AS x";
 
+/// Records the batch's refused rows with their reasons (one JSON array of `[id, reason]`),
+/// inside the relay's transaction (which then marks them dispatched with the rest of its batch).
+async fn refuse(tx: &mut sqlx::MySqlConnection, out: &FanOut) -> Result<()> {
+    if out.refused.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE kurir_outbox AS o JOIN JSON_TABLE(?, '$[*]' COLUMNS ( \
+             id BIGINT PATH '$[0]', reason LONGTEXT PATH '$[1]')) AS x ON o.id = x.id \
+         SET o.refused_reason = x.reason",
+    )
+    .bind(out.refused_json())
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
 impl MySqlStore {
-    /// Whether the outbox has undispatched rows: one index probe, no transaction, no lock.
-    pub(in crate::store) async fn outbox_pending(&self) -> Result<bool> {
-        Ok(
-            sqlx::query_scalar(crate::store::cursor::OUTBOX_PENDING_MYSQL)
-                .fetch_one(&self.pool)
-                .await?,
-        )
+    /// Whether the outbox has undispatched rows, and when a relay batch last ran: one index
+    /// probe and the pace's row, no transaction, no lock.
+    pub(in crate::store) async fn outbox_look(&self) -> Result<OutboxLook> {
+        let look: Look = sqlx::query_as(crate::store::cursor::OUTBOX_PENDING_MYSQL)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(look.into())
     }
 
     /// One transaction: locks up to `limit` undispatched outbox rows with `FOR UPDATE SKIP
     /// LOCKED` (concurrent relays take disjoint batches; a row the application has inserted but
     /// not committed is locked by its insert and skipped, so ids committing out of order are
     /// never a gap the relay steps over: it looks by `dispatched_at IS NULL`, not past an id),
-    /// reads the enabled endpoints `LOCK IN SHARE MODE` (relays share it; an endpoint's
-    /// deletion waits for this batch, and a batch that starts after it sees the endpoint gone),
-    /// inserts the deliveries (those `room` takes born claimed, see `store::born`) and marks the
+    /// reads the endpoints' change number `LOCK IN SHARE MODE` (relays share it; an endpoint's
+    /// change or deletion raises it, so waits for this batch, and a batch that starts after it
+    /// sees the change) and the endpoints changed since the last batch (`store::directory`),
+    /// inserts the deliveries (those `offer` has room for born claimed, see `store::born`) and marks the
     /// rows dispatched. A batch with deliveries to keep in
     /// order first waits for the earlier undispatched rows another transaction holds (see
     /// `store::ordering`): another relay's batch, or here also an application's insert of an
-    /// earlier event not yet committed.
+    /// earlier event not yet committed. With a `pace`, the batch first takes the row of
+    /// `kurir_relay_pace` without waiting and goes ahead only if no batch ran within the pace
+    /// (paced batches so run one at a time); every batch sets the row's time before it commits.
     pub(in crate::store) async fn relay_batch(
         &self,
         limit: u32,
-        room: Option<BornRoom<'_>>,
+        offer: Option<&mut dyn BirthOffer>,
+        checks: &Checks,
+        pace: Option<Duration>,
     ) -> Result<Relayed> {
         let sent_at = Instant::now();
         let mut tx = self.pool.begin().await?;
-        let events: Vec<OutboxHead> = sqlx::query_as(
+        if !pace_due(&mut tx, pace).await? {
+            tx.commit().await?;
+            return Ok(Relayed::default());
+        }
+        let events: Vec<OutboxHead> = sqlx::query_as(concat!(
             "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, \
                  CAST(aggregate_type AS CHAR) AS aggregate_type, \
-                 CAST(aggregate_id AS CHAR) AS aggregate_id, created_at FROM kurir_outbox \
-             WHERE dispatched_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
-        )
+                 CAST(aggregate_id AS CHAR) AS aggregate_id, version, created_at, \
+                 CAST(subscriber_id AS CHAR) AS subscriber_id, \
+                 CASE WHEN ? THEN CAST(payload AS CHAR) END AS payload, ",
+            suspect!(mysql),
+            " FROM kurir_outbox \
+             WHERE dispatched_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED"
+        ))
+        .bind(checks.reads_payloads())
         .bind(i64::from(limit))
         .fetch_all(&mut *tx)
         .await?;
@@ -83,18 +144,13 @@ impl MySqlStore {
             tx.commit().await?;
             return Ok(Relayed::default());
         }
-        let endpoints: Vec<FanOutRow> = sqlx::query_as(
-            "SELECT CAST(id AS CHAR) AS id, CAST(event_types AS CHAR) AS event_types, \
-                 CAST(ordering AS CHAR) AS ordering, created_at, updated_at \
-             FROM kurir_endpoints WHERE enabled AND deleted_at IS NULL LOCK IN SHARE MODE",
-        )
-        .fetch_all(&mut *tx)
-        .await?;
-        let out = fan_out(events, endpoints)?;
+        let endpoints = read_directory!(self.directory, &self.secrets, &mut *tx, mysql, SEQ_SHARED);
+        let out = fan_out(events, &endpoints, checks);
         if let Some(first) = out.ordered_from() {
             let (sql, _) = positional(EARLIER_BATCHES);
             sqlx::query(&sql).bind(first).execute(&mut *tx).await?;
         }
+        let room = offer.and_then(|o| o.reserve(&out.targets));
         let births = births(&out, room);
         let inserted = sqlx::query(INSERT_SQL)
             .bind(births.owner)
@@ -104,6 +160,7 @@ impl MySqlStore {
             .rows_affected();
         let leased = born_rows(&mut tx, &out, &births).await?;
         let events = super::leases::events_of(&mut tx, &leased).await?;
+        refuse(&mut tx, &out).await?;
         let sql = format!(
             "UPDATE kurir_outbox SET dispatched_at = UTC_TIMESTAMP(3) WHERE {}",
             in_list("id", out.dispatched.len())
@@ -111,6 +168,7 @@ impl MySqlStore {
         bind_all(sqlx::query(&sql), &out.dispatched)
             .execute(&mut *tx)
             .await?;
+        sqlx::query(PACE_MOVED).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(Relayed {
             born: leased
@@ -169,6 +227,7 @@ impl MySqlStore {
                 in_list("id", gone.len())
             );
             bind_all(sqlx::query(&sql), &gone).execute(&mut *tx).await?;
+            crate::store::directory::stamp_mysql(&mut tx, &gone).await?;
         }
         tx.commit().await?;
         Ok(done.len() as u64 - moved)

@@ -8,7 +8,7 @@ use crate::store::Result;
 impl PgStore {
     /// One statement: the update and the audit insert commit together. Row locks on the matched
     /// deliveries; a row another process is completing is waited for and re-checked, so a
-    /// delivery that just left `sent`/`dead_letter` is not replayed. Rows being attempted
+    /// delivery that just left the replayed statuses is not replayed. Rows being attempted
     /// (`processing`) never match. Deliveries of a deleted endpoint never match either: the
     /// fan-out lock, held shared first, waits for a deletion in progress (which holds it
     /// exclusively), so the statement's snapshot shows its tombstone; a deletion that comes
@@ -29,16 +29,18 @@ impl PgStore {
                 WHERE o.id = d.outbox_id AND d.status IN ('sent', 'dead_letter') \
                   AND NOT EXISTS (SELECT 1 FROM kurir_endpoints e \
                       WHERE e.id = d.endpoint_id AND e.deleted_at IS NOT NULL) \
-                  AND ($1::text IS NULL OR o.event_id = $1) AND ($2::text IS NULL OR d.status = $2) \
+                  AND ($1::text IS NULL OR o.event_id = $1) \
+                  AND (d.status = $2 OR ($2::text IS NULL \
+                      AND (d.status = 'dead_letter' OR $10::boolean))) \
                   AND ($3::text IS NULL OR d.endpoint_id = $3) \
                   AND ($4::text IS NULL OR o.event_type = $4) \
                   AND ($5::timestamptz IS NULL OR d.created_at >= $5) \
                   AND ($6::timestamptz IS NULL OR d.created_at < $6) \
                 RETURNING d.id \
              ) \
-             INSERT INTO kurir_replays (actor, reason, filter, count) \
-             SELECT $7, $8, $9::json, count(*) FROM replayed \
-             RETURNING id, actor, reason, filter::text AS filter, count, created_at",
+             INSERT INTO kurir_replays (actor, reason, filter, count, via) \
+             SELECT $7, $8, $9::json, count(*), $11 FROM replayed \
+             RETURNING id, actor, via, reason, filter::text AS filter, count, created_at",
         )
         .bind(f.event_id.as_deref())
         .bind(f.status.map(|s| s.as_str()))
@@ -49,6 +51,8 @@ impl PgStore {
         .bind(&request.actor)
         .bind(&request.reason)
         .bind(serde_json::to_string(f).unwrap_or_else(|_| "{}".into()))
+        .bind(f.include_sent)
+        .bind(request.via.as_str())
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -6,12 +6,12 @@ use sqlx::sqlite::SqliteConnection;
 use super::SqliteStore;
 use crate::store::admin::{ReplayFilter, ReplayRecord, ReplayRequest};
 use crate::store::rows::ReplayRow;
-use crate::store::{now_millis, sqlite_ts, Result};
+use crate::store::{sqlite_ts, Result};
 
 impl SqliteStore {
     /// One `BEGIN IMMEDIATE` transaction: the update, then the audit row with its count.
     pub(in crate::store) async fn replay(&self, request: &ReplayRequest) -> Result<ReplayRecord> {
-        let now = sqlite_ts(now_millis());
+        let now = sqlite_ts(self.clock.now_millis());
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let count = replay_deliveries(&mut tx, &request.filter, &now).await?;
         let row = insert_replay(&mut tx, request, count, &now).await?;
@@ -20,8 +20,8 @@ impl SqliteStore {
     }
 }
 
-/// Moves matching `sent`/`dead_letter` deliveries back to `pending`, inside the caller's write
-/// transaction; returns how many.
+/// Moves the deliveries `f` replays back to `pending`, inside the caller's write transaction;
+/// returns how many.
 async fn replay_deliveries(
     conn: &mut SqliteConnection,
     f: &ReplayFilter,
@@ -35,7 +35,8 @@ async fn replay_deliveries(
              WHERE d.status IN ('sent', 'dead_letter') \
                AND NOT EXISTS (SELECT 1 FROM kurir_endpoints e \
                    WHERE e.id = d.endpoint_id AND e.deleted_at IS NOT NULL) \
-               AND (?1 IS NULL OR d.event_id = ?1) AND (?2 IS NULL OR d.status = ?2) \
+               AND (?1 IS NULL OR d.event_id = ?1) \
+               AND (d.status = ?2 OR (?2 IS NULL AND (d.status = 'dead_letter' OR ?8))) \
                AND (?3 IS NULL OR d.endpoint_id = ?3) AND (?4 IS NULL OR o.event_type = ?4) \
                AND (?5 IS NULL OR d.created_at >= ?5) AND (?6 IS NULL OR d.created_at < ?6))",
     )
@@ -46,6 +47,7 @@ async fn replay_deliveries(
     .bind(f.since.map(sqlite_ts))
     .bind(f.until.map(sqlite_ts))
     .bind(now)
+    .bind(f.include_sent)
     .execute(conn)
     .await?;
     Ok(done.rows_affected() as i64)
@@ -59,14 +61,16 @@ async fn insert_replay(
     now: &str,
 ) -> Result<ReplayRow, sqlx::Error> {
     sqlx::query_as(
-        "INSERT INTO kurir_replays (actor, reason, filter, count, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id, actor, reason, filter, count, created_at",
+        "INSERT INTO kurir_replays (actor, reason, filter, count, created_at, via) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+         RETURNING id, actor, via, reason, filter, count, created_at",
     )
     .bind(&request.actor)
     .bind(&request.reason)
     .bind(serde_json::to_string(&request.filter).unwrap_or_else(|_| "{}".into()))
     .bind(count)
     .bind(now)
+    .bind(request.via.as_str())
     .fetch_one(conn)
     .await
 }

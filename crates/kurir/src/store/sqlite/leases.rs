@@ -13,8 +13,8 @@ use crate::store::rows::{SnapshotRow, Ts};
 
 use crate::store::ordering::{dead_letter_status, ordered};
 use crate::store::{
-    now_millis, sqlite_ts, Claim, ClaimAsk, EndpointSlot, LeaseEnd, Leased, Orphan, OrphanReason,
-    Requeued, Result,
+    sqlite_ts, Claim, ClaimAsk, EndpointSlot, LeaseEnd, Leased, Orphan, OrphanReason, Requeued,
+    Result,
 };
 
 /// Leases one endpoint's oldest due rows whose event exists; of an ordered endpoint's aggregate
@@ -105,7 +105,7 @@ impl SqliteStore {
     /// the orphans among the due rows those reads went past (now and then, see `OrphanLooks`),
     /// and reads the leased rows' events.
     pub(in crate::store) async fn claim_due_deliveries(&self, ask: ClaimAsk<'_>) -> Result<Claim> {
-        let now = now_millis();
+        let now = self.clock.now_millis();
         let looking = self.orphan_looks.due();
         let mut remaining = ask.limit;
         let mut leased = Vec::new();
@@ -194,7 +194,7 @@ impl SqliteStore {
         )
         .bind(owner)
         .bind(serde_json::to_string(&rows).unwrap_or_default())
-        .bind(sqlite_ts(now_millis()));
+        .bind(sqlite_ts(self.clock.now_millis()));
         let mut tx = self.begin_immediate().await?;
         let done = hand_back.execute(&mut *tx).await?;
         tx.commit().await?;
@@ -215,7 +215,7 @@ impl SqliteStore {
             .bind(millis(end.defaults.max_delay))
             .bind(end.defaults.jitter)
             .bind(end.error())
-            .bind(sqlite_ts(now_millis()));
+            .bind(sqlite_ts(self.clock.now_millis()));
         if let Some(owner) = end.owner {
             query = query.bind(owner);
         }

@@ -4,17 +4,22 @@ use sqlx::Row;
 use tokio::time::Instant;
 
 use super::{is_busy, SqliteStore};
+use crate::catalog::Checks;
 use crate::store::born::{births, Births};
-use crate::store::cursor::{past_cursor, OUTBOX_PENDING_SQLITE};
-use crate::store::rows::{FanOutRow, OutboxHead};
+use crate::store::cursor::{past_cursor, suspect, Look, OUTBOX_PENDING_SQLITE};
+use crate::store::directory::{read_directory, SEQ};
+use crate::store::rows::OutboxHead;
 use crate::store::rules::{fan_out, FanOut};
-use crate::store::{now_millis, sqlite_ts, BornRoom, Leased, Relayed, Result};
+use crate::store::{sqlite_ts, BirthOffer, Leased, OutboxLook, Relayed, Result};
 
-/// The next rows past the cursor (see `store::cursor`), in id order.
+/// The next rows past the cursor (see `store::cursor`), in id order; with their payloads when
+/// `?2` (the event catalog has schemas to check them against).
 const NEXT_ROWS: &str = concat!(
-    "SELECT o.id, o.event_id, o.event_type, o.aggregate_type, o.aggregate_id, o.created_at, \
-         o.dispatched_at IS NOT NULL AS passed \
-     FROM kurir_outbox o WHERE ",
+    "SELECT o.id, o.event_id, o.event_type, o.aggregate_type, o.aggregate_id, o.version, \
+         o.created_at, o.subscriber_id, o.dispatched_at IS NOT NULL AS passed, \
+         CASE WHEN ?2 THEN o.payload END AS payload, ",
+    suspect!(sqlite),
+    " FROM kurir_outbox o WHERE ",
     past_cursor!(sqlite),
     " ORDER BY o.id LIMIT ?1"
 );
@@ -40,43 +45,49 @@ impl SqliteStore {
     /// Whether rows past the cursor wait: an idle relay only reads (one index probe), so
     /// it never takes the write lock for nothing. (A read is busy only in rare moments of WAL
     /// recovery; then the relay looks anyway.)
-    pub(in crate::store) async fn outbox_pending(&self) -> Result<bool> {
-        let pending = sqlx::query_scalar::<_, bool>(OUTBOX_PENDING_SQLITE)
+    pub(in crate::store) async fn outbox_look(&self) -> Result<OutboxLook> {
+        let look = sqlx::query_as::<_, Look>(OUTBOX_PENDING_SQLITE)
             .fetch_one(&self.bookkeeping)
             .await;
-        match pending {
-            Err(e) if is_busy(&e) => Ok(true),
-            other => Ok(other?),
+        match look {
+            Err(e) if is_busy(&e) => Ok(OutboxLook {
+                pending: true,
+                since_move: None,
+            }),
+            other => Ok(other?.into()),
         }
     }
 
     /// One `BEGIN IMMEDIATE` transaction: reads a batch of rows past the cursor (see
     /// `store::cursor`), inserts their deliveries (one statement over a JSON array; those
-    /// `room` takes born claimed, see `store::born`) and moves the cursor past them.
+    /// `offer` has room for born claimed, see `store::born`) and moves the cursor past them.
     pub(in crate::store) async fn relay_batch(
         &self,
         limit: u32,
-        room: Option<BornRoom<'_>>,
+        offer: Option<&mut dyn BirthOffer>,
+        checks: &Checks,
+        // One process per SQLite file: nothing to pace against.
+        _pace: Option<std::time::Duration>,
     ) -> Result<Relayed> {
         let sent_at = Instant::now();
         let mut tx = self.begin_immediate().await?;
         let events: Vec<OutboxHead> = sqlx::query_as(NEXT_ROWS)
             .bind(i64::from(limit))
+            .bind(checks.reads_payloads())
             .fetch_all(&mut *tx)
             .await?;
         let Some(last) = events.last().map(|e| e.id) else {
             return Ok(Relayed::default());
         };
-        let targets: Vec<FanOutRow> = sqlx::query_as(
-            "SELECT id, event_types, ordering, created_at, updated_at FROM kurir_endpoints \
-                 WHERE enabled AND deleted_at IS NULL",
-        )
-        .fetch_all(&mut *tx)
-        .await?;
+        // Inside the write lock: no endpoint changes until this batch commits.
+        let endpoints =
+            read_directory!(self.directory, &self.secrets, &mut *tx, sqlite, SEQ.sqlite);
         // One writer at a time: batches commit in outbox order (see `store::ordering`).
-        let fan_out = fan_out(events, targets)?;
+        let fan_out = fan_out(events, &endpoints, checks);
+        let room = offer.and_then(|o| o.reserve(&fan_out.targets));
         let births = births(&fan_out, room);
-        let now = now_millis();
+        let now = self.clock.now_millis();
+        refuse(&mut tx, &fan_out, now).await?;
         let rows = sqlx::query(INSERT_SQL)
             .bind(json_rows(&fan_out, &births, now))
             .bind(sqlite_ts(now))
@@ -110,6 +121,29 @@ impl SqliteStore {
             outcome: fan_out.outcome(rows.len() as u64),
         })
     }
+}
+
+/// Records the batch's refused rows with their reasons (one JSON array of `[id, reason]`),
+/// inside the relay's transaction.
+async fn refuse(
+    tx: &mut sqlx::SqliteConnection,
+    fan_out: &FanOut,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<()> {
+    if fan_out.refused.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "UPDATE kurir_outbox SET refused_reason = (SELECT json_extract(value, '$[1]') \
+                 FROM json_each(?1) WHERE json_extract(value, '$[0]') = kurir_outbox.id), \
+             dispatched_at = COALESCE(dispatched_at, ?2) \
+         WHERE id IN (SELECT json_extract(value, '$[0]') FROM json_each(?1))",
+    )
+    .bind(fan_out.refused_json())
+    .bind(sqlite_ts(now))
+    .execute(tx)
+    .await?;
+    Ok(())
 }
 
 /// The rows of [`INSERT_SQL`]: a born row's lease ends at `now` plus its slot's lease.

@@ -1,4 +1,5 @@
-//! Every `/v1` route needs the admin token but the OpenAPI document; health checks do not.
+//! Every `/v1` route needs a token (the admin token or a named one) but the OpenAPI document;
+//! health checks do not. What each role may do is `tokens`'s.
 
 use reqwest::{Method, StatusCode};
 
@@ -25,6 +26,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/events"),
     ("GET", "/v1/events/evt_1"),
     ("POST", "/v1/events/evt_1/replay"),
+    ("GET", "/v1/events/evt_1/replay/preview"),
     ("GET", "/v1/deliveries"),
     ("POST", "/v1/replays"),
     ("GET", "/v1/replays"),
@@ -36,6 +38,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ),
     ("GET", "/v1/inbox/sources/billing/events"),
     ("POST", "/v1/inbox/sources/billing/events/evt_1/retry"),
+    ("POST", "/v1/tokens"),
+    ("GET", "/v1/tokens"),
+    ("DELETE", "/v1/tokens/tok_0190f3c2aaaa7000800000000000beef"),
+    ("GET", "/v1/whoami"),
     ("GET", "/v1/no-such-route"),
 ];
 

@@ -10,6 +10,7 @@ on_both_backends!(
     circuit_breaker_settings_are_overrides_and_the_circuit_is_shown,
     a_rate_limit_is_set_shown_cleared_and_bounded,
     ordering_settings_default_change_and_refuse_unknown_values,
+    the_endpoint_list_is_paged_oldest_first_with_each_pages_circuits,
 );
 
 async fn endpoints_are_created_read_listed_changed_and_deleted(app: TestApp) {
@@ -44,7 +45,8 @@ async fn endpoints_are_created_read_listed_changed_and_deleted(app: TestApp) {
     assert_eq!(given["secret"], "a-secret-of-my-own");
     let (status, list) = app.get("/v1/endpoints").await;
     assert_eq!(status, StatusCode::OK);
-    let ids: Vec<&str> = list
+    assert!(list.get("next_cursor").is_none(), "one page: {list}");
+    let ids: Vec<&str> = list["data"]
         .as_array()
         .unwrap()
         .iter()
@@ -115,7 +117,7 @@ async fn circuit_breaker_settings_are_overrides_and_the_circuit_is_shown(app: Te
     assert_eq!(shown["circuit"]["consecutive_failures"], 0);
     assert_eq!(shown["circuit"]["next_probe_at"], json!(null));
     let (_, list) = app.get("/v1/endpoints").await;
-    assert_eq!(list[0]["circuit"]["state"], "closed");
+    assert_eq!(list["data"][0]["circuit"]["state"], "closed");
 
     let (status, changed) = app
         .patch(
@@ -237,4 +239,83 @@ async fn ordering_settings_default_change_and_refuse_unknown_values(app: TestApp
     let (_, shown) = app.get(&path).await;
     assert_eq!(shown["ordering"], "none");
     assert_eq!(shown["ordering_on_dead_letter"], "block");
+}
+
+/// Issues 27 and 33: `GET /v1/endpoints` answers like every other list, `{data, next_cursor}`
+/// with `limit` and `cursor`, oldest first; each endpoint carries its own circuit, read for the
+/// page alone; a bad `limit` or `cursor` is refused naming it.
+async fn the_endpoint_list_is_paged_oldest_first_with_each_pages_circuits(app: TestApp) {
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let e = app
+            .create_endpoint(&format!("https://p{n}.example/"), json!({}))
+            .await;
+        ids.push(e["id"].as_str().unwrap().to_owned());
+    }
+    // The last endpoint's circuit has counted failures; the others have no row.
+    let (opened, _) = app
+        .store
+        .update_circuit(&ids[2], |c| {
+            c.consecutive_failures = 4;
+            Some(())
+        })
+        .await
+        .unwrap();
+    assert_eq!(opened.consecutive_failures, 4);
+
+    let (status, first) = app.get("/v1/endpoints?limit=2").await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let shown = |page: &serde_json::Value, key: &str| -> Vec<serde_json::Value> {
+        page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e[key].clone())
+            .collect()
+    };
+    assert_eq!(shown(&first, "id"), [json!(ids[0]), json!(ids[1])]);
+    let failures = |page: &serde_json::Value| -> Vec<serde_json::Value> {
+        shown(page, "circuit")
+            .iter()
+            .map(|c| c["consecutive_failures"].clone())
+            .collect()
+    };
+    assert_eq!(failures(&first), [json!(0), json!(0)]);
+    let cursor = first["next_cursor"].as_str().expect("a second page");
+
+    let (status, second) = app
+        .get(&format!("/v1/endpoints?limit=2&cursor={cursor}"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert_eq!(
+        shown(&second, "id"),
+        [json!(ids[2])],
+        "after the first page"
+    );
+    assert_eq!(failures(&second), [json!(4)], "the page's own circuit");
+    assert!(
+        second.get("next_cursor").is_none(),
+        "the last page: {second}"
+    );
+    assert!(
+        shown(&second, "secret").iter().all(|s| s.is_null()),
+        "a listing never shows a secret"
+    );
+
+    let (_, all) = app.get("/v1/endpoints").await;
+    assert_eq!(shown(&all, "id").len(), 3, "50 a page by default");
+    // "nope", and "events:1": a cursor of another listing.
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=201", "limit"),
+        ("cursor=bm9wZQ", "cursor"),
+        ("cursor=ZXZlbnRzOjE", "cursor"),
+    ] {
+        let (status, body) = app.get(&format!("/v1/endpoints?{query}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(field),
+            "{query}: {body}"
+        );
+    }
 }

@@ -9,7 +9,7 @@ on_both_backends!(the_openapi_document_lists_every_route);
 /// The validator: `KURIR_OPENAPI_VALIDATOR` (what `.ci/run` installs), else
 /// `openapi-spec-validator` on the PATH. Without one the test is skipped with a notice, except
 /// under CI, where it fails.
-fn validator() -> Option<String> {
+pub(super) fn validator() -> Option<String> {
     let candidate = std::env::var("KURIR_OPENAPI_VALIDATOR")
         .unwrap_or_else(|_| "openapi-spec-validator".to_owned());
     let runs = std::process::Command::new(&candidate)
@@ -89,12 +89,21 @@ async fn the_openapi_document_lists_every_route(app: TestApp) {
         ("patch", "/v1/endpoints/{id}"),
         ("delete", "/v1/endpoints/{id}"),
         ("post", "/v1/endpoints/{id}/rotate-secret"),
+        ("post", "/v1/endpoints/{id}/circuit"),
+        ("get", "/v1/endpoints/{id}/circuit/actions"),
         ("post", "/v1/endpoints/{id}/test"),
         ("post", "/v1/events"),
         ("post", "/v1/events/batch"),
         ("get", "/v1/events"),
         ("get", "/v1/events/{event_id}"),
+        ("post", "/v1/events/recheck"),
+        ("get", "/v1/event-types"),
+        ("get", "/v1/event-types/{event_type}/versions/{version}"),
+        ("put", "/v1/event-types/{event_type}/versions/{version}"),
+        ("delete", "/v1/event-types/{event_type}/versions/{version}"),
+        ("get", "/v1/event-types/openapi.json"),
         ("post", "/v1/events/{event_id}/replay"),
+        ("get", "/v1/events/{event_id}/replay/preview"),
         ("get", "/v1/deliveries"),
         ("post", "/v1/replays"),
         ("get", "/v1/replays"),
@@ -107,6 +116,16 @@ async fn the_openapi_document_lists_every_route(app: TestApp) {
         ("delete", "/v1/inbox/sources/{name}"),
         ("get", "/v1/inbox/sources/{name}/events"),
         ("post", "/v1/inbox/sources/{name}/events/{event_id}/retry"),
+        ("post", "/v1/tokens"),
+        ("get", "/v1/tokens"),
+        ("delete", "/v1/tokens/{id}"),
+        ("get", "/v1/whoami"),
+        ("get", "/v1/subscribers"),
+        ("post", "/v1/subscribers"),
+        ("get", "/v1/subscribers/{id}"),
+        ("put", "/v1/subscribers/{id}"),
+        ("patch", "/v1/subscribers/{id}"),
+        ("delete", "/v1/subscribers/{id}"),
         ("post", "/inbox/{source}"),
         ("get", "/inbox/{source}/events/{event_id}"),
         ("get", "/v1/openapi.json"),
@@ -118,6 +137,57 @@ async fn the_openapi_document_lists_every_route(app: TestApp) {
         let op = &paths.get(path).unwrap_or_else(|| panic!("{path} missing"))[method];
         assert!(op.is_object(), "{method} {path} missing");
         assert!(op["responses"].is_object(), "{method} {path} has responses");
+    }
+    // Issue 33: a partner retries a 503 of the inbox, so the document says when it comes.
+    assert!(
+        paths["/inbox/{source}"]["post"]["responses"]["503"].is_object(),
+        "POST /inbox/{{source}} documents its 503"
+    );
+    // Issues 27 and 33: the endpoint list is paged like the replay audit: the same query
+    // parameters, and a page of endpoint views.
+    let params = |path: &str| -> Vec<String> {
+        let mut names: Vec<String> = paths[path]["get"]["parameters"]
+            .as_array()
+            .unwrap_or_else(|| panic!("GET {path} has parameters"))
+            .iter()
+            .map(|p| format!("{} in {}", p["name"], p["in"]))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(params("/v1/endpoints"), params("/v1/replays"));
+    let listed =
+        &paths["/v1/endpoints"]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+    let page = match listed["$ref"].as_str() {
+        Some(r) => &doc["components"]["schemas"][r.trim_start_matches("#/components/schemas/")],
+        None => listed,
+    };
+    assert_eq!(page["properties"]["data"]["type"], "array", "{listed}");
+    // utoipa inlines a generic page's rows: an endpoint view, with its circuit.
+    let required = &page["properties"]["data"]["items"]["required"];
+    assert!(
+        ["id", "url", "circuit"].map(|f| required.as_array().unwrap().contains(&f.into()))
+            == [true; 3],
+        "{page}"
+    );
+    assert!(page["properties"]["next_cursor"].is_object(), "{page}");
+    // A replay re-sends sent deliveries only when asked, and its dry run names what would go.
+    let schemas = &doc["components"]["schemas"];
+    // Issue 33: a delivery held by its endpoint's circuit says so.
+    for field in ["held", "circuit_state", "next_probe_at"] {
+        assert!(
+            schemas["DeliveryView"]["properties"][field].is_object(),
+            "{field}: {}",
+            schemas["DeliveryView"]
+        );
+    }
+    assert_eq!(
+        schemas["ReplayEvent"]["properties"]["include_sent"]["type"],
+        "boolean"
+    );
+    let candidate = &schemas["ReplayCandidateView"]["properties"];
+    for field in ["delivery_id", "endpoint_id", "endpoint_url", "status"] {
+        assert!(candidate[field].is_object(), "{field}: {candidate}");
     }
     let documented: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
     assert_eq!(
@@ -139,6 +209,9 @@ async fn the_openapi_document_lists_every_route(app: TestApp) {
         "SourceView",
         "CreateSource",
         "UpdateSource",
+        "CreateToken",
+        "TokenView",
+        "WhoAmI",
     ] {
         assert!(
             doc["components"]["schemas"][schema].is_object(),

@@ -30,7 +30,7 @@ async fn stats_count_events_deliveries_and_the_backlog(app: TestApp) {
             .map(|d| d["status"].as_str().unwrap().to_owned())
             .collect();
         s.sort();
-        (s == ["failed", "sent"]).then_some(())
+        (s == ["retrying", "sent"]).then_some(())
     })
     .await;
 
@@ -41,11 +41,25 @@ async fn stats_count_events_deliveries_and_the_backlog(app: TestApp) {
     );
     assert_eq!(
         stats["deliveries"],
-        json!({"pending": 0, "processing": 0, "sent": 1, "failed": 1, "dead_letter": 0, "cancelled": 0})
+        json!({"pending": 0, "processing": 0, "sent": 1, "retrying": 1, "failed": 1, "dead_letter": 0, "cancelled": 0}),
+        "retrying, and under its older name for clients written before"
     );
     assert_eq!(
         stats["backlog"],
-        json!({"pending": 0, "processing": 0, "failed": 1, "total": 1})
+        json!({"pending": 0, "processing": 0, "retrying": 1, "failed": 1, "total": 1})
     );
     assert!(stats["oldest_pending_age_seconds"].as_f64().unwrap() >= 0.0);
+
+    // Regression (issue 33): the status read `failed` while the delivery was still being
+    // retried. Its name is `retrying`; the old name still filters, for clients written before.
+    for filter in ["retrying", "failed"] {
+        let (_, page) = app.get(&format!("/v1/deliveries?status={filter}")).await;
+        let statuses: Vec<&str> = page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(statuses, ["retrying"], "status={filter}: {page}");
+    }
 }

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 pub const TOKEN: &str = "test-admin-token";
 
 pub use crate::on_both_backends;
-pub use crate::support::{Backend, TestDb};
+pub use crate::support::{eventually, Backend, TestDb};
 
 /// An app on a fresh, unmigrated database (`kurir serve` migrates it, as in production).
 impl crate::support::Fixture for TestApp {
@@ -98,11 +98,28 @@ impl TestApp {
 
     /// [`TestApp::spawn`] with some settings changed.
     pub async fn spawn_with(database: &TestDb, overrides: &[(&'static str, &str)]) -> Self {
+        Self::start(database, overrides, None).await
+    }
+
+    /// [`TestApp::spawn`] reading time from `clock`, which the test moves.
+    pub async fn spawn_with_clock(database: &TestDb, clock: kurir::clock::Clock) -> Self {
+        Self::start(database, &[], Some(clock)).await
+    }
+
+    async fn start(
+        database: &TestDb,
+        overrides: &[(&'static str, &str)],
+        clock: Option<kurir::clock::Clock>,
+    ) -> Self {
         let config = Self::config(database, overrides);
         if std::env::var_os("KURIR_LOG").is_some() {
             kurir::telemetry::init();
         }
         let store = kurir::cli::open_store(&config).await.expect("open store");
+        let store = match clock {
+            Some(clock) => store.with_clock(clock),
+            None => store,
+        };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let shutdown = CancellationToken::new();
@@ -263,25 +280,6 @@ impl TestApp {
             .collect::<Vec<_>>();
         let replays = self.store.list_replays(None, 10_000).await.unwrap().len();
         format!("{endpoints:?}\n{sources:?}\n{events:?}\n{deliveries:?}\nreplays: {replays}")
-    }
-}
-
-/// Polls `check` until it returns `Some`, failing after 20 seconds.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -56,8 +56,19 @@ async fn wait_for_listen(pool: &sqlx::PgPool) {
 }
 
 /// Another kurir process on the same database: a store and its wake-ups, announced.
-async fn other_process(url: &str) -> (kurir::store::Store, Wakes, TaskTracker, CancellationToken) {
-    let store = kurir::store::Store::connect(url).await.unwrap();
+/// Another kurir process on `database`: its own store handle, with the key the server's
+/// data directory holds (every process sharing a database has the same; the relay opens the
+/// endpoints' secrets for the deliveries it hands its own dispatcher), and its own wake-ups.
+async fn other_process(
+    database: &TestDb,
+) -> (kurir::store::Store, Wakes, TaskTracker, CancellationToken) {
+    let key_file = database.dir.path().join("encryption-key");
+    let text = std::fs::read_to_string(&key_file).unwrap();
+    let keys = kurir::encryption::Keyring::from_file_text(&text, &key_file).unwrap();
+    let store = kurir::store::Store::connect(&database.url)
+        .await
+        .unwrap()
+        .with_keyring(std::sync::Arc::new(keys));
     let (wakes, tasks, stop) = (
         Wakes::announced(),
         TaskTracker::new(),
@@ -80,7 +91,7 @@ async fn a_publish_announced_by_another_process_wakes_the_relay_on_postgres() {
     app.create_endpoint(&receiver.url, json!({})).await;
     let pool = sqlx::PgPool::connect(&database.url).await.unwrap();
     wait_for_listen(&pool).await;
-    let (other, wakes, tasks, stop) = other_process(&database.url).await;
+    let (other, wakes, tasks, stop) = other_process(&database).await;
     let event = kurir::outbox::NewEvent::json("order.paid", &json!({"from": "elsewhere"})).unwrap();
     let published = other.publish_event(event, None).await.unwrap();
     let kurir::store::Published::Created(event_id) = published else {
@@ -112,7 +123,7 @@ async fn deliveries_relayed_by_another_process_wake_the_dispatcher_on_postgres()
     app.wait_for_deliveries(&first, "sent").await;
     let pool = sqlx::PgPool::connect(&database.url).await.unwrap();
     wait_for_listen(&pool).await;
-    let (other, wakes, tasks, stop) = other_process(&database.url).await;
+    let (other, wakes, tasks, stop) = other_process(&database).await;
     let event_id: String = sqlx::query_scalar(
         "INSERT INTO kurir_outbox (event_type, payload) VALUES ('order.paid', '{}') RETURNING event_id",
     )

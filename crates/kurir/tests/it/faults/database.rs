@@ -35,6 +35,8 @@ async fn database_unreachable_for_20_s_mid_burst_loses_no_event(db: TestDb) {
     let at_cut = rx.requests().len();
     assert!(at_cut < ids.len(), "the outage starts mid-burst");
     ids.extend(enqueue_events(&db.store, "order.paid", 100).await);
+    // The outage itself is what must pass for kurir: long enough that the leases held at the
+    // cut run out within it.
     tokio::time::sleep(OUTAGE).await;
     let before_restore: HashSet<String> = rx.requests().iter().map(|r| r.event_id()).collect();
     proxy.restore().await;

@@ -40,17 +40,36 @@ fn spawn(db: &TestDb, dir: &std::path::Path) -> Kurir {
     Kurir::spawn(cmd)
 }
 
+/// The errors of the attempts of `event_id`'s delivery to `endpoint_id` that did not succeed.
+async fn failed_attempts(db: &TestDb, event_id: &str, endpoint_id: &str) -> Vec<String> {
+    let deliveries = db.store.deliveries_for_event(event_id).await.unwrap();
+    let delivery = deliveries
+        .iter()
+        .find(|d| d.endpoint_id == endpoint_id)
+        .expect("a delivery per endpoint");
+    let attempts = db.store.attempts_for_delivery(delivery.id).await.unwrap();
+    attempts
+        .into_iter()
+        .filter(|a| !a.status_code.is_some_and(|code| (200..300).contains(&code)))
+        .map(|a| format!("{:?} {:?}", a.status_code, a.error))
+        .collect()
+}
+
 async fn sigkill_at_random_points_of_a_stream_loses_no_event(db: TestDb) {
     let seed = env_number("KURIR_FAULT_SEED", 19);
     let runs = env_number("KURIR_FAULT_RUNS", 2);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let rx = Receiver::ok().await;
     let wide = db.store.create_endpoint(NewEndpoint::new(rx.url("/wide")));
-    wide.await.unwrap();
+    let wide = wide.await.unwrap();
     // Two requests at a time: most of its deliveries are inserted pending and claimed.
     let mut narrow = NewEndpoint::new(rx.url("/narrow"));
     narrow.max_in_flight = Some(2);
-    db.store.create_endpoint(narrow).await.unwrap();
+    let narrow = db.store.create_endpoint(narrow).await.unwrap();
+    let endpoints = [
+        ("/wide", wide.id.as_str().to_owned()),
+        ("/narrow", narrow.id.as_str().to_owned()),
+    ];
     let dir = tempfile::tempdir().unwrap();
     let mut kurir = spawn(&db, dir.path());
     let mut sent = 0;
@@ -66,6 +85,7 @@ async fn sigkill_at_random_points_of_a_stream_loses_no_event(db: TestDb) {
             }
             ids
         });
+        // The stream runs for a random while: the point where the kill lands.
         tokio::time::sleep(kill_after).await;
         kurir.kill().await;
         // The dead process's last requests are all read and answered before the next one can
@@ -86,17 +106,29 @@ async fn sigkill_at_random_points_of_a_stream_loses_no_event(db: TestDb) {
         }
         let mut repeated = 0;
         for id in &ids {
-            for path in ["/wide", "/narrow"] {
-                let at = receipts.get(&(path.to_owned(), id.clone()));
+            for (path, endpoint_id) in &endpoints {
+                let at = receipts.get(&((*path).to_owned(), id.clone()));
                 let at = at.map_or(&[][..], Vec::as_slice);
                 assert!(
                     !at.is_empty(),
                     "run {run} (seed {seed}): {id} never reached {path}"
                 );
                 repeated += at.len() - 1;
+                if at.len() == 1 || at.iter().min().is_some_and(|first| *first < took_over) {
+                    continue;
+                }
+                // Received twice, both after the kill: only the new process sent it, so
+                // the kill cannot explain it. The one other window is an answer that did
+                // not reach kurir in time (reliability.md, cause 4: on a loaded machine a
+                // 500 ms request timeout is reached), which kurir records as a failed
+                // attempt; a repeat without one is a duplicate kurir did not know it sent.
+                let failed = failed_attempts(&db, id, endpoint_id).await;
                 assert!(
-                    at.len() == 1 || at.iter().min().is_some_and(|first| *first < took_over),
-                    "run {run} (seed {seed}): {id} reached {path} twice, first after the kill"
+                    failed.len() + 1 >= at.len(),
+                    "run {run} (seed {seed}): {id} reached {path} {} times after the kill, \
+                     with {} failed attempts recorded: {failed:?}",
+                    at.len(),
+                    failed.len()
                 );
             }
         }

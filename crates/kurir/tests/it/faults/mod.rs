@@ -4,8 +4,10 @@
 
 mod database;
 mod kills;
+mod pause;
 mod receiver_down;
 mod shapes;
+mod skewed_clock;
 
 use std::collections::HashMap;
 

@@ -1,7 +1,8 @@
 //! Test support: fresh databases on both backends, a recording HTTP receiver on loopback, a
 //! hostile one on raw TCP, a TCP proxy that can cut connections, a kurir server in-process or as
-//! the real binary, and condition waits with deadlines.
+//! the real binary, a clock the test moves, and condition waits with deadlines.
 
+pub mod clock;
 pub mod connections;
 pub mod dispatcher;
 pub mod hostile;
@@ -211,7 +212,11 @@ impl TestDb {
     }
 
     async fn sqlite_unmigrated() -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Self::sqlite_in(tempfile::tempdir().expect("temp dir")).await
+    }
+
+    /// An unmigrated SQLite database in `dir` (one on a file system of the test's choosing).
+    pub async fn sqlite_in(dir: tempfile::TempDir) -> Self {
         let url = format!("sqlite://{}", dir.path().join("kurir.db").display());
         let store = Store::connect(&url).await.expect("open sqlite");
         Self {
@@ -327,6 +332,7 @@ impl TestServer {
             encryption_key: None,
             max_body_bytes: 256 * 1024,
             metrics_require_token: false,
+            event_catalog: Default::default(),
             delivery,
             http: Default::default(),
             shutdown_timeout: kurir::config::DEFAULT_SHUTDOWN_TIMEOUT,
@@ -377,6 +383,21 @@ where
             "timed out waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// [`eventually`] for a test without a runtime, blocking its thread: `check`'s first `Some`,
+/// or `None` once `patience` has passed.
+pub fn poll_blocking<T>(patience: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

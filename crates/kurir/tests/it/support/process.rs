@@ -12,6 +12,15 @@ use crate::support::eventually;
 /// `kurir serve` against `database_url`, with short leases and retries so recovery is quick,
 /// loopback endpoints allowed and the HTTP server on port 0. Not started yet: add settings,
 /// then `spawn`.
+/// A loopback port that was free a moment ago, for a child to listen on.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub fn kurir_serve(database_url: &str, data_dir: &Path) -> Command {
     let bin =
         std::env::var("KURIR_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_kurir").into());
@@ -74,6 +83,24 @@ impl Kurir {
     pub async fn kill(&mut self) {
         self.child.kill().expect("kill -KILL");
         wait_exit(&mut self.child).await;
+    }
+
+    /// Sends SIGSTOP: the whole process freezes, as in a VM pause, until [`Kurir::resume`].
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Sends SIGCONT to a process [`Kurir::pause`] froze.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([signal, &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill {signal}");
     }
 
     /// Sends SIGTERM and waits (at most 30 s) for the process to exit.

@@ -8,6 +8,7 @@
 //! PostgreSQL each simple `Query` and each extended-protocol `Execute` message, on MySQL each
 //! `COM_QUERY` and `COM_STMT_EXECUTE` command. Those are the statements of the proxied clients
 //! only, which a server-wide counter (MariaDB's `Questions`) cannot tell apart from other tests'.
+//! It also counts the bytes the server answers with ([`Proxy::bytes_answered`]).
 //! Clients must not use TLS, or there is nothing to read: [`url_through`] turns it off.
 
 use std::net::SocketAddr;
@@ -32,6 +33,8 @@ struct Shared {
     target: SocketAddr,
     protocol: Protocol,
     statements: AtomicU64,
+    /// Bytes the target sent to the proxied clients.
+    answered: AtomicU64,
     /// Bumped by `cut`: every connection of an earlier generation is dropped.
     generation: watch::Sender<u64>,
 }
@@ -67,6 +70,7 @@ impl Proxy {
             target,
             protocol,
             statements: AtomicU64::new(0),
+            answered: AtomicU64::new(0),
             generation: watch::channel(0).0,
         });
         let accepting = tokio::spawn(accept(listener, shared.clone()));
@@ -80,6 +84,12 @@ impl Proxy {
     /// Statements counted so far ([`Proxy::counting`] proxies only).
     pub fn statements(&self) -> u64 {
         self.shared.statements.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the database (or receiver) has sent to the proxied clients so far: what its
+    /// answers cost, rows and all.
+    pub fn bytes_answered(&self) -> u64 {
+        self.shared.answered.load(Ordering::Relaxed)
     }
 
     /// Drops every connection and closes the port: connecting is refused until [`Proxy::restore`].
@@ -144,7 +154,17 @@ async fn pipe(inbound: TcpStream, shared: Arc<Shared>) {
             to_server.write_all(&buf[..n]).await?;
         }
     };
-    let downstream = tokio::io::copy(&mut from_server, &mut to_client);
+    let downstream = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = from_server.read(&mut buf).await?;
+            if n == 0 {
+                return Ok::<(), std::io::Error>(());
+            }
+            shared.answered.fetch_add(n as u64, Ordering::Relaxed);
+            to_client.write_all(&buf[..n]).await?;
+        }
+    };
     // Either side closing ends both: no database protocol nor HTTP/1.1 needs half-open connections.
     tokio::select! {
         _ = cut.changed() => {}

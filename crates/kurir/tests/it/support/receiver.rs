@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -63,6 +63,8 @@ struct Shared {
     script: Script,
     /// When set, every request waits for a permit before it is answered.
     gate: Option<Arc<Semaphore>>,
+    /// How long the receiver takes to answer, as a partner that does some work would.
+    delay: Duration,
     connections: Open,
 }
 
@@ -83,7 +85,12 @@ impl Receiver {
     pub async fn scripted(
         script: impl Fn(usize, &Recorded) -> Response + Send + Sync + 'static,
     ) -> Self {
-        Self::start(Arc::new(script), None).await
+        Self::start(Arc::new(script), None, Duration::ZERO).await
+    }
+
+    /// Answers 200 to everything, each after `delay`: a partner that takes its time.
+    pub async fn answering_after(delay: Duration) -> Self {
+        Self::start(Arc::new(|_, _| StatusCode::OK.into_response()), None, delay).await
     }
 
     /// Holds every request open until [`Receiver::release`] hands out permits; then answers 200.
@@ -91,16 +98,31 @@ impl Receiver {
         Self::start(
             Arc::new(|_, _| StatusCode::OK.into_response()),
             Some(Arc::new(Semaphore::new(0))),
+            Duration::ZERO,
         )
         .await
     }
 
-    async fn start(script: Script, gate: Option<Arc<Semaphore>>) -> Self {
+    /// Holds every request open until [`Receiver::release`] hands out permits; then answers
+    /// with `script(n, request)`.
+    pub async fn holding_scripted(
+        script: impl Fn(usize, &Recorded) -> Response + Send + Sync + 'static,
+    ) -> Self {
+        Self::start(
+            Arc::new(script),
+            Some(Arc::new(Semaphore::new(0))),
+            Duration::ZERO,
+        )
+        .await
+    }
+
+    async fn start(script: Script, gate: Option<Arc<Semaphore>>, delay: Duration) -> Self {
         let shared = Shared {
             inner: Arc::default(),
             arrived: Arc::new(Notify::new()),
             script,
             gate,
+            delay,
             connections: Open::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -153,7 +175,7 @@ impl Receiver {
     /// open right now (or 30 s pass, then panics). `pred` runs under the receiver's lock: it must
     /// not call back into the receiver.
     pub async fn wait_until(&self, what: &str, pred: impl Fn(&[Recorded], usize) -> bool) {
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let notified = self.shared.arrived.notified();
             let done = {
@@ -187,7 +209,7 @@ impl Receiver {
         probe.read_to_end(&mut Vec::new()).await.unwrap();
         drop(probe);
         let open = &self.shared.connections;
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             let closed = open.closed.notified();
             if open.count.load(Ordering::SeqCst) == 0 && self.shared.inner.lock().unwrap().open == 0
@@ -242,6 +264,10 @@ async fn handle(
         if let Ok(permit) = gate.acquire().await {
             permit.forget();
         }
+    }
+    if !shared.delay.is_zero() {
+        // The partner's own time to answer: this is the time that must pass.
+        tokio::time::sleep(shared.delay).await;
     }
     let response = (shared.script)(n, &recorded);
     shared.inner.lock().unwrap().open -= 1;

@@ -1,0 +1,328 @@
+//! Subscribers (`kurir_subscribers`, migration 0016): the sender's customers, each with its own
+//! endpoints and events (issue 29). Created, upserted, read, listed, changed and deleted here;
+//! which endpoints an event reaches is the directory's business (`store::directory`), keyed by
+//! subscriber.
+//!
+//! A subscriber's id is the sender's own (1 to 255 visible ASCII characters), so a deleted one
+//! stays as a tombstone (`deleted_at`): its id is not taken again while its history remains, and
+//! its endpoints end as tombstones too, their undelivered deliveries `cancelled`.
+
+use chrono::{DateTime, Utc};
+
+use super::rows::Ts;
+use super::sql::{execute_on, query_as_on, Sql};
+use super::{Result, Store, StoreError};
+
+/// Longest subscriber id and name, in characters.
+pub const MAX_ID_CHARS: usize = 255;
+
+/// Whether `id` is a subscriber id kurir takes: 1 to [`MAX_ID_CHARS`] visible ASCII characters
+/// (the database's `kurir_subscribers_id_format` says the same).
+pub fn valid_id(id: &str) -> bool {
+    (1..=MAX_ID_CHARS).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// A subscriber as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subscriber {
+    /// The sender's id for it.
+    pub id: String,
+    /// A name for people.
+    pub name: String,
+    /// Free-form JSON, kept for the sender.
+    pub metadata: serde_json::Value,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+    /// Since when it is disabled: its endpoints get nothing meanwhile.
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// When it was deleted (a tombstone).
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+/// What [`Store::put_subscriber`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PutSubscriber {
+    /// Created.
+    Created(Subscriber),
+    /// It existed: its name and metadata are now these.
+    Updated(Subscriber),
+    /// It existed and was deleted: the id stays taken while its history remains.
+    Deleted,
+}
+
+/// Changes to a subscriber; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct SubscriberUpdate {
+    /// New name.
+    pub name: Option<String>,
+    /// New metadata.
+    pub metadata: Option<serde_json::Value>,
+    /// Disable (`true`) or enable (`false`).
+    pub disabled: Option<bool>,
+}
+
+#[derive(sqlx::FromRow)]
+struct SubscriberRow {
+    id: String,
+    name: String,
+    metadata: String,
+    created_at: Ts,
+    updated_at: Ts,
+    disabled_at: Option<Ts>,
+    deleted_at: Option<Ts>,
+}
+
+impl TryFrom<SubscriberRow> for Subscriber {
+    type Error = StoreError;
+
+    fn try_from(r: SubscriberRow) -> Result<Self> {
+        let metadata = serde_json::from_str(&r.metadata).map_err(|e| StoreError::Corrupt {
+            table: "kurir_subscribers",
+            message: format!("metadata of {}: {e}", r.id),
+        })?;
+        Ok(Self {
+            id: r.id,
+            name: r.name,
+            metadata,
+            created_at: r.created_at.0,
+            updated_at: r.updated_at.0,
+            disabled_at: r.disabled_at.map(|t| t.0),
+            deleted_at: r.deleted_at.map(|t| t.0),
+        })
+    }
+}
+
+macro_rules! columns {
+    (postgres) => {
+        "id, name, metadata, created_at, updated_at, disabled_at, deleted_at"
+    };
+    (mysql) => {
+        "CAST(id AS CHAR) AS id, CAST(name AS CHAR) AS name, CAST(metadata AS CHAR) AS metadata, \
+         created_at, updated_at, disabled_at, deleted_at"
+    };
+}
+
+/// Inserts a subscriber; a taken id is a unique violation.
+const INSERT: Sql = Sql {
+    postgres: "INSERT INTO kurir_subscribers (id, name, metadata) VALUES ($1, $2, $3)",
+    sqlite: "INSERT INTO kurir_subscribers (id, name, metadata) VALUES (?1, ?2, ?3)",
+    mysql: "INSERT INTO kurir_subscribers (id, name, metadata) VALUES ($1, $2, $3)",
+};
+
+const BY_ID: Sql = Sql {
+    postgres: concat!(
+        "SELECT ",
+        columns!(postgres),
+        " FROM kurir_subscribers WHERE id = $1"
+    ),
+    sqlite: concat!(
+        "SELECT ",
+        columns!(postgres),
+        " FROM kurir_subscribers WHERE id = ?1"
+    ),
+    mysql: concat!(
+        "SELECT ",
+        columns!(mysql),
+        " FROM kurir_subscribers WHERE id = $1"
+    ),
+};
+
+/// The live subscribers by id above the cursor, optionally of one name.
+const LIST: Sql = Sql {
+    postgres: concat!(
+        "SELECT ",
+        columns!(postgres),
+        " FROM kurir_subscribers WHERE deleted_at IS NULL AND ($1::text IS NULL OR id > $1) \
+          AND ($2::text IS NULL OR name = $2) ORDER BY id LIMIT $3"
+    ),
+    sqlite: concat!(
+        "SELECT ",
+        columns!(postgres),
+        " FROM kurir_subscribers WHERE deleted_at IS NULL AND (?1 IS NULL OR id > ?1) \
+          AND (?2 IS NULL OR name = ?2) ORDER BY id LIMIT ?3"
+    ),
+    mysql: concat!(
+        "SELECT ",
+        columns!(mysql),
+        " FROM kurir_subscribers WHERE deleted_at IS NULL AND ($1 IS NULL OR id > $1) \
+          AND ($2 IS NULL OR name = $2) ORDER BY id LIMIT $3"
+    ),
+};
+
+/// Changes the fields given (`$4`: 1 disables, 0 enables, NULL leaves) of a live subscriber.
+const UPDATE: Sql = Sql {
+    postgres: "UPDATE kurir_subscribers SET name = COALESCE($2, name), \
+            metadata = COALESCE($3, metadata), updated_at = now(), \
+            disabled_at = CASE WHEN $4::int8 IS NULL THEN disabled_at \
+                WHEN $4 = 1 THEN COALESCE(disabled_at, now()) END \
+        WHERE id = $1 AND deleted_at IS NULL",
+    sqlite: "UPDATE kurir_subscribers SET name = COALESCE(?2, name), \
+            metadata = COALESCE(?3, metadata), \
+            updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
+            disabled_at = CASE WHEN ?4 IS NULL THEN disabled_at \
+                WHEN ?4 = 1 THEN COALESCE(disabled_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) END \
+        WHERE id = ?1 AND deleted_at IS NULL",
+    mysql: "UPDATE kurir_subscribers SET name = COALESCE($2, name), \
+            metadata = COALESCE($3, metadata), updated_at = UTC_TIMESTAMP(3), \
+            disabled_at = CASE WHEN $4 IS NULL THEN disabled_at \
+                WHEN $4 = 1 THEN COALESCE(disabled_at, UTC_TIMESTAMP(3)) END \
+        WHERE id = $1 AND deleted_at IS NULL",
+};
+
+/// Marks a live subscriber deleted.
+const BURY: Sql = Sql {
+    postgres: "UPDATE kurir_subscribers SET deleted_at = now(), updated_at = now() \
+        WHERE id = $1 AND deleted_at IS NULL",
+    sqlite: "UPDATE kurir_subscribers SET deleted_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), \
+            updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now') \
+        WHERE id = ?1 AND deleted_at IS NULL",
+    mysql: "UPDATE kurir_subscribers SET deleted_at = UTC_TIMESTAMP(3), \
+            updated_at = UTC_TIMESTAMP(3) WHERE id = $1 AND deleted_at IS NULL",
+};
+
+/// An endpoint update that changes nothing but its change number (the trigger's stamp).
+const TOUCH: Sql = Sql {
+    postgres: "UPDATE kurir_endpoints SET updated_at = updated_at WHERE id = $1",
+    sqlite: "UPDATE kurir_endpoints SET updated_at = updated_at WHERE id = ?1",
+    mysql: "UPDATE kurir_endpoints SET updated_at = updated_at WHERE id = $1",
+};
+
+/// The live endpoints of a subscriber.
+const LIVE_ENDPOINTS: Sql = Sql {
+    postgres: "SELECT id FROM kurir_endpoints WHERE subscriber_id = $1 AND deleted_at IS NULL",
+    sqlite: "SELECT id FROM kurir_endpoints WHERE subscriber_id = ?1 AND deleted_at IS NULL",
+    mysql: "SELECT CAST(id AS CHAR) FROM kurir_endpoints \
+        WHERE subscriber_id = $1 AND deleted_at IS NULL",
+};
+
+impl Store {
+    /// Creates a subscriber; `None` when its id is taken (by a live or a deleted one). One
+    /// insert.
+    pub async fn create_subscriber(
+        &self,
+        id: &str,
+        name: &str,
+        metadata: &serde_json::Value,
+    ) -> Result<Option<Subscriber>> {
+        let meta = metadata.to_string();
+        match execute_on!(self, INSERT, id, name, &meta) {
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => return Ok(None),
+            other => other?,
+        };
+        self.subscriber(id).await
+    }
+
+    /// Creates the subscriber or sets its name and metadata: how a sender keeps its customer
+    /// list in step, as often as it likes. A deleted one is left as it is.
+    pub async fn put_subscriber(
+        &self,
+        id: &str,
+        name: &str,
+        metadata: &serde_json::Value,
+    ) -> Result<PutSubscriber> {
+        if let Some(created) = self.create_subscriber(id, name, metadata).await? {
+            return Ok(PutSubscriber::Created(created));
+        }
+        let update = SubscriberUpdate {
+            name: Some(name.to_owned()),
+            metadata: Some(metadata.clone()),
+            disabled: None,
+        };
+        Ok(match self.update_subscriber(id, &update).await? {
+            Some(s) => PutSubscriber::Updated(s),
+            None => PutSubscriber::Deleted,
+        })
+    }
+
+    /// The subscriber with this id, deleted ones too. One read by primary key.
+    pub async fn subscriber(&self, id: &str) -> Result<Option<Subscriber>> {
+        let row: Option<SubscriberRow> = query_as_on!(self, BY_ID, fetch_optional, id)?;
+        row.map(TryInto::try_into).transpose()
+    }
+
+    /// Live subscribers by id, after `after_id`, of `name` when given.
+    pub async fn list_subscribers(
+        &self,
+        after_id: Option<&str>,
+        name: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Subscriber>> {
+        let rows: Vec<SubscriberRow> =
+            query_as_on!(self, LIST, fetch_all, after_id, name, i64::from(limit))?;
+        rows.into_iter().map(TryInto::try_into).collect()
+    }
+
+    /// Changes a live subscriber; `None` when there is none with this id. Disabling or
+    /// enabling raises its endpoints' change number, so every process's directory drops or
+    /// takes them back at its next read.
+    pub async fn update_subscriber(
+        &self,
+        id: &str,
+        update: &SubscriberUpdate,
+    ) -> Result<Option<Subscriber>> {
+        let meta = update.metadata.as_ref().map(|m| m.to_string());
+        let disabled = update.disabled.map(i64::from);
+        let changed = execute_on!(self, UPDATE, id, update.name.as_deref(), meta, disabled)?;
+        if changed == 0 {
+            return Ok(None);
+        }
+        if update.disabled.is_some() {
+            let ids = self.subscriber_endpoint_ids(id).await?;
+            self.touch_endpoints(&ids).await?;
+        }
+        self.subscriber(id).await
+    }
+
+    /// Deletes a subscriber, keeping its history: the row stays as a tombstone, and each of its
+    /// endpoints is deleted as `delete_endpoint` deletes one (a tombstone, its undelivered
+    /// deliveries `cancelled`). `false` when there was no live subscriber with this id.
+    pub async fn delete_subscriber(&self, id: &str) -> Result<bool> {
+        if execute_on!(self, BURY, id)? == 0 {
+            return Ok(false);
+        }
+        for endpoint in self.subscriber_endpoint_ids(id).await? {
+            self.delete_endpoint(&crate::endpoint::EndpointId::from_stored(endpoint))
+                .await?;
+        }
+        Ok(true)
+    }
+
+    /// Raises the change number of each endpoint of `ids` (see `store::directory`): an update
+    /// that changes nothing, which the trigger stamps (PostgreSQL, SQLite), or kurir's own stamp
+    /// (MySQL).
+    async fn touch_endpoints(&self, ids: &[String]) -> Result<()> {
+        for id in ids {
+            match self {
+                Store::Mysql(s) => {
+                    let mut tx = s.pool().begin().await?;
+                    super::directory::stamp_mysql(&mut tx, &[id.as_str()]).await?;
+                    tx.commit().await?;
+                }
+                _ => {
+                    execute_on!(self, TOUCH, id.as_str())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The ids of a subscriber's live endpoints.
+    async fn subscriber_endpoint_ids(&self, id: &str) -> Result<Vec<String>> {
+        let ids: Vec<(String,)> = query_as_on!(self, LIVE_ENDPOINTS, fetch_all, id)?;
+        Ok(ids.into_iter().map(|(id,)| id).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn subscriber_ids_are_visible_ascii_of_1_to_255() {
+        assert!(super::valid_id("cus_8Hq2"));
+        assert!(super::valid_id(&"x".repeat(255)));
+        for bad in ["", "a b", "ñ", "tab\t", &"x".repeat(256)] {
+            assert!(!super::valid_id(bad), "{bad:?}");
+        }
+    }
+}
