@@ -82,6 +82,24 @@ impl Client {
         reqwest::Url::parse(&format!("{base}{path}")).with_context(|| format!("bad path {path}"))
     }
 
+    /// The URL of the path made of `segments`, each percent-encoded: for ids chosen by the
+    /// sender (a subscriber's may hold `/`, `?`, `#` or `%`).
+    /// `.` and `..` are refused: a URL cannot carry them as a segment (they mean "here" and "up"
+    /// in a path, percent-encoded too).
+    pub fn url_of(&self, segments: &[&str]) -> anyhow::Result<reqwest::Url> {
+        if let Some(dots) = segments.iter().find(|s| matches!(**s, "." | "..")) {
+            anyhow::bail!(
+                "the id '{dots}' cannot be used in a URL path; the API cannot address it"
+            );
+        }
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| anyhow!("--url / KURIR_URL: '{}' cannot have a path", self.base))?
+            .pop_if_empty()
+            .extend(segments);
+        Ok(url)
+    }
+
     /// Sends a request; returns the status and the JSON body (`Null` when empty). An error
     /// answer becomes an error whose message is the API's.
     pub async fn send(

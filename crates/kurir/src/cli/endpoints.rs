@@ -115,6 +115,10 @@ pub struct EndpointFields {
     /// Ordered delivery per aggregate.
     #[command(flatten)]
     pub ordering: OrderingFields,
+    /// The subscriber it belongs to (its id): it gets only the events addressed to that
+    /// subscriber. Absent: your own endpoint, which gets only events addressed to no subscriber.
+    #[arg(long, value_name = "SUBSCRIBER_ID")]
+    pub subscriber: Option<String>,
 }
 
 /// The ordering settings, on create and update.
@@ -226,6 +230,7 @@ fn create_body(f: EndpointFields) -> Value {
     insert_given(&mut body, "secret", f.secret.map(|s| s.into_inner().into()));
     insert_given(&mut body, "max_in_flight", f.max_in_flight.map(Value::from));
     f.ordering.insert_into(&mut body);
+    insert_given(&mut body, "subscriber_id", f.subscriber.map(Value::from));
     Value::Object(body)
 }
 
@@ -297,6 +302,7 @@ fn show(e: &Value) {
         &[
             "id",
             "url",
+            "subscriber_id",
             "description",
             "event_types",
             "enabled",

@@ -71,8 +71,12 @@ pub struct SendArgs {
     /// Idempotency-Key header: resending with the same key creates nothing new.
     #[arg(long)]
     pub idempotency_key: Option<String>,
+    /// The subscriber it is addressed to (its id): delivered only to that subscriber's
+    /// endpoints. Absent: only to your own endpoints (those without a subscriber).
+    #[arg(long, value_name = "SUBSCRIBER_ID")]
+    pub subscriber: Option<String>,
     /// Send every line of this file (NDJSON: one POST /v1/events body per line), with progress.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["data", "event_id", "aggregate_type", "aggregate_id", "version", "idempotency_key"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["data", "event_id", "aggregate_type", "aggregate_id", "version", "idempotency_key", "subscriber"])]
     pub file: Option<PathBuf>,
 }
 
@@ -163,6 +167,7 @@ async fn send_one(client: &Client, s: SendArgs, as_json: bool) -> anyhow::Result
         ("aggregate_type", s.aggregate_type.map(Value::from)),
         ("aggregate_id", s.aggregate_id.map(Value::from)),
         ("version", s.version.map(Value::from)),
+        ("subscriber_id", s.subscriber.map(Value::from)),
     ] {
         if let Some(value) = value {
             body.insert(key.into(), value);
@@ -257,6 +262,7 @@ fn show(event: &Value) {
         &[
             "event_id",
             "event_type",
+            "subscriber_id",
             "version",
             "aggregate_type",
             "aggregate_id",

@@ -3,7 +3,7 @@
 //!
 //! `serve` and `migrate` run kurir itself (this module). The operator commands ([`endpoints`],
 //! [`events`], [`event_types`], [`deliveries`], [`replay`], [`replays`], [`stats`], [`sources`],
-//! [`tokens`]) talk to a running kurir's admin API through [`client`] and print with [`output`]:
+//! [`tokens`], [`subscribers`]) talk to a running kurir's admin API through [`client`] and print with [`output`]:
 //! tables for people, `--json` for scripts.
 
 pub mod client;
@@ -18,6 +18,7 @@ pub mod replay;
 pub mod replays;
 pub mod sources;
 pub mod stats;
+pub mod subscribers;
 pub mod tokens;
 
 use std::path::PathBuf;
@@ -69,6 +70,9 @@ pub enum Command {
     Stats(stats::StatsArgs),
     /// Create, list, show, update or delete the inbox gateway's sources.
     Sources(sources::SourcesArgs),
+    /// Create, list, show, disable, enable or delete subscribers: your customers, each with its
+    /// own endpoints and events.
+    Subscribers(subscribers::SubscribersArgs),
     /// Create, list or revoke named tokens (admin, operator or viewer), for people and scripts.
     Tokens(tokens::TokensArgs),
     /// Show the name and role of the token this CLI sends (KURIR_TOKEN or the admin token).
@@ -236,6 +240,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<()> {
         Command::Replays(args) => replays::run(args).await,
         Command::Stats(args) => stats::run(args).await,
         Command::Sources(args) => sources::run(args).await,
+        Command::Subscribers(args) => subscribers::run(args).await,
         Command::Tokens(args) => tokens::run(args).await,
         Command::Whoami(args) => tokens::whoami(args).await,
         Command::RotateEncryptionKey(args) => keys::rotate(args).await,

@@ -197,6 +197,43 @@ const LIVE_ENDPOINTS: Sql = Sql {
         WHERE subscriber_id = $1 AND deleted_at IS NULL",
 };
 
+/// The backlog of a subscriber's endpoints: deliveries waiting (`pending`), being made
+/// (`processing`) or to be retried (`failed`), per endpoint and status. Each endpoint's waiting
+/// deliveries are read through the partial `kurir_deliveries_due` index, so the cost follows
+/// the backlog, not the history.
+const BACKLOG: Sql = Sql {
+    postgres: "SELECT d.endpoint_id, d.status, count(*) FROM kurir_deliveries d \
+        JOIN kurir_endpoints e ON e.id = d.endpoint_id \
+        WHERE e.subscriber_id = $1 AND d.status IN ('pending', 'processing', 'failed') \
+        GROUP BY d.endpoint_id, d.status",
+    sqlite: "SELECT d.endpoint_id, d.status, count(*) FROM kurir_deliveries d \
+        JOIN kurir_endpoints e ON e.id = d.endpoint_id \
+        WHERE e.subscriber_id = ?1 AND d.status IN ('pending', 'processing', 'failed') \
+        GROUP BY d.endpoint_id, d.status",
+    mysql: "SELECT CAST(d.endpoint_id AS CHAR), CAST(d.status AS CHAR), COUNT(*) \
+        FROM kurir_deliveries d JOIN kurir_endpoints e ON e.id = d.endpoint_id \
+        WHERE e.subscriber_id = $1 AND d.status IN ('pending', 'processing', 'failed') \
+        GROUP BY d.endpoint_id, d.status",
+};
+
+/// What a subscriber's endpoints have not delivered yet, per endpoint.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SubscriberBacklog {
+    /// `(endpoint id, status, deliveries)`; `status` as stored (`failed` is shown `retrying`).
+    pub rows: Vec<(String, String, i64)>,
+}
+
+impl SubscriberBacklog {
+    /// The deliveries of `endpoint` (every endpoint's: `None`) in `status`.
+    pub fn count(&self, endpoint: Option<&str>, status: &str) -> i64 {
+        self.rows
+            .iter()
+            .filter(|(e, s, _)| s == status && endpoint.is_none_or(|id| id == e))
+            .map(|(_, _, n)| n)
+            .sum()
+    }
+}
+
 impl Store {
     /// Creates a subscriber; `None` when its id is taken (by a live or a deleted one). One
     /// insert.
@@ -308,8 +345,14 @@ impl Store {
         Ok(())
     }
 
+    /// The backlog of a subscriber's endpoints (see [`SubscriberBacklog`]). One read.
+    pub async fn subscriber_backlog(&self, id: &str) -> Result<SubscriberBacklog> {
+        let rows: Vec<(String, String, i64)> = query_as_on!(self, BACKLOG, fetch_all, id)?;
+        Ok(SubscriberBacklog { rows })
+    }
+
     /// The ids of a subscriber's live endpoints.
-    async fn subscriber_endpoint_ids(&self, id: &str) -> Result<Vec<String>> {
+    pub async fn subscriber_endpoint_ids(&self, id: &str) -> Result<Vec<String>> {
         let ids: Vec<(String,)> = query_as_on!(self, LIVE_ENDPOINTS, fetch_all, id)?;
         Ok(ids.into_iter().map(|(id,)| id).collect())
     }

@@ -22,18 +22,18 @@ use crate::api::state::AppState;
 use crate::probe::TestResult;
 use crate::store::activity::EndpointHealth;
 
-/// One endpoint's health, ready to show.
-struct Health {
-    attempts: i64,
-    success: String,
-    timeouts: String,
-    p95: String,
-    last_error: String,
-    good: bool,
+/// One endpoint's health, ready to show (here and on a subscriber's page).
+pub(super) struct Health {
+    pub(super) attempts: i64,
+    pub(super) success: String,
+    pub(super) timeouts: String,
+    pub(super) p95: String,
+    pub(super) last_error: String,
+    pub(super) good: bool,
 }
 
 impl Health {
-    fn of(h: Option<&EndpointHealth>) -> Self {
+    pub(super) fn of(h: Option<&EndpointHealth>) -> Self {
         let Some(h) = h else {
             return Self {
                 attempts: 0,

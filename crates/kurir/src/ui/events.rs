@@ -99,6 +99,8 @@ struct EventPage {
     chrome: Chrome,
     e: EventDetail,
     payload: String,
+    /// The name of the subscriber it is addressed to (absent: none, or its row is gone).
+    subscriber_name: Option<String>,
 }
 
 impl EventPage {
@@ -139,10 +141,15 @@ async fn show(
 ) -> Result<Response, UiError> {
     let e = api::show(State(state.clone()), ApiPath(event_id)).await?.0;
     let payload = view::pretty_json(e.event.data.get());
+    let subscriber_name = match &e.event.subscriber_id {
+        Some(id) => state.store.subscriber(id).await?.map(|s| s.name),
+        None => None,
+    };
     super::render(&EventPage {
         chrome: Chrome::new(&session, "events", e.event.event_id.clone()),
         e,
         payload,
+        subscriber_name,
     })
 }
 

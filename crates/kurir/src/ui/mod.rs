@@ -30,6 +30,7 @@ mod events;
 mod inbox;
 mod login;
 mod overview;
+mod subscribers;
 
 use axum::http::HeaderMap;
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -48,6 +49,7 @@ pub fn router(state: AppState) -> Router {
         .merge(login::router())
         .merge(overview::router())
         .merge(endpoints::router())
+        .merge(subscribers::router())
         .merge(events::router())
         .merge(catalog::router())
         .merge(dead_letters::router())

@@ -14,7 +14,8 @@ use crate::access::Action;
 pub struct Chrome {
     /// The page title.
     pub title: String,
-    /// `overview`, `endpoints`, `events`, `catalog`, `dead-letters`, `audit` or `inbox`.
+    /// `overview`, `endpoints`, `subscribers`, `events`, `catalog`, `dead-letters`, `audit` or
+    /// `inbox`.
     pub section: &'static str,
     /// The session's CSRF token.
     pub csrf: String,
@@ -46,10 +47,11 @@ impl Chrome {
     }
 
     /// The navigation: `(section, label, href)`.
-    pub fn links(&self) -> [(&'static str, &'static str, &'static str); 7] {
+    pub fn links(&self) -> [(&'static str, &'static str, &'static str); 8] {
         [
             ("overview", "Overview", "/ui/"),
             ("endpoints", "Endpoints", "/ui/endpoints"),
+            ("subscribers", "Subscribers", "/ui/subscribers"),
             ("events", "Events", "/ui/events"),
             ("catalog", "Event types", "/ui/event-types"),
             ("dead-letters", "Dead letters", "/ui/dead-letters"),

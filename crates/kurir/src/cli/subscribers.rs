@@ -1,0 +1,201 @@
+//! `kurir subscribers create|list|show|disable|enable|delete`: the sender's customers (issue 29)
+//! through `/v1/subscribers`.
+//!
+//! A subscriber's id is the sender's own and may hold any visible ASCII character, `/`, `?`,
+//! `#` and `%` too, so it goes into a request's path percent-encoded ([`Client::url_of`]).
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+
+use super::client::{insert_given, Client, ClientArgs};
+use super::output;
+
+/// `kurir subscribers …`
+#[derive(Debug, Args)]
+pub struct SubscribersArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: SubscribersCommand,
+    /// Where the admin API is.
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Subscriber commands.
+#[derive(Debug, Subcommand)]
+pub enum SubscribersCommand {
+    /// Create a subscriber with your own id for it (your customer's id).
+    Create(CreateArgs),
+    /// List the subscribers by id, a page at a time (deleted ones are not listed).
+    List(ListArgs),
+    /// Show one subscriber (a deleted one too, with when it was deleted).
+    Show {
+        /// Subscriber id.
+        id: String,
+    },
+    /// Disable a subscriber: its endpoints get nothing, and their deliveries wait until it is
+    /// enabled again.
+    Disable {
+        /// Subscriber id.
+        id: String,
+    },
+    /// Enable a disabled subscriber: the deliveries that waited go out.
+    Enable {
+        /// Subscriber id.
+        id: String,
+    },
+    /// Delete a subscriber: its endpoints are deleted and their undelivered deliveries
+    /// cancelled. Its history stays until retention takes it, and its id stays taken meanwhile.
+    /// To pause it and keep everything, disable it instead.
+    #[command(
+        after_help = "On a terminal, asks for confirmation first; --yes skips the question. \
+                      Deleting cannot be undone: every endpoint of the subscriber is deleted, \
+                      their pending deliveries end `cancelled` and are never replayed. \
+                      `kurir subscribers disable` pauses them and keeps everything."
+    )]
+    Delete {
+        /// Subscriber id.
+        id: String,
+        /// Delete without asking.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// Arguments of `subscribers create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// Your id for it (your customer's id, e.g. cus_8Hq2): 1 to 255 visible ASCII characters.
+    pub id: String,
+    /// A name for people.
+    #[arg(long)]
+    pub name: String,
+    /// Free-form JSON object kept for you, e.g. '{"plan":"pro"}'.
+    #[arg(long, value_parser = parse_metadata)]
+    pub metadata: Option<Value>,
+}
+
+/// Arguments of `subscribers list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only the subscribers of exactly this name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Rows per page (1 to 200).
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Continue from a previous page.
+    #[arg(long)]
+    pub cursor: Option<String>,
+}
+
+/// Parses `--metadata`: a JSON object.
+fn parse_metadata(s: &str) -> Result<Value, String> {
+    match serde_json::from_str::<Value>(s) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        Ok(_) => Err("must be a JSON object, e.g. '{\"plan\":\"pro\"}'".into()),
+        Err(e) => Err(format!("not JSON ({e}); e.g. '{{\"plan\":\"pro\"}}'")),
+    }
+}
+
+/// Runs a subscriber command.
+pub async fn run(args: SubscribersArgs) -> anyhow::Result<()> {
+    let client = Client::new(&args.client)?;
+    let as_json = args.client.json;
+    let path = |id: &str| client.url_of(&["v1", "subscribers", id]);
+    let shown = match args.command {
+        SubscribersCommand::Create(c) => {
+            let mut body = Map::new();
+            body.insert("id".into(), json!(c.id));
+            body.insert("name".into(), json!(c.name));
+            insert_given(&mut body, "metadata", c.metadata);
+            let url = client.url("/v1/subscribers")?;
+            client
+                .send(Method::POST, url, Some(&Value::Object(body)), &[])
+                .await?
+                .1
+        }
+        SubscribersCommand::List(l) => {
+            let query = [
+                ("name", l.name),
+                ("limit", l.limit.map(|n| n.to_string())),
+                ("cursor", l.cursor),
+            ];
+            let page = client.get_query("/v1/subscribers", &query).await?;
+            output::shown(&page, as_json, list_table);
+            return Ok(());
+        }
+        SubscribersCommand::Show { id } => client.send(Method::GET, path(&id)?, None, &[]).await?.1,
+        SubscribersCommand::Disable { id } => set_enabled(&client, path(&id)?, false).await?,
+        SubscribersCommand::Enable { id } => set_enabled(&client, path(&id)?, true).await?,
+        SubscribersCommand::Delete { id, yes } => {
+            if !yes && !confirmed(&id)? {
+                anyhow::bail!("subscriber {id} not deleted");
+            }
+            client.send(Method::DELETE, path(&id)?, None, &[]).await?;
+            output::deleted("subscriber", &id, as_json);
+            return Ok(());
+        }
+    };
+    output::shown(&shown, as_json, show);
+    Ok(())
+}
+
+async fn set_enabled(client: &Client, url: reqwest::Url, enabled: bool) -> anyhow::Result<Value> {
+    let body = json!({ "enabled": enabled });
+    Ok(client.send(Method::PATCH, url, Some(&body), &[]).await?.1)
+}
+
+fn list_table(page: &Value) {
+    output::objects(
+        &page["data"],
+        &[
+            ("ID", "id"),
+            ("NAME", "name"),
+            ("ENABLED", "enabled"),
+            ("CREATED", "created_at"),
+            ("DISABLED", "disabled_at"),
+        ],
+    );
+    output::next_page(page);
+}
+
+fn show(s: &Value) {
+    output::fields(
+        s,
+        &[
+            "id",
+            "name",
+            "enabled",
+            "created_at",
+            "updated_at",
+            "disabled_at",
+            "deleted_at",
+            "metadata",
+        ],
+    );
+}
+
+/// Whether the operator, asked on a terminal, agrees to delete subscriber `id`; `true` without a
+/// terminal to ask on (a script decided already).
+fn confirmed(id: &str) -> anyhow::Result<bool> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Ok(true);
+    }
+    eprint!(
+        "Delete subscriber {id}? Every endpoint of it is deleted and their pending deliveries \
+         cancelled; its history stays until retention. Disabling it instead keeps everything. \
+         [y/N] "
+    );
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .context("cannot read the answer")?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}

@@ -1,0 +1,258 @@
+//! Subscribers (issue 29): the list, by id and paged, searched by id or name; and one
+//! subscriber's page with its endpoints and their health, its backlog and its recent failures,
+//! and the controls that disable, enable or delete it. Every read and change goes through the
+//! admin API's own handlers (the backlog through one store read of its endpoints' waiting
+//! deliveries).
+//!
+//! A subscriber's id is the sender's own and may hold any visible ASCII character, so it is
+//! percent-encoded in every link and form action ([`view::enc`], `urlencode_strict`).
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use chrono::Duration;
+use serde::Deserialize;
+
+use super::endpoints::Health;
+use super::error::UiError;
+use super::session::Session;
+use super::view::{self, Chrome};
+use crate::api::deliveries::{self as deliveries_api, DeliveryView, ListDeliveries};
+use crate::api::endpoints::{self as endpoints_api, EndpointView};
+use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::api::state::AppState;
+use crate::api::subscribers::{self as api, ListSubscribers, SubscriberView, UpdateSubscriber};
+use crate::store::subscribers::{valid_id, SubscriberBacklog};
+
+/// How many of a subscriber's newest failed deliveries its page shows.
+const RECENT_FAILURES: usize = 10;
+
+#[derive(Default, Deserialize)]
+struct ListQuery {
+    /// An id, or a name: the subscriber with this id, and those of this name.
+    q: Option<String>,
+    cursor: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "subscribers.html")]
+struct ListPage {
+    chrome: Chrome,
+    q: String,
+    rows: Vec<SubscriberView>,
+    next: Option<String>,
+    first: bool,
+}
+
+/// The subscriber with the id `q` first (when there is one, and it is not deleted), then those
+/// named `q`, a page at a time by id: both read through an index (the primary key, and the
+/// `(name, id)` one).
+async fn list(
+    session: Session,
+    State(state): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Response, UiError> {
+    let search = view::given(&q.q);
+    let cursor = view::given(&q.cursor);
+    let query = ListSubscribers {
+        name: search.clone(),
+        cursor: cursor.clone(),
+        limit: None,
+    };
+    let page = api::list(State(state.clone()), ApiQuery(query)).await?.0;
+    let mut rows = page.data;
+    if let (Some(id), None) = (&search, &cursor) {
+        let by_id = match valid_id(id) {
+            true => state.store.subscriber(id).await?,
+            false => None,
+        };
+        if let Some(s) = by_id.filter(|s| s.deleted_at.is_none()) {
+            if !rows.iter().any(|r| r.id == s.id) {
+                rows.insert(0, s.into());
+            }
+        }
+    }
+    let next = page.next_cursor.map(|c| {
+        let mut link = format!("/ui/subscribers?cursor={}", view::enc(&c));
+        if let Some(s) = &search {
+            link.push_str(&format!("&q={}", view::enc(s)));
+        }
+        link
+    });
+    super::render(&ListPage {
+        chrome: Chrome::new(&session, "subscribers", "Subscribers"),
+        q: search.unwrap_or_default(),
+        rows,
+        next,
+        first: cursor.is_none(),
+    })
+}
+
+/// One of the subscriber's endpoints with its health and backlog.
+struct EndpointRow {
+    e: EndpointView,
+    health: Health,
+    waiting: i64,
+    retrying: i64,
+}
+
+#[derive(Template)]
+#[template(path = "subscriber.html")]
+struct SubscriberPage {
+    chrome: Chrome,
+    s: SubscriberView,
+    /// Its id, percent-encoded for links and form actions.
+    path_id: String,
+    metadata: String,
+    endpoints: Vec<EndpointRow>,
+    /// Deliveries waiting for a first attempt or being made (`pending`, `processing`).
+    waiting: i64,
+    /// Deliveries to be retried.
+    retrying: i64,
+    failures: Vec<DeliveryView>,
+}
+
+async fn show(
+    session: Session,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    let s = api::show(State(state.clone()), ApiPath(id.clone()))
+        .await?
+        .0;
+    let mut endpoints = Vec::new();
+    for endpoint_id in state.store.subscriber_endpoint_ids(&id).await? {
+        let shown = endpoints_api::show(State(state.clone()), ApiPath(endpoint_id)).await;
+        match shown {
+            Ok(e) => endpoints.push(e.0),
+            // Deleted between the two reads: it has nothing to show any more.
+            Err(crate::api::error::ApiError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    endpoints.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    let health = state
+        .store
+        .endpoint_health(state.store.clock().now() - Duration::hours(1))
+        .await?;
+    let backlog = state.store.subscriber_backlog(&id).await?;
+    let failures = recent_failures(&state, &endpoints).await?;
+    let rows = endpoints
+        .into_iter()
+        .map(|e| EndpointRow {
+            health: Health::of(health.iter().find(|h| h.endpoint_id == e.id)),
+            waiting: waiting(&backlog, Some(&e.id)),
+            retrying: backlog.count(Some(&e.id), "failed"),
+            e,
+        })
+        .collect();
+    super::render(&SubscriberPage {
+        chrome: Chrome::new(&session, "subscribers", s.name.clone()),
+        path_id: view::enc(&s.id),
+        metadata: serde_json::to_string_pretty(&s.metadata).unwrap_or_default(),
+        waiting: waiting(&backlog, None),
+        retrying: backlog.count(None, "failed"),
+        endpoints: rows,
+        failures,
+        s,
+    })
+}
+
+fn waiting(backlog: &SubscriberBacklog, endpoint: Option<&str>) -> i64 {
+    backlog.count(endpoint, "pending") + backlog.count(endpoint, "processing")
+}
+
+/// The newest dead-lettered and retrying deliveries of `endpoints`, newest first: each
+/// endpoint's newest few of each, through the deliveries API's own listing.
+async fn recent_failures(
+    state: &AppState,
+    endpoints: &[EndpointView],
+) -> Result<Vec<DeliveryView>, UiError> {
+    let mut found = Vec::new();
+    for e in endpoints {
+        for status in ["dead_letter", "retrying"] {
+            let query = ListDeliveries {
+                status: Some(status.to_owned()),
+                endpoint_id: Some(e.id.clone()),
+                event_type: None,
+                since: None,
+                until: None,
+                cursor: None,
+                limit: Some(RECENT_FAILURES as u32),
+            };
+            let page = deliveries_api::list(State(state.clone()), ApiQuery(query)).await?;
+            found.extend(page.0.data);
+        }
+    }
+    found.sort_by(|a, b| (b.created_at, b.id).cmp(&(a.created_at, a.id)));
+    found.truncate(RECENT_FAILURES);
+    Ok(found)
+}
+
+#[derive(Deserialize)]
+struct EnabledForm {
+    csrf: String,
+    enabled: String,
+}
+
+/// Disables or enables the subscriber, through the API's handler; recorded in the log with who
+/// did it.
+async fn set_enabled(
+    session: Session,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Form(f): Form<EnabledForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    let enabled = f.enabled == "true";
+    let body = UpdateSubscriber {
+        enabled: Some(enabled),
+        ..UpdateSubscriber::default()
+    };
+    let _ = api::update(State(state), ApiPath(id.clone()), ApiJson(body)).await?;
+    let actor = session.actor();
+    tracing::info!(subscriber_id = %id, enabled, actor = %actor.name, via = %actor.via,
+        "subscriber {} by an operator", if enabled { "enabled" } else { "disabled" });
+    Ok(Redirect::to(&format!("/ui/subscribers/{}", view::enc(&id))).into_response())
+}
+
+#[derive(Deserialize)]
+struct DeleteForm {
+    csrf: String,
+    /// The subscriber's id typed again: deleting cannot be undone.
+    confirm: Option<String>,
+}
+
+/// Deletes the subscriber once its id is typed again, through the API's handler; recorded in the
+/// log with who did it.
+async fn delete(
+    session: Session,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Form(f): Form<DeleteForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    if f.confirm.as_deref().map(str::trim) != Some(id.as_str()) {
+        return Err(crate::api::error::ApiError::field(
+            "confirm",
+            format!("type the subscriber's id, {id}, to delete it"),
+        )
+        .into());
+    }
+    let _ = api::delete(State(state), ApiPath(id.clone())).await?;
+    let actor = session.actor();
+    tracing::info!(subscriber_id = %id, actor = %actor.name, via = %actor.via,
+        "subscriber deleted by an operator");
+    Ok(Redirect::to(&format!("/ui/subscribers/{}", view::enc(&id))).into_response())
+}
+
+/// The subscriber pages' routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/ui/subscribers", get(list))
+        .route("/ui/subscribers/{id}", get(show))
+        .route("/ui/subscribers/{id}/enabled", post(set_enabled))
+        .route("/ui/subscribers/{id}/delete", post(delete))
+}
