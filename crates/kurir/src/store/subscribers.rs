@@ -129,7 +129,10 @@ const BY_ID: Sql = Sql {
     ),
 };
 
-/// The live subscribers by id above the cursor, optionally of one name.
+/// The live subscribers by id above the cursor, optionally of one name. On MySQL `ORDER BY`
+/// names the column: a bare `id` is the select list's `CAST(id AS CHAR)`, sorted in the
+/// connection's collation (`_` before `/`) while the cursor compares the column's binary one, so
+/// pages skipped and repeated subscribers.
 const LIST: Sql = Sql {
     postgres: concat!(
         "SELECT ",
@@ -147,7 +150,7 @@ const LIST: Sql = Sql {
         "SELECT ",
         columns!(mysql),
         " FROM kurir_subscribers WHERE deleted_at IS NULL AND ($1 IS NULL OR id > $1) \
-          AND ($2 IS NULL OR name = $2) ORDER BY id LIMIT $3"
+          AND ($2 IS NULL OR name = $2) ORDER BY kurir_subscribers.id LIMIT $3"
     ),
 };
 

@@ -186,7 +186,7 @@ async fn recent_failures(
             found.extend(page.0.data);
         }
     }
-    found.sort_by(|a, b| (b.created_at, b.id).cmp(&(a.created_at, a.id)));
+    found.sort_by_key(|d| std::cmp::Reverse((d.created_at, d.id)));
     found.truncate(RECENT_FAILURES);
     Ok(found)
 }

@@ -576,7 +576,7 @@ async fn endpoint_deletion_says_disabling_keeps_everything_and_can_skip_the_ques
 }
 
 /// Runs a CLI command against the in-process `app`; returns its exit status, stdout and stderr.
-async fn cli_at(app: &TestApp, args: &[&str]) -> (bool, String, String) {
+pub(crate) async fn cli_at(app: &TestApp, args: &[&str]) -> (bool, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = kurir(dir.path())
         .args(args)

@@ -46,6 +46,7 @@ mod store;
 mod store_admin;
 mod store_breaker;
 mod store_dashboard;
+mod subscriber_surfaces;
 mod subscribers;
 mod timeouts;
 mod ui;

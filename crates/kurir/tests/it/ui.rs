@@ -351,7 +351,7 @@ async fn the_endpoints_page_shows_a_page_at_a_time_and_links_the_next(app: TestA
 
 /// Signs in with `token`; the `Cookie` header value and the CSRF token of the sign-out form
 /// (the one form every role's pages carry).
-async fn sign_in_with(app: &TestApp, token: &str) -> (String, String) {
+pub(crate) async fn sign_in_with(app: &TestApp, token: &str) -> (String, String) {
     let response = client()
         .post(format!("{}/ui/login", app.url))
         .form(&[("token", token)])
