@@ -762,3 +762,90 @@ async fn catalog_flow(c: &Client, app: &TestApp) {
     );
     app.wait_for_deliveries("from-sql", "sent").await;
 }
+
+/// Issue 29: the Subscribers page in the navigation, searched by id, and a subscriber's page
+/// with its endpoints, backlog and failures, at 1280 and 390 px with a 120-character id (which
+/// must wrap, not overflow), every control labelled; disabling, enabling and deleting it
+/// through its controls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_subscribers_pages_fit_both_widths_and_their_controls_work() {
+    let Some(program) = chromedriver() else {
+        return;
+    };
+    let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
+    let app = TestApp::spawn(&database).await;
+    let driver = start_driver(&program).await;
+    let profile = tempfile::tempdir().unwrap();
+    let c = browser(&driver, profile.path()).await;
+    let result = tokio::time::timeout(Duration::from_secs(120), subscribers_flow(&c, &app)).await;
+    c.close().await.unwrap();
+    app.stopper().stop().await;
+    result.expect("the flow finishes within two minutes");
+}
+
+async fn subscribers_flow(c: &Client, app: &TestApp) {
+    let (up, down) = (Receiver::start().await, Receiver::start().await);
+    down.respond_with(500);
+    let id = format!("cus/{}", "8Hq2".repeat(29));
+    let (status, body) = app
+        .post(
+            "/v1/subscribers",
+            json!({"id": id, "name": "Toko Makmur", "metadata": {"plan": "pro"}}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    app.create_endpoint(
+        &up.url,
+        json!({"subscriber_id": id, "description": "Their ERP"}),
+    )
+    .await;
+    let failing = json!({"subscriber_id": id, "retry_initial_delay_ms": 3_600_000, "retry_max_delay_ms": 3_600_000});
+    app.create_endpoint(&down.url, failing).await;
+    let event = json!({"event_type": "order.paid", "data": {"n": 1}, "subscriber_id": id});
+    let (_, sent) = app.post("/v1/events", event).await;
+    let event_id = sent["event_id"].as_str().unwrap().to_owned();
+    eventually("a retrying delivery", || async {
+        let (_, e) = app.get(&format!("/v1/events/{event_id}")).await;
+        let deliveries = e["deliveries"].as_array()?;
+        deliveries
+            .iter()
+            .any(|d| d["status"] == "retrying")
+            .then_some(())
+    })
+    .await;
+
+    sign_in(c, app).await;
+    click(c, "nav a[href='/ui/subscribers']").await;
+    page_with(c, "Toko Makmur").await;
+    check_labels(c, "subscribers").await;
+    check_widths(c, "subscribers").await;
+    fill(c, "q", &id).await;
+    click(c, "form[role=search] button[type=submit]").await;
+    eventually("the search to answer", || async {
+        let url = c.current_url().await.ok()?;
+        url.query()?.starts_with("q=").then_some(())
+    })
+    .await;
+    click(c, "table a.mono").await;
+    let page = page_with(c, "Recent failures").await;
+    assert!(
+        page.contains("Their ERP") && page.contains(&down.url) && page.contains("HTTP 500"),
+        "{page}"
+    );
+    check_labels(c, "subscriber").await;
+    check_widths(c, "subscriber").await;
+
+    click(c, "form[action$='/enabled'] button").await;
+    page_with(c, "Enable subscriber").await;
+    let (_, s) = app.get("/v1/subscribers?name=Toko+Makmur").await;
+    assert_eq!(s["data"][0]["enabled"], false, "{s}");
+    click(c, "form[action$='/enabled'] button").await;
+    page_with(c, "Disable subscriber").await;
+    fill(c, "confirm", &id).await;
+    click(c, "form[action$='/delete'] button").await;
+    let gone = page_with(c, "its id stays taken").await;
+    assert!(gone.contains("deleted"), "{gone}");
+    check_widths(c, "subscriber-deleted").await;
+    let (_, s) = app.get("/v1/subscribers?name=Toko+Makmur").await;
+    assert_eq!(s["data"], json!([]), "deleted: {s}");
+}
