@@ -96,18 +96,18 @@ impl AppPool {
     }
 
     /// The SQL contract: one plain `INSERT`, autocommitted, as a program in another language
-    /// would write it.
-    pub async fn insert_plain(&self, n: u64) -> anyhow::Result<()> {
+    /// would write it; addressed to `subscriber` when given.
+    pub async fn insert_plain(&self, n: u64, subscriber: Option<&str>) -> anyhow::Result<()> {
         let id = event_id(n);
         let aggregate = n.to_string();
         let values = match self {
-            Self::Postgres(_) => "($1, $2, 'order', $3, $4::json)",
-            Self::Sqlite(_) => "(?1, ?2, 'order', ?3, ?4)",
-            Self::Mysql(_) => "(?, ?, 'order', ?, ?)",
+            Self::Postgres(_) => "($1, $2, 'order', $3, $4::json, $5)",
+            Self::Sqlite(_) => "(?1, ?2, 'order', ?3, ?4, ?5)",
+            Self::Mysql(_) => "(?, ?, 'order', ?, ?, ?)",
         };
         let sql = format!(
-            "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload) \
-             VALUES {values}"
+            "INSERT INTO kurir_outbox (event_id, event_type, aggregate_type, aggregate_id, payload, \
+             subscriber_id) VALUES {values}"
         );
         each_pool!(self, pool => {
             sqlx::query(&sql)
@@ -115,6 +115,7 @@ impl AppPool {
                 .bind(EVENT_TYPE)
                 .bind(&aggregate)
                 .bind(PAYLOAD)
+                .bind(subscriber)
                 .execute(pool)
                 .await?;
         });
@@ -233,9 +234,10 @@ impl AppPool {
         Ok(sizes)
     }
 
-    /// Relayed events with fewer deliveries than the endpoints that existed when they were
-    /// written (every endpoint the harness creates takes every event, except those at
-    /// `/never/`, which subscribe to other types): events kurir lost.
+    /// Relayed events with fewer deliveries than the endpoints of their subscriber (or, for an
+    /// event to none, without one) that existed when they were written (every endpoint the
+    /// harness creates takes every event of its subscriber, except those at `/never/`, which
+    /// subscribe to other types): events kurir lost.
     /// Relayed: marked so, or at or below the relay's cursor (kurir's `store::cursor`).
     pub async fn lost_events(&self) -> anyhow::Result<i64> {
         let relayed = match self {
@@ -249,12 +251,17 @@ impl AppPool {
             }
             Self::Mysql(_) => "o.dispatched_at IS NOT NULL",
         };
+        let same_subscriber = match self {
+            Self::Postgres(_) => "e.subscriber_id IS NOT DISTINCT FROM o.subscriber_id",
+            Self::Sqlite(_) => "e.subscriber_id IS o.subscriber_id",
+            Self::Mysql(_) => "e.subscriber_id <=> o.subscriber_id",
+        };
         let sql = format!(
             "SELECT count(*) FROM kurir_outbox o \
              WHERE {relayed} AND o.refused_reason IS NULL \
                AND (SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id = o.id) \
                  < (SELECT count(*) FROM kurir_endpoints e WHERE e.created_at <= o.created_at \
-                      AND e.url NOT LIKE '%/never/%')"
+                      AND e.url NOT LIKE '%/never/%' AND {same_subscriber})"
         );
         Ok(each_pool!(self, pool => sqlx::query_scalar(&sql).fetch_one(pool).await?))
     }

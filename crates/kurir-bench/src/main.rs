@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, `idle`,
-//!   `soak`, `api`, `endpoints`, `scale-out`, `app-cost`, and the rig they share (fresh database, sink, endpoints, kurir under test).
+//!   `soak`, `api`, `endpoints`, `subscribers`, `scale-out`, `app-cost`, and the rig they share (fresh database, sink, endpoints, kurir under test).
 //! - [`child`]: the process under test: this executable re-entered as `kurir serve`, so its
 //!   memory and CPU are measured on their own.
 //! - [`sink`]: the loopback HTTP sink that records when each delivery arrived.
@@ -105,6 +105,7 @@ enum Scenario {
     Ordered,
     Api,
     Endpoints,
+    Subscribers,
     ScaleOut,
     AppCost,
     All,
@@ -296,6 +297,7 @@ fn scenarios(s: Scenario) -> Vec<Scenario> {
             Scenario::Ordered,
             Scenario::Api,
             Scenario::Endpoints,
+            Scenario::Subscribers,
             Scenario::ScaleOut,
             Scenario::AppCost,
         ],
@@ -317,6 +319,7 @@ async fn run_scenario(ctx: &Ctx, s: Scenario) -> anyhow::Result<Vec<ScenarioResu
         Scenario::Ordered => scenario::ordered::run(ctx).await,
         Scenario::Api => scenario::api::run(ctx).await,
         Scenario::Endpoints => scenario::endpoints::run(ctx).await,
+        Scenario::Subscribers => scenario::subscribers::run(ctx).await,
         Scenario::ScaleOut => scenario::scale_out::run(ctx).await,
         Scenario::AppCost => scenario::app_cost::run(ctx).await,
         Scenario::All => unreachable!("expanded by scenarios()"),

@@ -14,6 +14,7 @@ pub mod ordered;
 pub mod prune;
 pub mod scale_out;
 pub mod soak;
+pub mod subscribers;
 pub mod throughput;
 
 use std::collections::BTreeMap;
@@ -316,6 +317,9 @@ pub enum Via {
     Grouped(u64),
     /// One plain SQL `INSERT` per event, autocommitted, on the application's own connection.
     Sql,
+    /// The same, each event addressed to one of this many subscribers
+    /// ([`subscribers::subscriber_id`]), picked at random.
+    SqlToSubscribers(u64),
     /// `POST /v1/events` on kurir's admin API.
     Api(reqwest::Client, String),
 }
@@ -343,7 +347,7 @@ pub async fn produce(
 ) -> anyhow::Result<f64> {
     let chunk = match via {
         Via::Rust | Via::Grouped(_) => pace.tx_size.max(1),
-        Via::Sql | Via::Api(..) => 1,
+        Via::Sql | Via::SqlToSubscribers(_) | Via::Api(..) => 1,
     };
     let chunks = count.div_ceil(chunk);
     let cursor = Arc::new(AtomicU64::new(0));
@@ -395,7 +399,17 @@ async fn write(app: &AppPool, via: &Via, ids: std::ops::Range<u64>) -> anyhow::R
         Via::Grouped(a) => app.enqueue(ids, Some(*a)).await,
         Via::Sql => {
             for n in ids {
-                app.insert_plain(n).await?;
+                app.insert_plain(n, None).await?;
+            }
+            Ok(())
+        }
+        Via::SqlToSubscribers(count) => {
+            for n in ids {
+                // A multiplicative hash of the event number: spread like random picks, and the
+                // same in every run.
+                let s = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+                let id = subscribers::subscriber_id(s % count);
+                app.insert_plain(n, Some(&id)).await?;
             }
             Ok(())
         }
