@@ -396,7 +396,7 @@ async fn visit_the_other_pages(c: &Client, app: &TestApp, endpoint_page: &str) {
     c.goto(&format!("{base}/ui/")).await.unwrap();
     let overview = page_with(c, "Success ratio").await;
     assert!(
-        overview.contains("Delivery attempts per second") && overview.contains("Success ratio"),
+        overview.contains("Delivery attempts") && overview.contains("Success ratio"),
         "{overview}"
     );
     check_widths(c, "overview").await;
