@@ -1,7 +1,8 @@
 //! Charts as SVG drawn on the server: stacked bars and lines over the buckets of a time window,
 //! laid out here and drawn by the `chart.html` template. No script and no chart library: a
 //! chart is a few dozen rectangles or one polyline per series, with its figures in `<title>`s
-//! for screen readers and tooltips.
+//! for screen readers and tooltips. The value axis is in the unit that fits the largest value
+//! (`3/min` rather than `0.05/s`), with ticks 1, 2 or 5 × 10^n apart.
 
 use askama::Template;
 use chrono::{DateTime, Utc};
@@ -153,8 +154,8 @@ impl Measure {
             .unwrap_or(units[0])
     }
 
-    /// `value` alone, in the unit that fits it, to three significant figures: `3/h`, `0.5/min`,
-    /// `12.5 s`. A value above zero never reads as zero.
+    /// `value` alone, in the unit that fits it, to three significant figures: `3/h`, `2.5/s`,
+    /// `12.5 s`. A small rate keeps its figures (`0.0417/h`) instead of rounding to zero.
     pub fn text(self, value: f64) -> String {
         let unit = self.unit_for(value);
         format!("{}{}", significant(value / unit.size), unit.suffix)
