@@ -10,7 +10,7 @@ use axum::Router;
 use crate::api::state::AppState;
 
 /// Where the stylesheet is served.
-pub const CSS_PATH: &str = "/ui/assets/app-2.css";
+pub const CSS_PATH: &str = "/ui/assets/app-3.css";
 /// Where htmx is served.
 pub const HTMX_PATH: &str = "/ui/assets/htmx-2.0.11.min.js";
 

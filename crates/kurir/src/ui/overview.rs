@@ -1,4 +1,4 @@
-//! The overview: events/s, deliveries/s by outcome, success ratio and latency percentiles over
+//! The overview: event and delivery-attempt rates by outcome, success ratio and latency percentiles over
 //! the last hour or day (charts), and the backlog with the age of its oldest delivery, all read
 //! from the database so every process's work counts. Every read follows the window or what
 //! waits, never the whole history; latencies of a busy window come from an evenly spread sample
@@ -12,7 +12,7 @@ use axum::Router;
 use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 
-use super::chart::{bucket_starts, Chart, Series};
+use super::chart::{bucket_starts, Chart, Measure, Series};
 use super::error::UiError;
 use super::session::Session;
 use super::view::{self, Chrome};
@@ -97,7 +97,7 @@ fn figures(
             .quantile(q)
             .map_or("–".to_owned(), |v| view::seconds(v / 1000.0))
     };
-    let rate = |n: i64| format!("{:.2} / s", n as f64 / span);
+    let rate = |n: i64| Measure::Rate.text(n as f64 / span);
     let backlog: i64 = now.backlog.deliveries.iter().sum();
     let oldest = now.backlog.oldest_pending_age_seconds;
     vec![
@@ -213,36 +213,35 @@ fn charts(
 ) -> Vec<Chart> {
     let (event_rows, outcome_rows) = rate_rows(starts, step, events, attempts);
     let (ratio_rows, latency_rows) = quality_rows(starts, attempts);
-    let rate = |v: f64| format!("{v:.2}/s");
     let series = |label, color| Series { label, color };
     vec![
         Chart::bars(
-            "Events per second",
+            "Events",
             vec![series("events", "#1f4f99")],
             starts,
             &event_rows,
-            &rate,
+            Measure::Rate,
         ),
         Chart::bars(
-            "Delivery attempts per second",
+            "Delivery attempts",
             vec![series("delivered", "#2f8a4c"), series("failed", "#c0392b")],
             starts,
             &outcome_rows,
-            &rate,
+            Measure::Rate,
         ),
         Chart::lines(
             "Success ratio",
             vec![series("delivered / attempted", "#2f8a4c")],
             starts,
             &ratio_rows,
-            &|v| format!("{v:.0} %"),
+            Measure::Percent,
         ),
         Chart::lines(
             "Latency, occurred to delivered",
             vec![series("p50", "#1f4f99"), series("p95", "#b7791f")],
             starts,
             &latency_rows,
-            &|v| view::seconds(v / 1000.0),
+            Measure::Millis,
         ),
     ]
 }
@@ -303,4 +302,35 @@ async fn overview(
 /// The overview's route.
 pub fn router() -> Router<AppState> {
     Router::new().route("/ui/", get(overview))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(chart: &Chart) -> Vec<&str> {
+        chart.y_ticks.iter().map(|t| t.label.as_str()).collect()
+    }
+
+    /// Regression (issue 33, item 4): three events a minute drew a y axis of
+    /// `0.05/0.04/0.03/0.01/0.00/s`, and latencies of a few minutes `5 min/3 min/2 min/0 ms`.
+    #[test]
+    fn a_quiet_hour_reads_in_events_per_minute_and_minutes_of_latency() {
+        let since = DateTime::from_timestamp(1_780_000_000, 0).unwrap();
+        let starts = bucket_starts(since, 60, 60);
+        let events: Vec<_> = starts.iter().map(|t| (*t, 3)).collect();
+        let mut slow = AttemptBucket {
+            delivered: 3,
+            ..AttemptBucket::default()
+        };
+        // Three deliveries between one and five minutes after their events occurred.
+        slow.latency.add(11, 3);
+        let attempts: Vec<_> = starts.iter().map(|t| (*t, slow.clone())).collect();
+        let charts = charts(&starts, 60, &events, &attempts);
+        assert_eq!(labels(&charts[0]), ["0/min", "1/min", "2/min", "3/min"]);
+        assert_eq!(
+            labels(&charts[3]),
+            ["0 min", "1 min", "2 min", "3 min", "4 min", "5 min"]
+        );
+    }
 }

@@ -1,7 +1,8 @@
 //! The dashboard in a real headless Chromium, driven through ChromeDriver (WebDriver): sign in,
 //! create an endpoint, send it a test event and see it delivered, find a dead letter and replay
 //! it with a reason after a dry-run count, see the replay on the audit page, sign out. Each
-//! main page is checked at 1280 and 390 px for horizontal overflow. A viewer's pages show no
+//! main page is checked at 1280 and 390 px for horizontal overflow, and at 390 px for its
+//! navigation and its tables' key columns in sight (see `phone.rs`). A viewer's pages show no
 //! control that changes anything, and the server refuses the form a viewer forges.
 //!
 //! ChromeDriver comes from `KURIR_CHROMEDRIVER` (what `.ci/run` sets) or the PATH. Without it the
@@ -18,12 +19,12 @@ use tokio::process::{Child, Command};
 use crate::api::support::{eventually, Backend, Receiver, TestApp, TestDb, TOKEN};
 
 /// A ChromeDriver on a free loopback port, killed with the test.
-struct Driver {
+pub(crate) struct Driver {
     _child: Child,
     url: String,
 }
 
-fn chromedriver() -> Option<String> {
+pub(crate) fn chromedriver() -> Option<String> {
     let candidate = std::env::var("KURIR_CHROMEDRIVER").unwrap_or_else(|_| "chromedriver".into());
     let runs = std::process::Command::new(&candidate)
         .arg("--version")
@@ -41,7 +42,7 @@ fn chromedriver() -> Option<String> {
     }
 }
 
-async fn start_driver(program: &str) -> Driver {
+pub(crate) async fn start_driver(program: &str) -> Driver {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -63,7 +64,7 @@ async fn start_driver(program: &str) -> Driver {
     Driver { _child: child, url }
 }
 
-async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
+pub(crate) async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
     let args = [
         "--headless",
         "--no-sandbox",
@@ -99,7 +100,7 @@ async fn text(c: &Client) -> String {
 }
 
 /// The page's text once it contains `needle` (a click's navigation may still be under way).
-async fn page_with(c: &Client, needle: &str) -> String {
+pub(crate) async fn page_with(c: &Client, needle: &str) -> String {
     let what = format!("a page with '{needle}'");
     let found = eventually(&what, || async {
         let body = c.find(Locator::Css("body")).await.ok()?;
@@ -112,13 +113,13 @@ async fn page_with(c: &Client, needle: &str) -> String {
     }
 }
 
-async fn fill(c: &Client, id: &str, value: &str) {
+pub(crate) async fn fill(c: &Client, id: &str, value: &str) {
     let field = c.find(Locator::Id(id)).await.unwrap();
     field.clear().await.unwrap();
     field.send_keys(value).await.unwrap();
 }
 
-async fn click(c: &Client, css: &str) {
+pub(crate) async fn click(c: &Client, css: &str) {
     c.find(Locator::Css(css))
         .await
         .unwrap()
@@ -127,13 +128,22 @@ async fn click(c: &Client, css: &str) {
         .unwrap();
 }
 
-/// Checks the page has no horizontal overflow at 1280 and 390 px; saves a screenshot at 1280
-/// when asked to.
+/// Checks the page has no horizontal overflow at 1280 and 390 px, and at 390 px that every
+/// navigation item and every table's key columns are in sight ([`crate::phone`]); saves a
+/// screenshot at 1280 when asked to.
 async fn check_widths(c: &Client, name: &str) {
     for width in [390, 1280] {
         c.set_window_size(width, 900).await.unwrap();
         if width == 390 && name == "overview" {
             screenshot(c, "overview-390").await;
+        }
+        if width == 390 {
+            let unseen = crate::phone::unseen(c).await;
+            assert!(
+                unseen.is_empty(),
+                "{name} at 390 px:\n{}",
+                unseen.join("\n")
+            );
         }
         let sizes = c
             .execute(
@@ -396,7 +406,7 @@ async fn visit_the_other_pages(c: &Client, app: &TestApp, endpoint_page: &str) {
     c.goto(&format!("{base}/ui/")).await.unwrap();
     let overview = page_with(c, "Success ratio").await;
     assert!(
-        overview.contains("Delivery attempts per second") && overview.contains("Success ratio"),
+        overview.contains("Delivery attempts") && overview.contains("Success ratio"),
         "{overview}"
     );
     check_widths(c, "overview").await;
