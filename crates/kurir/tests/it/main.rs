@@ -35,6 +35,7 @@ mod orphan_race;
 mod orphans;
 mod out_of_order;
 mod outbox;
+mod payload_bytes;
 mod php;
 mod rate_limit;
 mod recording;
