@@ -176,7 +176,12 @@ async fn send_one(client: &Client, s: SendArgs, as_json: bool) -> anyhow::Result
         .into_iter()
         .collect();
     let (status, answer) = client
-        .send_text(Method::POST, url, Some(serde_json::to_string(&body)?), &headers)
+        .send_text(
+            Method::POST,
+            url,
+            Some(serde_json::to_string(&body)?),
+            &headers,
+        )
         .await?;
     let answer: Value = serde_json::from_str(&answer).unwrap_or_default();
     if as_json {

@@ -74,7 +74,10 @@ async fn cannot_reach_kurir_names_kurir_url() {
     let out = kurir(dir.path())
         .args(["endpoints", "list"])
         .env("KURIR_URL", format!("http://127.0.0.1:{port}"))
-        .env("KURIR_ADMIN_TOKEN", "a-token-for-a-server-that-is-not-there")
+        .env(
+            "KURIR_ADMIN_TOKEN",
+            "a-token-for-a-server-that-is-not-there",
+        )
         .stdout(Stdio::null())
         .output()
         .await

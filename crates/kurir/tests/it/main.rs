@@ -50,6 +50,6 @@ mod store_breaker;
 mod store_dashboard;
 mod subscribers;
 mod timeouts;
-mod verify_snippets;
 mod ui;
 mod unfinished_transactions;
+mod verify_snippets;

@@ -94,11 +94,7 @@ async fn the_lines_of_an_ndjson_file_are_sent_as_written() {
         format!("{{\"event_type\":\"invoice.paid\",\"data\":{DATA}}}\n"),
     )
     .unwrap();
-    let out = cli_ok(
-        &app,
-        &["events", "send", "--file", file.to_str().unwrap()],
-    )
-    .await;
+    let out = cli_ok(&app, &["events", "send", "--file", file.to_str().unwrap()]).await;
     assert!(out.contains("1 accepted"), "{out}");
     let delivered = receiver.wait_for(1).await.remove(0);
     let body = String::from_utf8(delivered.body.to_vec()).unwrap();

@@ -155,7 +155,8 @@ async fn the_readmes_verification_snippets_accept_a_real_delivery_and_refuse_a_c
         readme_block("**Python, kurir scheme**", "python"),
         readme_block("**Python, Standard Webhooks**", "python"),
     );
-    for (program, script, extension) in [(&php, &php_script, "php"), (&python, &python_script, "py")]
+    for (program, script, extension) in
+        [(&php, &php_script, "php"), (&python, &python_script, "py")]
     {
         assert_eq!(
             run(program, script, extension, &case(&delivery.body)),
