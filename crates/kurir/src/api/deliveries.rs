@@ -198,6 +198,7 @@ pub(super) fn check_window(
 pub struct ListDeliveries {
     /// `pending`, `processing`, `sent`, `retrying`, `dead_letter` or `cancelled`; `failed`
     /// is the older name of `retrying`, still accepted.
+    #[param(pattern = "^(pending|processing|sent|retrying|failed|dead_letter|cancelled)$")]
     pub status: Option<String>,
     /// Only this endpoint's deliveries.
     pub endpoint_id: Option<String>,

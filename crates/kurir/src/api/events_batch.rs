@@ -41,8 +41,10 @@ pub const BATCH_BODY_FACTOR: usize = 16;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PublishBatch {
-    /// 1 to 1,000 events, each as the body of `POST /v1/events`.
-    #[schema(value_type = Vec<PublishEvent>, min_items = 1, max_items = 1000)]
+    /// 1 to 1,000 events, each as the body of `POST /v1/events` (a `PublishEvent`). Each is
+    /// checked on its own and answered in its own `results` entry: an invalid one (`400` there)
+    /// does not refuse the others, so the document asks only for objects here.
+    #[schema(value_type = Vec<Object>, min_items = 1, max_items = 1000)]
     pub events: Vec<Box<RawValue>>,
 }
 

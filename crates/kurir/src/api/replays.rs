@@ -37,6 +37,7 @@ const PREVIEW_DELIVERIES: u32 = 100;
 /// Body of `POST /v1/events/{event_id}/replay`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"reason": "the partner lost it", "include_sent": false}))]
 pub struct ReplayEvent {
     /// Only the delivery to this endpoint (default: every delivery of the event).
     pub endpoint_id: Option<String>,
@@ -52,8 +53,10 @@ pub struct ReplayEvent {
 /// Body of `POST /v1/replays`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"status": "dead_letter", "event_type": "order.paid", "since": "2026-06-11T00:00:00Z", "reason": "partner fixed their TLS certificate"}))]
 pub struct BulkReplay {
     /// `dead_letter` (the default) or `sent`; other statuses match nothing to replay.
+    #[schema(pattern = "^(pending|processing|sent|retrying|failed|dead_letter|cancelled)$")]
     pub status: Option<String>,
     /// Only this endpoint's deliveries.
     pub endpoint_id: Option<String>,
@@ -70,6 +73,7 @@ pub struct BulkReplay {
 
 /// Answer of a replay.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"replayed": 3, "replay_id": 17}))]
 pub struct Replayed {
     /// How many deliveries went back to `pending`.
     pub replayed: i64,
@@ -294,7 +298,8 @@ pub async fn replay_bulk(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ReplayQuery {
-    /// `dead_letter` (the default) or `sent`.
+    /// `dead_letter` (the default) or `sent`; other statuses match nothing to replay.
+    #[param(pattern = "^(pending|processing|sent|retrying|failed|dead_letter|cancelled)$")]
     pub status: Option<String>,
     /// Only this endpoint's deliveries.
     pub endpoint_id: Option<String>,

@@ -35,7 +35,8 @@ pub struct SourceView {
     pub forward_url: String,
     /// Where partners send their webhooks, relative to kurir's base URL.
     pub inbox_path: String,
-    /// The secret forwards are signed with (`kurir` scheme): only in the answer of create.
+    /// The secret forwards are signed with (verify their Standard Webhooks signature: the
+    /// README's "Verifying a delivery"): only in the answer of create.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub forward_secret: Option<Sensitive>,
@@ -78,7 +79,7 @@ pub struct CreateSource {
     pub scheme: String,
     /// The secrets the sender signs with (several during a rotation); `whsec_` + base64 for
     /// `standard-webhooks`.
-    #[schema(value_type = Vec<String>)]
+    #[schema(value_type = Vec<String>, min_items = 1)]
     pub secrets: Vec<Sensitive>,
     /// Timestamp tolerance, 1 to 86400 (default 300).
     #[serde(default, deserialize_with = "whole")]
@@ -98,7 +99,7 @@ pub struct UpdateSource {
     #[schema(value_type = Option<SchemeName>)]
     pub scheme: Option<String>,
     /// New secrets (replaces the list).
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(value_type = Option<Vec<String>>, min_items = 1)]
     pub secrets: Option<Vec<Sensitive>>,
     /// New tolerance, 1 to 86400.
     #[serde(default, deserialize_with = "whole")]

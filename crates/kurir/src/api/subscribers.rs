@@ -25,10 +25,10 @@ use crate::store::subscribers::{
 #[serde(deny_unknown_fields)]
 pub struct CreateSubscriber {
     /// Your id for it (your customer's id): 1 to 255 visible ASCII characters.
-    #[schema(example = "cus_8Hq2")]
+    #[schema(example = "cus_8Hq2", pattern = "^[\\x21-\\x7e]{1,255}$")]
     pub id: String,
-    /// A name for people, at most 255 characters.
-    #[schema(example = "Toko Makmur")]
+    /// A name for people, at most 255 characters, none of them control characters.
+    #[schema(example = "Toko Makmur", max_length = 255, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$")]
     pub name: String,
     /// Free-form JSON object, kept for you.
     #[serde(default)]
@@ -40,7 +40,8 @@ pub struct CreateSubscriber {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutSubscriberBody {
-    /// A name for people, at most 255 characters.
+    /// A name for people, at most 255 characters, none of them control characters.
+    #[schema(max_length = 255, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$")]
     pub name: String,
     /// Free-form JSON object (replaces the stored one; `{}` when absent).
     #[serde(default)]
@@ -52,7 +53,8 @@ pub struct PutSubscriberBody {
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateSubscriber {
-    /// New name.
+    /// New name: at most 255 characters, none of them control characters.
+    #[schema(max_length = 255, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$")]
     pub name: Option<String>,
     /// New metadata (replaces the stored object).
     #[schema(value_type = Option<Object>)]
@@ -207,7 +209,7 @@ pub async fn create(
 /// Creates the subscriber, or sets its name and metadata: idempotent, for syncing a customer
 /// list.
 #[utoipa::path(put, path = "/v1/subscribers/{id}", operation_id = "put_subscriber", tag = "subscribers",
-    params(("id" = String, Path, description = "Your id for the subscriber")),
+    params(("id" = String, Path, pattern = "^[\\x21-\\x7e]{1,255}$", description = "Your id for the subscriber")),
     request_body = PutSubscriberBody,
     responses((status = 201, description = "Created", body = SubscriberView),
               (status = 200, description = "Updated", body = SubscriberView),
@@ -251,7 +253,7 @@ pub async fn list(
 
 /// Reads one subscriber (a deleted one too, with its `deleted_at`).
 #[utoipa::path(get, path = "/v1/subscribers/{id}", operation_id = "get_subscriber", tag = "subscribers",
-    params(("id" = String, Path, description = "Your id for the subscriber")),
+    params(("id" = String, Path, pattern = "^[\\x21-\\x7e]{1,255}$", description = "Your id for the subscriber")),
     responses((status = 200, description = "The subscriber", body = SubscriberView),
               (status = 404, description = "No such subscriber", body = ErrorBody)))]
 pub async fn show(
@@ -267,7 +269,7 @@ pub async fn show(
 
 /// Changes a subscriber's name, metadata, or whether it is enabled.
 #[utoipa::path(patch, path = "/v1/subscribers/{id}", operation_id = "update_subscriber", tag = "subscribers",
-    params(("id" = String, Path, description = "Your id for the subscriber")),
+    params(("id" = String, Path, pattern = "^[\\x21-\\x7e]{1,255}$", description = "Your id for the subscriber")),
     request_body = UpdateSubscriber,
     responses((status = 200, description = "The subscriber as it now is", body = SubscriberView),
               (status = 400, description = "A field is invalid", body = ErrorBody),
@@ -295,7 +297,7 @@ pub async fn update(
 /// Deletes a subscriber: its endpoints end as tombstones, their undelivered deliveries
 /// `cancelled`; history stays until retention, and the id stays taken meanwhile.
 #[utoipa::path(delete, path = "/v1/subscribers/{id}", operation_id = "delete_subscriber", tag = "subscribers",
-    params(("id" = String, Path, description = "Your id for the subscriber")),
+    params(("id" = String, Path, pattern = "^[\\x21-\\x7e]{1,255}$", description = "Your id for the subscriber")),
     responses((status = 204, description = "Deleted"),
               (status = 404, description = "No such subscriber, or it was deleted already", body = ErrorBody)))]
 pub async fn delete(
