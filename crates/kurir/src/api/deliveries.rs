@@ -203,6 +203,7 @@ pub struct ListDeliveries {
     /// Only this endpoint's deliveries.
     pub endpoint_id: Option<String>,
     /// Only events of this type.
+    #[param(pattern = "^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$", max_length = 255)]
     pub event_type: Option<String>,
     /// Created at or after (RFC 3339).
     pub since: Option<DateTime<Utc>>,

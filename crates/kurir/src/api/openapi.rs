@@ -179,27 +179,41 @@ struct OpenFlattened;
 
 impl Modify for OpenFlattened {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        let Some(components) = doc.components.as_mut() else {
-            return;
-        };
-        let schemas = components.schemas.clone();
-        for schema in components.schemas.values_mut() {
-            let RefOr::T(Schema::AllOf(all_of)) = schema else {
-                continue;
-            };
-            for member in &mut all_of.items {
-                let RefOr::Ref(r) = member else { continue };
-                let name = r.ref_location.trim_start_matches("#/components/schemas/");
-                let Some(RefOr::T(Schema::Object(closed))) = schemas.get(name) else {
-                    continue;
-                };
-                if closed.additional_properties.is_some() {
-                    let mut open = closed.clone();
-                    open.additional_properties = None;
-                    *member = RefOr::T(Schema::Object(open));
+        // The members sit anywhere (a page inlines its rows), so the walk is over the JSON.
+        let mut value = serde_json::to_value(&*doc).expect("utoipa's document serialises");
+        let schemas = value["components"]["schemas"].clone();
+        open_closed_members(&mut value, &schemas);
+        *doc = serde_json::from_value(value).expect("the document reads back");
+    }
+}
+
+fn open_closed_members(value: &mut serde_json::Value, schemas: &serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Array(members)) = map.get_mut("allOf") {
+                for member in members.iter_mut() {
+                    let Some(name) = member["$ref"]
+                        .as_str()
+                        .and_then(|r| r.strip_prefix("#/components/schemas/"))
+                    else {
+                        continue;
+                    };
+                    let mut target = schemas[name].clone();
+                    if let Some(closed) = target.as_object_mut() {
+                        if closed.remove("additionalProperties") == Some(Value::Bool(false)) {
+                            *member = target;
+                        }
+                    }
                 }
             }
+            map.values_mut()
+                .for_each(|child| open_closed_members(child, schemas));
         }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| open_closed_members(item, schemas)),
+        _ => {}
     }
 }
 

@@ -61,6 +61,7 @@ pub struct BulkReplay {
     /// Only this endpoint's deliveries.
     pub endpoint_id: Option<String>,
     /// Only events of this type.
+    #[schema(pattern = "^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$", max_length = 255)]
     pub event_type: Option<String>,
     /// Deliveries created at or after (RFC 3339).
     pub since: Option<DateTime<Utc>>,
@@ -304,6 +305,7 @@ pub struct ReplayQuery {
     /// Only this endpoint's deliveries.
     pub endpoint_id: Option<String>,
     /// Only events of this type.
+    #[param(pattern = "^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$", max_length = 255)]
     pub event_type: Option<String>,
     /// Deliveries created at or after (RFC 3339).
     pub since: Option<DateTime<Utc>>,
