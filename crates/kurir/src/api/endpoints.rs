@@ -95,7 +95,7 @@ each_override!(api_struct! { create
 #[schema(example = json!({"url": "https://example.com/webhooks", "description": "billing", "event_types": ["order.*"], "max_in_flight": 16, "ordering": "aggregate"}))]
 pub struct CreateEndpoint {
     /// Absolute http(s) URL.
-    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[^/?#\\s]+", max_length = 2048, example = "https://example.com/webhooks")]
+    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[A-Za-z0-9._~!$&'()*+,;=-]+(:[0-9]{1,4})?([/?#][^\\s\\x00-\\x1f\\x7f-\\x9f]*)?$", max_length = 2048, example = "https://example.com/webhooks")]
     pub url: String,
     /// Free text.
     #[serde(default)]
@@ -137,7 +137,7 @@ each_override!(api_struct! { update
 #[schema(example = json!({"enabled": false, "disabled_reason": "partner maintenance until 14:00"}))]
 pub struct UpdateEndpoint {
     /// New URL: absolute, http(s).
-    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[^/?#\\s]+", max_length = 2048)]
+    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[A-Za-z0-9._~!$&'()*+,;=-]+(:[0-9]{1,4})?([/?#][^\\s\\x00-\\x1f\\x7f-\\x9f]*)?$", max_length = 2048)]
     pub url: Option<String>,
     /// New description.
     pub description: Option<String>,

@@ -3,8 +3,11 @@
 
 use axum::routing::get;
 use axum::{Json, Router};
+use std::collections::BTreeMap;
 use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, ParameterIn};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+
+use utoipa::openapi::schema::{AdditionalProperties, ArrayItems, Object};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder, Schema};
 use utoipa::{Modify, OpenApi};
 
@@ -156,19 +159,22 @@ fn bad_input_response(op: &mut Operation) {
     if !takes_input {
         return;
     }
-    op.responses.responses.entry("400".into()).or_insert_with(|| {
-        let body = ContentBuilder::new()
-            .schema(Some(Ref::from_schema_name("ErrorBody")))
-            .build();
-        ResponseBuilder::new()
-            .description(
-                "A parameter or field is invalid: the error names it (`invalid_field`, \
+    op.responses
+        .responses
+        .entry("400".into())
+        .or_insert_with(|| {
+            let body = ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build();
+            ResponseBuilder::new()
+                .description(
+                    "A parameter or field is invalid: the error names it (`invalid_field`, \
                  `invalid_request`, `invalid_json`)",
-            )
-            .content("application/json", body)
-            .build()
-            .into()
-    });
+                )
+                .content("application/json", body)
+                .build()
+                .into()
+        });
 }
 
 /// A view that flattens a request type (an event type's entry flattens its `EntrySpec`)
@@ -179,40 +185,66 @@ struct OpenFlattened;
 
 impl Modify for OpenFlattened {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        // The members sit anywhere (a page inlines its rows), so the walk is over the JSON.
-        let mut value = serde_json::to_value(&*doc).expect("utoipa's document serialises");
-        let schemas = value["components"]["schemas"].clone();
-        open_closed_members(&mut value, &schemas);
-        *doc = serde_json::from_value(value).expect("the document reads back");
+        let Some(components) = doc.components.as_mut() else {
+            return;
+        };
+        let opened: BTreeMap<String, Object> = components
+            .schemas
+            .iter()
+            .filter_map(|(name, schema)| match schema {
+                RefOr::T(Schema::Object(o))
+                    if matches!(
+                        o.additional_properties.as_deref(),
+                        Some(AdditionalProperties::FreeForm(false))
+                    ) =>
+                {
+                    let mut open = o.clone();
+                    open.additional_properties = None;
+                    Some((format!("#/components/schemas/{name}"), open))
+                }
+                _ => None,
+            })
+            .collect();
+        for schema in components.schemas.values_mut() {
+            open_members(schema, &opened);
+        }
     }
 }
 
-fn open_closed_members(value: &mut serde_json::Value, schemas: &serde_json::Value) {
-    use serde_json::Value;
-    match value {
-        Value::Object(map) => {
-            if let Some(Value::Array(members)) = map.get_mut("allOf") {
-                for member in members.iter_mut() {
-                    let Some(name) = member["$ref"]
-                        .as_str()
-                        .and_then(|r| r.strip_prefix("#/components/schemas/"))
-                    else {
-                        continue;
-                    };
-                    let mut target = schemas[name].clone();
-                    if let Some(closed) = target.as_object_mut() {
-                        if closed.remove("additionalProperties") == Some(Value::Bool(false)) {
-                            *member = target;
-                        }
-                    }
+/// Replaces, in `schema` and the schemas it holds (a page's rows are inlined), every `allOf`
+/// member that refers to a closed schema by its open copy in `opened`.
+fn open_members(schema: &mut RefOr<Schema>, opened: &BTreeMap<String, Object>) {
+    let RefOr::T(schema) = schema else { return };
+    match schema {
+        Schema::AllOf(all_of) => {
+            for member in &mut all_of.items {
+                let open = match member {
+                    RefOr::Ref(r) => opened.get(&r.ref_location),
+                    RefOr::T(_) => None,
+                };
+                match open {
+                    Some(open) => *member = RefOr::T(Schema::Object(open.clone())),
+                    None => open_members(member, opened),
                 }
             }
-            map.values_mut()
-                .for_each(|child| open_closed_members(child, schemas));
         }
-        Value::Array(items) => items
+        Schema::OneOf(one_of) => one_of
+            .items
             .iter_mut()
-            .for_each(|item| open_closed_members(item, schemas)),
+            .for_each(|s| open_members(s, opened)),
+        Schema::AnyOf(any_of) => any_of
+            .items
+            .iter_mut()
+            .for_each(|s| open_members(s, opened)),
+        Schema::Object(object) => object
+            .properties
+            .values_mut()
+            .for_each(|s| open_members(s, opened)),
+        Schema::Array(array) => {
+            if let ArrayItems::RefOrSchema(items) = &mut array.items {
+                open_members(items, opened);
+            }
+        }
         _ => {}
     }
 }

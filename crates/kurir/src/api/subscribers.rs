@@ -28,7 +28,11 @@ pub struct CreateSubscriber {
     #[schema(example = "cus_8Hq2", pattern = "^[\\x21-\\x7e]{1,255}$")]
     pub id: String,
     /// A name for people, at most 255 characters, none of them control characters.
-    #[schema(example = "Toko Makmur", max_length = 255, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$")]
+    #[schema(
+        example = "Toko Makmur",
+        max_length = 255,
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$"
+    )]
     pub name: String,
     /// Free-form JSON object, kept for you.
     #[serde(default)]

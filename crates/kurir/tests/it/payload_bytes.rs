@@ -49,7 +49,9 @@ async fn a_payload_is_sent_delivered_and_shown_as_it_was_written(app: TestApp) {
     let published = app
         .request(reqwest::Method::POST, "/v1/events")
         .header("content-type", "application/json")
-        .body(format!("{{\"event_type\":\"invoice.paid\",\"data\":{DATA}}}"));
+        .body(format!(
+            "{{\"event_type\":\"invoice.paid\",\"data\":{DATA}}}"
+        ));
     let (_, published) = app.send(published).await;
     let shown_id = published["event_id"].as_str().unwrap().to_owned();
     let shown = cli_ok(&app, &["events", "show", &shown_id]).await;
@@ -80,7 +82,9 @@ async fn a_payload_is_sent_delivered_and_shown_as_it_was_written(app: TestApp) {
         .replace("&#34;", "\"")
         .replace("&#x22;", "\"");
     if !unescaped.contains(PRETTY) {
-        let pre = unescaped.split_once("invoice_id").map_or("", |(_, rest)| rest);
+        let pre = unescaped
+            .split_once("invoice_id")
+            .map_or("", |(_, rest)| rest);
         wrong.push(format!(
             "the dashboard's event page shows {}",
             &pre[..pre.len().min(200)]
