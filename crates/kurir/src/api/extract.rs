@@ -100,6 +100,13 @@ pub struct BodyLimit(pub usize);
 
 /// Parses `bytes` as `T`, turning a serde error into the field it concerns.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Every body of the API is a JSON object, but serde also reads a struct from an array, its
+    // fields in order: `[null, null]` passed as an empty rotate-secret body.
+    if bytes.trim_ascii_start().first() == Some(&b'[') {
+        return Err(ApiError::InvalidRequest(
+            "the body must be a JSON object, not an array".into(),
+        ));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -111,14 +118,6 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })?;
     de.end()
         .map_err(|e| ApiError::MalformedJson(e.to_string()))?;
-    // Every body of the API is a JSON object, but serde also reads a struct from an array, its
-    // fields in order: `[null, null]` passed as an empty rotate-secret body. Checked after the
-    // parse, so broken JSON is still called malformed.
-    if bytes.trim_ascii_start().first() != Some(&b'{') {
-        return Err(ApiError::InvalidRequest(
-            "the body must be a JSON object".into(),
-        ));
-    }
     Ok(value)
 }
 
