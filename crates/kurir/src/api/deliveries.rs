@@ -198,10 +198,12 @@ pub(super) fn check_window(
 pub struct ListDeliveries {
     /// `pending`, `processing`, `sent`, `retrying`, `dead_letter` or `cancelled`; `failed`
     /// is the older name of `retrying`, still accepted.
+    #[param(pattern = "^(pending|processing|sent|retrying|failed|dead_letter|cancelled)$")]
     pub status: Option<String>,
     /// Only this endpoint's deliveries.
     pub endpoint_id: Option<String>,
     /// Only events of this type.
+    #[param(pattern = "^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$", max_length = 255)]
     pub event_type: Option<String>,
     /// Created at or after (RFC 3339).
     pub since: Option<DateTime<Utc>>,

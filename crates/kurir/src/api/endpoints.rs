@@ -92,9 +92,10 @@ each_override!(api_struct! { create
 /// Body of `POST /v1/endpoints`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"url": "https://example.com/webhooks", "description": "billing", "event_types": ["order.*"], "max_in_flight": 16, "ordering": "aggregate"}))]
 pub struct CreateEndpoint {
     /// Absolute http(s) URL.
-    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[^/?#\\s]+", max_length = 2048, example = "https://example.com/webhooks")]
+    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[A-Za-z0-9._~!$&'()*+,;=-]+(:[0-9]{1,4})?([/?#][^\\s\\x00-\\x1f\\x7f-\\x9f]*)?$", max_length = 2048, example = "https://example.com/webhooks")]
     pub url: String,
     /// Free text.
     #[serde(default)]
@@ -104,7 +105,7 @@ pub struct CreateEndpoint {
     pub event_types: Vec<String>,
     /// The signing secret (8 to 512 characters; `whsec_` + base64 for Standard Webhooks);
     /// generated when absent.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 8, max_length = 512, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$")]
     pub secret: Option<Sensitive>,
     /// Concurrent requests per kurir process, 1 to 1000 (default 16).
     #[serde(default, deserialize_with = "whole")]
@@ -133,9 +134,10 @@ each_override!(api_struct! { update
 /// to the global setting.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"enabled": false, "disabled_reason": "partner maintenance until 14:00"}))]
 pub struct UpdateEndpoint {
     /// New URL: absolute, http(s).
-    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[^/?#\\s]+", max_length = 2048)]
+    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[A-Za-z0-9._~!$&'()*+,;=-]+(:[0-9]{1,4})?([/?#][^\\s\\x00-\\x1f\\x7f-\\x9f]*)?$", max_length = 2048)]
     pub url: Option<String>,
     /// New description.
     pub description: Option<String>,
@@ -171,7 +173,7 @@ pub struct RotateSecret {
     #[schema(minimum = 0, maximum = 2592000)]
     pub grace_period_seconds: Option<u64>,
     /// The new secret; generated when absent.
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 8, max_length = 512, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$")]
     pub secret: Option<Sensitive>,
 }
 

@@ -88,6 +88,7 @@ pub enum ApiError {
 
 /// The JSON body of every error response.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"error": {"code": "invalid_field", "message": "url: must be an absolute http(s) URL", "field": "url"}}))]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,

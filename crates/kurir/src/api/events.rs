@@ -33,6 +33,7 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// Body of `POST /v1/events`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"event_type": "order.paid", "aggregate_type": "order", "aggregate_id": "98765", "data": {"order_id": "98765", "total": 250000}}))]
 pub struct PublishEvent {
     /// Dot-separated lowercase type, e.g. `order.paid`: segments of `a-z 0-9 _ -`, 1 to 255
     /// bytes.
@@ -57,6 +58,7 @@ pub struct PublishEvent {
     /// When it happened (RFC 3339; default now).
     pub occurred_at: Option<DateTime<Utc>>,
     /// Your id for the event (visible ASCII, at most 255); a UUIDv7 when absent.
+    #[schema(pattern = "^[\\x21-\\x7e]{1,255}$")]
     pub event_id: Option<String>,
     /// The subscriber the event is addressed to (its id): delivered only to that subscriber's
     /// endpoints. Absent: only to the endpoints without a subscriber.
@@ -66,6 +68,7 @@ pub struct PublishEvent {
 
 /// Answer of a newly accepted event.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"event_id": "0190f3c2-5b7e-7cc1-8f3a-2d4e6b8a9c01"}))]
 pub struct Accepted {
     /// The event's id.
     pub event_id: String,
@@ -73,6 +76,7 @@ pub struct Accepted {
 
 /// An event as stored.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"event_id": "0190f3c2-5b7e-7cc1-8f3a-2d4e6b8a9c01", "event_type": "order.paid", "version": 1, "aggregate_type": "order", "aggregate_id": "98765", "occurred_at": "2026-06-11T08:15:30Z", "created_at": "2026-06-11T08:15:30.120Z", "dispatched_at": "2026-06-11T08:15:30.180Z", "dispatched": true, "data": {"order_id": "98765", "total": 250000}}))]
 pub struct EventView {
     /// Its id.
     pub event_id: String,
@@ -259,8 +263,8 @@ pub(super) async fn stored(state: &AppState, event_id: &str) -> Result<StoredEve
 
 /// Records an event in the outbox; the relay fans it out to every subscribed endpoint.
 #[utoipa::path(post, path = "/v1/events", operation_id = "publish_event", tag = "events", request_body = PublishEvent,
-    params(("Idempotency-Key" = Option<String>, Header,
-        description = "Repeating a request with the same key returns the original event")),
+    params(("Idempotency-Key" = Option<String>, Header, pattern = "^[\\x21-\\x7e]{1,255}$",
+        description = "Repeating a request with the same key (1 to 255 visible ASCII characters) returns the original event")),
     responses((status = 202, description = "Accepted for delivery", body = Accepted),
               (status = 200, description = "Already accepted: the original event, nothing created", body = EventView),
               (status = 400, description = "A field is invalid", body = ErrorBody),

@@ -100,6 +100,13 @@ pub struct BodyLimit(pub usize);
 
 /// Parses `bytes` as `T`, turning a serde error into the field it concerns.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Every body of the API is a JSON object, but serde also reads a struct from an array, its
+    // fields in order: `[null, null]` passed as an empty rotate-secret body.
+    if bytes.trim_ascii_start().first() == Some(&b'[') {
+        return Err(ApiError::InvalidRequest(
+            "the body must be a JSON object, not an array".into(),
+        ));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -237,6 +244,16 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn an_array_is_not_read_as_a_body_of_fields() {
+        let refused = parse_json::<Counted>(b" [1]").unwrap_err();
+        assert!(
+            matches!(&refused, ApiError::InvalidRequest(m) if m.contains("JSON object")),
+            "{refused:?}"
+        );
+        assert!(parse_json::<Counted>(b" {\"n\": 1}").is_ok());
     }
 
     #[test]

@@ -3,9 +3,12 @@
 
 use axum::routing::get;
 use axum::{Json, Router};
-use utoipa::openapi::path::{HttpMethod, OperationBuilder};
+use std::collections::BTreeMap;
+use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, ParameterIn};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+
+use utoipa::openapi::schema::{AdditionalProperties, ArrayItems, Object};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder, Schema};
 use utoipa::{Modify, OpenApi};
 
 use super::{
@@ -42,7 +45,7 @@ use crate::gateway::routes;
         routes::receive, routes::status, openapi_json, recheck::recheck, event_types::list,
         event_types::show, event_types::put, event_types::delete, event_types::export
     ),
-    modifiers(&BearerAuth, &Health, &AccessResponses),
+    modifiers(&BearerAuth, &Health, &AccessResponses, &InputResponses, &OpenFlattened),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -112,6 +115,137 @@ impl Modify for AccessResponses {
                     .or_insert_with(|| error(refusal).into());
             }
         }
+    }
+}
+
+/// The answer of the extractors ([`super::extract`]) on every `/v1` operation that takes
+/// parameters or a body: `400` naming the parameter or field at fault. And the one rule every
+/// listing's `cursor` shares ([`super::page`]): it is a `next_cursor` from an earlier page, never
+/// empty (an empty one is refused rather than read as "the first page again", which would set a
+/// script that loops on `cursor` going round forever). Routes added later get both.
+struct InputResponses;
+
+impl Modify for InputResponses {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in doc.paths.paths.iter_mut() {
+            if !path.starts_with("/v1/") {
+                continue;
+            }
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.patch,
+                &mut item.delete,
+            ];
+            for op in operations.into_iter().flatten() {
+                bad_input_response(op);
+                for param in op.parameters.iter_mut().flatten() {
+                    if param.name == "cursor" && param.parameter_in == ParameterIn::Query {
+                        if let Some(RefOr::T(Schema::Object(schema))) = param.schema.as_mut() {
+                            schema.min_length = Some(1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds `400` to `op` when it takes parameters or a body and does not document one yet.
+fn bad_input_response(op: &mut Operation) {
+    let takes_input =
+        op.request_body.is_some() || op.parameters.as_ref().is_some_and(|p| !p.is_empty());
+    if !takes_input {
+        return;
+    }
+    op.responses
+        .responses
+        .entry("400".into())
+        .or_insert_with(|| {
+            let body = ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build();
+            ResponseBuilder::new()
+                .description(
+                    "A parameter or field is invalid: the error names it (`invalid_field`, \
+                 `invalid_request`, `invalid_json`)",
+                )
+                .content("application/json", body)
+                .build()
+                .into()
+        });
+}
+
+/// A view that flattens a request type (an event type's entry flattens its `EntrySpec`)
+/// inherits that type's `additionalProperties: false`, which no answer carrying the view's own
+/// fields could pass. Where such a closed schema is a member of an `allOf`, the member is an
+/// open copy; the request type itself stays closed, as the server refuses unknown fields.
+struct OpenFlattened;
+
+impl Modify for OpenFlattened {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let Some(components) = doc.components.as_mut() else {
+            return;
+        };
+        let opened: BTreeMap<String, Object> = components
+            .schemas
+            .iter()
+            .filter_map(|(name, schema)| match schema {
+                RefOr::T(Schema::Object(o))
+                    if matches!(
+                        o.additional_properties.as_deref(),
+                        Some(AdditionalProperties::FreeForm(false))
+                    ) =>
+                {
+                    let mut open = o.clone();
+                    open.additional_properties = None;
+                    Some((format!("#/components/schemas/{name}"), open))
+                }
+                _ => None,
+            })
+            .collect();
+        for schema in components.schemas.values_mut() {
+            open_members(schema, &opened);
+        }
+    }
+}
+
+/// Replaces, in `schema` and the schemas it holds (a page's rows are inlined), every `allOf`
+/// member that refers to a closed schema by its open copy in `opened`.
+fn open_members(schema: &mut RefOr<Schema>, opened: &BTreeMap<String, Object>) {
+    let RefOr::T(schema) = schema else { return };
+    match schema {
+        Schema::AllOf(all_of) => {
+            for member in &mut all_of.items {
+                let open = match member {
+                    RefOr::Ref(r) => opened.get(&r.ref_location),
+                    RefOr::T(_) => None,
+                };
+                match open {
+                    Some(open) => *member = RefOr::T(Schema::Object(open.clone())),
+                    None => open_members(member, opened),
+                }
+            }
+        }
+        Schema::OneOf(one_of) => one_of
+            .items
+            .iter_mut()
+            .for_each(|s| open_members(s, opened)),
+        Schema::AnyOf(any_of) => any_of
+            .items
+            .iter_mut()
+            .for_each(|s| open_members(s, opened)),
+        Schema::Object(object) => object
+            .properties
+            .values_mut()
+            .for_each(|s| open_members(s, opened)),
+        Schema::Array(array) => {
+            if let ArrayItems::RefOrSchema(items) = &mut array.items {
+                open_members(items, opened);
+            }
+        }
+        _ => {}
     }
 }
 

@@ -37,6 +37,7 @@ const PREVIEW_DELIVERIES: u32 = 100;
 /// Body of `POST /v1/events/{event_id}/replay`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"reason": "the partner lost it", "include_sent": false}))]
 pub struct ReplayEvent {
     /// Only the delivery to this endpoint (default: every delivery of the event).
     pub endpoint_id: Option<String>,
@@ -52,12 +53,15 @@ pub struct ReplayEvent {
 /// Body of `POST /v1/replays`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"status": "dead_letter", "event_type": "order.paid", "since": "2026-06-11T00:00:00Z", "reason": "partner fixed their TLS certificate"}))]
 pub struct BulkReplay {
     /// `dead_letter` (the default) or `sent`; other statuses match nothing to replay.
+    #[schema(pattern = "^(pending|processing|sent|retrying|failed|dead_letter|cancelled)$")]
     pub status: Option<String>,
     /// Only this endpoint's deliveries.
     pub endpoint_id: Option<String>,
     /// Only events of this type.
+    #[schema(pattern = "^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$", max_length = 255)]
     pub event_type: Option<String>,
     /// Deliveries created at or after (RFC 3339).
     pub since: Option<DateTime<Utc>>,
@@ -70,6 +74,7 @@ pub struct BulkReplay {
 
 /// Answer of a replay.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(example = json!({"replayed": 3, "replay_id": 17}))]
 pub struct Replayed {
     /// How many deliveries went back to `pending`.
     pub replayed: i64,
@@ -294,11 +299,13 @@ pub async fn replay_bulk(
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct ReplayQuery {
-    /// `dead_letter` (the default) or `sent`.
+    /// `dead_letter` (the default) or `sent`; other statuses match nothing to replay.
+    #[param(pattern = "^(pending|processing|sent|retrying|failed|dead_letter|cancelled)$")]
     pub status: Option<String>,
     /// Only this endpoint's deliveries.
     pub endpoint_id: Option<String>,
     /// Only events of this type.
+    #[param(pattern = "^[a-z0-9_-]+(\\.[a-z0-9_-]+)*$", max_length = 255)]
     pub event_type: Option<String>,
     /// Deliveries created at or after (RFC 3339).
     pub since: Option<DateTime<Utc>>,

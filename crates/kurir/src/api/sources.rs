@@ -35,7 +35,8 @@ pub struct SourceView {
     pub forward_url: String,
     /// Where partners send their webhooks, relative to kurir's base URL.
     pub inbox_path: String,
-    /// The secret forwards are signed with (`kurir` scheme): only in the answer of create.
+    /// The secret forwards are signed with (verify their Standard Webhooks signature: the
+    /// README's "Verifying a delivery"): only in the answer of create.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub forward_secret: Option<Sensitive>,
@@ -78,15 +79,42 @@ pub struct CreateSource {
     pub scheme: String,
     /// The secrets the sender signs with (several during a rotation); `whsec_` + base64 for
     /// `standard-webhooks`.
-    #[schema(value_type = Vec<String>)]
+    #[schema(value_type = Vec<SecretText>, min_items = 1)]
     pub secrets: Vec<Sensitive>,
     /// Timestamp tolerance, 1 to 86400 (default 300).
     #[serde(default, deserialize_with = "whole")]
     #[schema(minimum = 1, maximum = 86400)]
     pub tolerance_seconds: Option<u32>,
-    /// Absolute http(s) URL each accepted event is forwarded to.
-    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[^/?#\\s]+", max_length = 2048)]
+    /// Absolute http(s) URL each accepted event is forwarded to (an international host name
+    /// in its ASCII form, `xn--…`).
+    #[schema(
+        pattern = "^[hH][tT][tT][pP][sS]?://[A-Za-z0-9._~!$&'()*+,;=-]+(:[0-9]{1,4})?([/?#][^\\s\\x00-\\x1f\\x7f-\\x9f]*)?$",
+        max_length = 2048
+    )]
     pub forward_url: String,
+}
+
+/// One of a source's secrets as the document describes it (the server reads a `Sensitive`
+/// and checks it as `Secret` does): 8 to 512 characters, none of them control characters.
+pub struct SecretText;
+
+impl utoipa::PartialSchema for SecretText {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some("8 to 512 characters, none of them control characters"))
+            .min_length(Some(8))
+            .max_length(Some(512))
+            .pattern(Some("^[^\\x00-\\x1f\\x7f-\\x9f]*$"))
+            .into()
+    }
+}
+
+impl ToSchema for SecretText {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "SecretText".into()
+    }
 }
 
 /// Body of `PATCH /v1/inbox/sources/{name}`: absent fields stay. The name, forward secret and
@@ -98,14 +126,17 @@ pub struct UpdateSource {
     #[schema(value_type = Option<SchemeName>)]
     pub scheme: Option<String>,
     /// New secrets (replaces the list).
-    #[schema(value_type = Option<Vec<String>>)]
+    #[schema(value_type = Option<Vec<SecretText>>, min_items = 1)]
     pub secrets: Option<Vec<Sensitive>>,
     /// New tolerance, 1 to 86400.
     #[serde(default, deserialize_with = "whole")]
     #[schema(minimum = 1, maximum = 86400)]
     pub tolerance_seconds: Option<u32>,
     /// New forward URL: absolute, http(s).
-    #[schema(pattern = "^[hH][tT][tT][pP][sS]?://[^/?#\\s]+", max_length = 2048)]
+    #[schema(
+        pattern = "^[hH][tT][tT][pP][sS]?://[A-Za-z0-9._~!$&'()*+,;=-]+(:[0-9]{1,4})?([/?#][^\\s\\x00-\\x1f\\x7f-\\x9f]*)?$",
+        max_length = 2048
+    )]
     pub forward_url: Option<String>,
 }
 

@@ -25,13 +25,13 @@ use crate::store::subscribers::{
 #[serde(deny_unknown_fields)]
 pub struct CreateSubscriber {
     /// Your id for it (your customer's id): 1 to 255 visible ASCII characters.
-    #[schema(example = "cus_8Hq2", pattern = "^[!-~]{1,255}$")]
+    #[schema(example = "cus_8Hq2", pattern = "^[\\x21-\\x7e]{1,255}$")]
     pub id: String,
     /// A name for people, at most 255 characters, none of them control characters.
     #[schema(
         example = "Toko Makmur",
         max_length = 255,
-        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$"
+        pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$"
     )]
     pub name: String,
     /// Free-form JSON object, kept for you.
@@ -45,7 +45,7 @@ pub struct CreateSubscriber {
 #[serde(deny_unknown_fields)]
 pub struct PutSubscriberBody {
     /// A name for people, at most 255 characters, none of them control characters.
-    #[schema(max_length = 255, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
+    #[schema(max_length = 255, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$")]
     pub name: String,
     /// Free-form JSON object (replaces the stored one; `{}` when absent).
     #[serde(default)]
@@ -58,7 +58,7 @@ pub struct PutSubscriberBody {
 #[serde(deny_unknown_fields)]
 pub struct UpdateSubscriber {
     /// New name: at most 255 characters, none of them control characters.
-    #[schema(max_length = 255, pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$")]
+    #[schema(max_length = 255, pattern = "^[^\\x00-\\x1f\\x7f-\\x9f]*$")]
     pub name: Option<String>,
     /// New metadata (replaces the stored object).
     #[schema(value_type = Option<Object>)]
@@ -113,7 +113,6 @@ pub struct ListSubscribers {
     /// Only subscribers of exactly this name.
     pub name: Option<String>,
     /// `next_cursor` of the previous page.
-    #[param(min_length = 1)]
     pub cursor: Option<String>,
     /// Rows per page, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
@@ -214,7 +213,7 @@ pub async fn create(
 /// Creates the subscriber, or sets its name and metadata: idempotent, for syncing a customer
 /// list.
 #[utoipa::path(put, path = "/v1/subscribers/{id}", operation_id = "put_subscriber", tag = "subscribers",
-    params(("id" = String, Path, pattern = "^[!-~]{1,255}$", description = "Your id for the subscriber")),
+    params(("id" = String, Path, pattern = "^[\\x21-\\x7e]{1,255}$", description = "Your id for the subscriber")),
     request_body = PutSubscriberBody,
     responses((status = 201, description = "Created", body = SubscriberView),
               (status = 200, description = "Updated", body = SubscriberView),
@@ -258,7 +257,7 @@ pub async fn list(
 
 /// Reads one subscriber (a deleted one too, with its `deleted_at`).
 #[utoipa::path(get, path = "/v1/subscribers/{id}", operation_id = "get_subscriber", tag = "subscribers",
-    params(("id" = String, Path, pattern = "^[!-~]{1,255}$", description = "Your id for the subscriber")),
+    params(("id" = String, Path, pattern = "^[\\x21-\\x7e]{1,255}$", description = "Your id for the subscriber")),
     responses((status = 200, description = "The subscriber", body = SubscriberView),
               (status = 404, description = "No such subscriber", body = ErrorBody)))]
 pub async fn show(
@@ -274,7 +273,7 @@ pub async fn show(
 
 /// Changes a subscriber's name, metadata, or whether it is enabled.
 #[utoipa::path(patch, path = "/v1/subscribers/{id}", operation_id = "update_subscriber", tag = "subscribers",
-    params(("id" = String, Path, pattern = "^[!-~]{1,255}$", description = "Your id for the subscriber")),
+    params(("id" = String, Path, pattern = "^[\\x21-\\x7e]{1,255}$", description = "Your id for the subscriber")),
     request_body = UpdateSubscriber,
     responses((status = 200, description = "The subscriber as it now is", body = SubscriberView),
               (status = 400, description = "A field is invalid", body = ErrorBody),
@@ -302,7 +301,7 @@ pub async fn update(
 /// Deletes a subscriber: its endpoints end as tombstones, their undelivered deliveries
 /// `cancelled`; history stays until retention, and the id stays taken meanwhile.
 #[utoipa::path(delete, path = "/v1/subscribers/{id}", operation_id = "delete_subscriber", tag = "subscribers",
-    params(("id" = String, Path, pattern = "^[!-~]{1,255}$", description = "Your id for the subscriber")),
+    params(("id" = String, Path, pattern = "^[\\x21-\\x7e]{1,255}$", description = "Your id for the subscriber")),
     responses((status = 204, description = "Deleted"),
               (status = 404, description = "No such subscriber, or it was deleted already", body = ErrorBody)))]
 pub async fn delete(

@@ -109,6 +109,20 @@ impl Client {
         body: Option<&Value>,
         headers: &[(&str, &str)],
     ) -> anyhow::Result<(StatusCode, Value)> {
+        let body = body.map(Value::to_string);
+        let (status, text) = self.send_text(method, url, body, headers).await?;
+        Ok((status, parsed(&text)))
+    }
+
+    /// [`Client::send`] with the body as the bytes to send, answering the body as it came:
+    /// for payloads, whose keys and numbers a trip through [`Value`] would rewrite.
+    pub async fn send_text(
+        &self,
+        method: Method,
+        url: reqwest::Url,
+        body: Option<String>,
+        headers: &[(&str, &str)],
+    ) -> anyhow::Result<(StatusCode, String)> {
         let mut req = self
             .http
             .request(method, url)
@@ -119,23 +133,18 @@ impl Client {
             req = req.header(*name, *value);
         }
         if let Some(body) = body {
-            req = req.body(body.to_string());
+            req = req.body(body);
         }
         let resp = req.send().await.with_context(|| {
             format!(
-                "cannot reach kurir at {}; is `kurir serve` running?",
+                "cannot reach kurir at {} (set by --url or KURIR_URL); is `kurir serve` running?",
                 self.base
             )
         })?;
         let status = resp.status();
-        let bytes = resp.bytes().await?;
-        let value: Value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
-        };
+        let text = String::from_utf8_lossy(&resp.bytes().await?).into_owned();
         if status.is_client_error() || status.is_server_error() {
+            let value = parsed(&text);
             let message = value["error"]["message"]
                 .as_str()
                 .map(str::to_owned)
@@ -143,12 +152,18 @@ impl Client {
             let code = value["error"]["code"].as_str().unwrap_or("error");
             return Err(anyhow!("{message} ({code}, HTTP {})", status.as_u16()));
         }
-        Ok((status, value))
+        Ok((status, text))
     }
 
     /// `GET path`.
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
         Ok(self.send(Method::GET, self.url(path)?, None, &[]).await?.1)
+    }
+
+    /// `GET path`, its answer as it came (see [`Client::send_text`]).
+    pub async fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        let url = self.url(path)?;
+        Ok(self.send_text(Method::GET, url, None, &[]).await?.1)
     }
 
     /// `GET path?query` with the given (non-empty) parameters.
@@ -157,13 +172,32 @@ impl Client {
         path: &str,
         query: &[(&str, Option<String>)],
     ) -> anyhow::Result<Value> {
+        let url = self.query_url(path, query)?;
+        Ok(self.send(Method::GET, url, None, &[]).await?.1)
+    }
+
+    /// [`Client::get_query`], its answer as it came (see [`Client::send_text`]).
+    pub async fn get_query_text(
+        &self,
+        path: &str,
+        query: &[(&str, Option<String>)],
+    ) -> anyhow::Result<String> {
+        let url = self.query_url(path, query)?;
+        Ok(self.send_text(Method::GET, url, None, &[]).await?.1)
+    }
+
+    fn query_url(
+        &self,
+        path: &str,
+        query: &[(&str, Option<String>)],
+    ) -> anyhow::Result<reqwest::Url> {
         let mut url = self.url(path)?;
         for (name, value) in query {
             if let Some(value) = value {
                 url.query_pairs_mut().append_pair(name, value);
             }
         }
-        Ok(self.send(Method::GET, url, None, &[]).await?.1)
+        Ok(url)
     }
 
     /// `method path` with a JSON body.
@@ -175,6 +209,14 @@ impl Client {
     ) -> anyhow::Result<(StatusCode, Value)> {
         self.send(method, self.url(path)?, Some(body), &[]).await
     }
+}
+
+/// An answer's body as JSON: `Null` when empty, a string when it is not JSON.
+fn parsed(text: &str) -> Value {
+    if text.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
 /// Sets `key` in a request body when the option was given.

@@ -6,7 +6,9 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::{Method, StatusCode};
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
 
 use super::client::{endpoint_name, Client, ClientArgs, Window};
 use super::output::{self, out};
@@ -104,11 +106,11 @@ pub async fn run(args: EventsArgs) -> anyhow::Result<()> {
             None => send_one(&client, send, as_json).await,
         },
         EventsCommand::Show { event_id } => {
-            let event = client.get(&format!("/v1/events/{event_id}")).await?;
+            let text = client.get_text(&format!("/v1/events/{event_id}")).await?;
             if as_json {
-                output::json(&event);
+                output::json_text(&text);
             } else {
-                show(&event);
+                show(&text)?;
             }
             Ok(())
         }
@@ -137,11 +139,12 @@ async fn list(client: &Client, l: ListArgs, as_json: bool) -> anyhow::Result<()>
         ("event_type", l.event_type),
         ("aggregate_id", l.aggregate_id),
     ]);
-    let page = client.get_query("/v1/events", &query).await?;
+    let text = client.get_query_text("/v1/events", &query).await?;
     if as_json {
-        output::json(&page);
+        output::json_text(&text);
         return Ok(());
     }
+    let page: Value = serde_json::from_str(&text).context("the API's answer is not JSON")?;
     output::objects(
         &page["data"],
         &[
@@ -157,22 +160,19 @@ async fn list(client: &Client, l: ListArgs, as_json: bool) -> anyhow::Result<()>
 }
 
 async fn send_one(client: &Client, s: SendArgs, as_json: bool) -> anyhow::Result<()> {
-    let data: Value = serde_json::from_str(s.data.as_deref().unwrap_or_default())
+    // Checked as JSON but sent as given: kurir delivers the payload byte for byte, and a trip
+    // through `Value` would sort its keys and rewrite its numbers (`1e3` as `1000.0`).
+    let data: &RawValue = serde_json::from_str(s.data.as_deref().unwrap_or_default())
         .context("--data must be JSON, e.g. '{\"order_id\":\"98765\"}'")?;
-    let mut body = Map::new();
-    body.insert("event_type".into(), json!(s.event_type));
-    body.insert("data".into(), data);
-    for (key, value) in [
-        ("event_id", s.event_id.map(Value::from)),
-        ("aggregate_type", s.aggregate_type.map(Value::from)),
-        ("aggregate_id", s.aggregate_id.map(Value::from)),
-        ("version", s.version.map(Value::from)),
-        ("subscriber_id", s.subscriber.map(Value::from)),
-    ] {
-        if let Some(value) = value {
-            body.insert(key.into(), value);
-        }
-    }
+    let body = Publish {
+        event_type: s.event_type.as_deref(),
+        data,
+        event_id: s.event_id.as_deref(),
+        aggregate_type: s.aggregate_type.as_deref(),
+        aggregate_id: s.aggregate_id.as_deref(),
+        version: s.version,
+        subscriber_id: s.subscriber.as_deref(),
+    };
     let url = client.url("/v1/events")?;
     let headers: Vec<(&str, &str)> = s
         .idempotency_key
@@ -181,8 +181,14 @@ async fn send_one(client: &Client, s: SendArgs, as_json: bool) -> anyhow::Result
         .into_iter()
         .collect();
     let (status, answer) = client
-        .send(Method::POST, url, Some(&Value::Object(body)), &headers)
+        .send_text(
+            Method::POST,
+            url,
+            Some(serde_json::to_string(&body)?),
+            &headers,
+        )
         .await?;
+    let answer: Value = serde_json::from_str(&answer).unwrap_or_default();
     if as_json {
         output::json(&answer);
     } else if status == StatusCode::OK {
@@ -213,10 +219,11 @@ async fn send_file(client: &Client, file: &PathBuf, as_json: bool) -> anyhow::Re
     let (mut accepted, mut duplicates, mut failed) = (0, 0, Vec::new());
     let url = client.url("/v1/events")?;
     for (line_no, line) in lines {
-        let result = match serde_json::from_str::<Value>(line) {
-            Ok(body) => {
+        // Each line goes as written, like `--data`.
+        let result = match serde_json::from_str::<&RawValue>(line) {
+            Ok(_) => {
                 client
-                    .send(Method::POST, url.clone(), Some(&body), &[])
+                    .send_text(Method::POST, url.clone(), Some(line.to_owned()), &[])
                     .await
             }
             Err(e) => Err(anyhow::anyhow!("not JSON: {e}")),
@@ -256,7 +263,39 @@ async fn send_file(client: &Client, file: &PathBuf, as_json: bool) -> anyhow::Re
 /// Widest error and response-body previews in the attempt tables.
 const PREVIEW: usize = 60;
 
-fn show(event: &Value) {
+/// Body of `POST /v1/events` as `send` builds it, with the payload as given.
+#[derive(Serialize)]
+struct Publish<'a> {
+    event_type: Option<&'a str>,
+    data: &'a RawValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aggregate_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aggregate_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subscriber_id: Option<&'a str>,
+}
+
+/// The payload of an event as the API answered it, the stored bytes.
+#[derive(Deserialize)]
+struct Payload<'a> {
+    #[serde(borrow)]
+    data: &'a RawValue,
+}
+
+/// Prints the event that `text`, the API's answer, holds.
+fn show(text: &str) -> anyhow::Result<()> {
+    let event: Value = serde_json::from_str(text).context("the API's answer is not JSON")?;
+    let Payload { data } = serde_json::from_str(text).context("the event has no data")?;
+    show_event(&event, data);
+    Ok(())
+}
+
+fn show_event(event: &Value, data: &RawValue) {
     output::fields(
         event,
         &[
@@ -272,7 +311,7 @@ fn show(event: &Value) {
             "dispatched_at",
         ],
     );
-    out!("data: {}", event["data"]);
+    out!("data: {}", output::pretty_raw(data.get()));
     if let Some(reason) = event["refused_reason"].as_str() {
         out!("\nrefused, never delivered: {reason}");
         if reason.starts_with("schema:") || reason.starts_with("catalog:") {

@@ -33,12 +33,20 @@ use crate::store::Store;
 
 /// kurir: webhook delivery that never loses an event.
 #[derive(Debug, Parser)]
-#[command(name = "kurir", version, about, long_about = None)]
+#[command(name = "kurir", version, about, long_about = None, after_help = WHERE)]
 pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// Where the server listens and where the other commands look for it: two settings that are
+/// easy to confuse, so `kurir --help` names both.
+const WHERE: &str = "Where: `kurir serve` listens on KURIR_LISTEN (or --listen; default \
+    127.0.0.1:8080). Every other command reaches it at KURIR_URL (or --url; default \
+    http://127.0.0.1:8080): after moving the server, point KURIR_URL at it. Their token: \
+    KURIR_TOKEN, else KURIR_ADMIN_TOKEN, else the one `kurir serve` generated into \
+    ./kurir-data/admin-token.";
 
 /// kurir's commands.
 #[derive(Debug, Subcommand)]

@@ -205,9 +205,18 @@ fn show(s: &Value) {
     if let (Some(secret), Some(token)) = (s["forward_secret"].as_str(), s["read_token"].as_str()) {
         out!("forward_secret: {secret}");
         out!("read_token: {token}");
-        out!("(verify forwards in your app with the forward secret, kurir scheme; poll statuses with the read token; kurir shows both only now)");
+        out!("{FORWARD_HINT}");
     }
 }
+
+/// What a new source's creator is told: the README's step 3 in one breath. Forwards carry the
+/// partner's body, which has no kurir `event_id`, so the Standard Webhooks signature (which
+/// covers the id) is the one to check, not the `kurir` scheme's.
+pub const FORWARD_HINT: &str =
+    "(verify forwards in your app with the forward secret under Standard \
+     Webhooks: webhook-signature over webhook-id, webhook-timestamp and the body, keyed with the \
+     base64-decoded part after whsec_, as the README's \"Verifying a delivery\" shows; poll \
+     statuses with the read token; kurir shows both only now)";
 
 /// `sources retry`.
 async fn retry(client: &Client, name: &str, event_id: &str, as_json: bool) -> anyhow::Result<()> {

@@ -129,12 +129,10 @@ pub fn preview(text: &str, max: usize) -> String {
     crate::cli::output::preview(text, max)
 }
 
-/// Pretty-printed JSON when `text` is JSON, else `text` itself.
+/// JSON indented, its keys and numbers as written (see [`crate::cli::output::pretty_raw`]);
+/// `text` itself when it is not JSON.
 pub fn pretty_json(text: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| text.to_owned())
+    crate::cli::output::pretty_raw(text)
 }
 
 /// Percent-encodes a query value.

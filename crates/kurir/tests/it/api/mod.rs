@@ -11,6 +11,7 @@ mod contract;
 mod database_away;
 mod deep_nesting;
 mod disk_full;
+mod document_agrees;
 mod endpoints;
 mod events;
 mod openapi;
