@@ -28,7 +28,7 @@ use crate::store::tokens::{NewToken, Revoked, TokenCreated, TokenId};
 
 /// Body of `POST /v1/subscribers/{id}/tokens`; may be left out.
 #[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
 pub struct CreateSubscriberToken {
     /// Who holds it (`portal`, `acme-ci`): 1 to 100 characters, no control characters, unique
     /// among every token ever created. The audit records it. Default: the token's id.
@@ -36,6 +36,27 @@ pub struct CreateSubscriberToken {
     pub name: Option<String>,
     /// When it stops working (RFC 3339, in the future); never when absent.
     pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// The fields of [`CreateSubscriberToken`], read from a JSON object only: serde would take a
+/// struct from an array too (`[null, null]`), which is not what the document allows.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fields {
+    name: Option<String>,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<serde_json::Map<String, serde_json::Value>> for CreateSubscriberToken {
+    type Error = serde_json::Error;
+
+    fn try_from(object: serde_json::Map<String, serde_json::Value>) -> Result<Self, Self::Error> {
+        let f: Fields = serde_json::from_value(serde_json::Value::Object(object))?;
+        Ok(Self {
+            name: f.name,
+            expires_at: f.expires_at,
+        })
+    }
 }
 
 fn no_subscriber(id: &str) -> ApiError {

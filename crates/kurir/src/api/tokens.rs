@@ -211,6 +211,7 @@ pub async fn create(
 #[into_params(parameter_in = Query)]
 pub struct ListTokens {
     /// `next_cursor` of the previous page.
+    #[param(min_length = 1)]
     pub cursor: Option<String>,
     /// Rows per page, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]

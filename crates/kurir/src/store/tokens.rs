@@ -131,6 +131,18 @@ pub fn token_hash(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
 
+/// A new random secret: 32 bytes in hex after [`SUBSCRIBER_TOKEN_PREFIX`] for a subscriber's
+/// token, [`TOKEN_PREFIX`] otherwise.
+fn new_secret(for_subscriber: bool) -> String {
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    let prefix = match for_subscriber {
+        true => SUBSCRIBER_TOKEN_PREFIX,
+        false => TOKEN_PREFIX,
+    };
+    format!("{prefix}{}", hex::encode(bytes))
+}
+
 #[derive(sqlx::FromRow)]
 struct TokenRow {
     id: String,
@@ -350,13 +362,7 @@ impl Store {
     /// hash is stored. One insert, which refuses an expiry the database's clock has passed; a
     /// name already taken is [`TokenCreated::NameTaken`].
     pub async fn create_token(&self, new: &NewToken) -> Result<TokenCreated> {
-        let mut bytes = [0u8; 32];
-        rand::thread_rng().fill_bytes(&mut bytes);
-        let prefix = match new.subscriber_id {
-            Some(_) => SUBSCRIBER_TOKEN_PREFIX,
-            None => TOKEN_PREFIX,
-        };
-        let secret = format!("{prefix}{}", hex::encode(bytes));
+        let secret = new_secret(new.subscriber_id.is_some());
         let id = TokenId::generate().0;
 
         let expires_at = new.expires_at.map(Ts);
@@ -410,16 +416,19 @@ impl Store {
                 token: Box::new(row.try_into()?),
                 secret: secret.into(),
             },
-            // No row: the expiry has passed, or the subscriber is gone; which one, read now.
-            None => match subscriber {
-                Some(sid)
-                    if !(self.subscriber(sid).await?).is_some_and(|s| s.deleted_at.is_none()) =>
-                {
-                    TokenCreated::NoSubscriber
-                }
-                _ => TokenCreated::ExpiresInThePast,
-            },
+            None => self.why_not_created(subscriber).await?,
         })
+    }
+
+    /// Why [`INSERT`] made no row: the subscriber is gone (read now), or else the expiry has
+    /// passed.
+    async fn why_not_created(&self, subscriber: Option<&str>) -> Result<TokenCreated> {
+        if let Some(id) = subscriber {
+            if (self.subscriber(id).await?).is_none_or(|s| s.deleted_at.is_some()) {
+                return Ok(TokenCreated::NoSubscriber);
+            }
+        }
+        Ok(TokenCreated::ExpiresInThePast)
     }
 
     /// The token whose secret has this hash ([`token_hash`]), if it still works. One read by

@@ -452,7 +452,7 @@ async fn with_a_subscriber_token_every_route_hides_other_subscribers_and_the_ope
                 &app,
                 &a,
                 method.clone(),
-                &swap(&json!(path)).trim_matches('"').to_owned(),
+                swap(&json!(path)).trim_matches('"'),
                 serde_json::from_str(&swap(&body)).unwrap(),
             )
             .await;
