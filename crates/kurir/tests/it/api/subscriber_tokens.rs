@@ -778,13 +778,27 @@ async fn events_addressed_to_a_subscriber_reach_only_its_endpoints_while_endpoin
 
 /// Two `kurir serve` processes on one database: a subscriber token made on one works on the
 /// other; revoked on one, expired (by the database's clock), or its subscriber deleted, the
-/// other refuses it on its very next request.
+/// other refuses it on its very next request. And it does not open a `/metrics` that needs a
+/// token.
 async fn a_subscriber_token_revoked_expired_or_orphaned_is_refused_at_once_by_another(db: TestDb) {
-    let one = TestApp::spawn(&db).await;
+    // `/metrics` behind a token here, to see that a subscriber's is not one that opens it.
+    let one = TestApp::spawn_with(&db, &[("metrics_require_token", "true")]).await;
     let other = TestApp::spawn(&db).await;
     for id in ["cus_a", "cus_b"] {
         subscriber(&one, id).await;
     }
+    let (_, secret) = token_of(&one, "cus_a", json!({"name": "scraper"})).await;
+    let metrics = |token: String| {
+        let one = &one;
+        async move {
+            let req = reqwest::Client::new()
+                .get(format!("{}/metrics", one.url))
+                .bearer_auth(token);
+            req.send().await.unwrap().status()
+        }
+    };
+    assert_eq!(metrics(secret).await, StatusCode::FORBIDDEN, "/metrics");
+    assert_eq!(metrics(super::support::TOKEN.into()).await, StatusCode::OK);
     let whoami = |token: String| {
         let other = &other;
         async move {
