@@ -1,7 +1,8 @@
 //! Bearer-token authentication of everything under `/v1`. A request without a token that
 //! works, or with a wrong one, is answered 401 before any handler (or body parsing) runs; one
-//! whose token's role does not allow it ([`crate::access::Role::permits`]) is answered 403. An
-//! accepted request carries its [`Actor`] for handlers that record who did what.
+//! whose token's role or scope does not allow it ([`Actor::may`]) is answered 403. An accepted
+//! request carries its [`Actor`] for handlers that record who did what, and that show a
+//! subscriber token only its subscriber's rows ([`Actor::reaches`]).
 //!
 //! Two kinds of token work: the environment's (the bootstrap admin, checked in memory) and the
 //! named ones of `kurir_tokens`, read on each request, so a revocation holds at once on every
@@ -46,7 +47,8 @@ pub async fn require_token(
 }
 
 /// Who `token` is, acting through `via`: the environment's token (compared in constant time),
-/// or a named token that is neither revoked nor expired. `None` for anything else.
+/// or a named or subscriber token that is neither revoked nor expired (nor its subscriber
+/// deleted). `None` for anything else.
 pub async fn authenticate(
     state: &AppState,
     token: &str,
@@ -60,12 +62,7 @@ pub async fn authenticate(
         return Ok(None);
     }
     let found = state.store.active_token(&token_hash(token)).await?;
-    Ok(found.map(|t| Actor {
-        token_id: Some(t.id.to_string()),
-        name: t.name,
-        role: t.role,
-        via,
-    }))
+    Ok(found.map(|t| Actor::of_token(t, via)))
 }
 
 /// The token of an `Authorization: Bearer <token>` header, if there is one.

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::auth::Actor;
-use super::endpoints::{endpoint_id, not_found, EndpointView};
+use super::endpoints::{endpoint_id, reached, EndpointView};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
 use crate::api::state::AppState;
@@ -112,11 +112,7 @@ pub async fn operate(
     ApiJson(body): ApiJson<OperateCircuit>,
 ) -> Result<Json<EndpointView>, ApiError> {
     let eid = endpoint_id(&id)?;
-    let endpoint = state
-        .store
-        .get_endpoint(&eid)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
+    let endpoint = reached(&state, &actor, &id).await?;
     let circuit = match state
         .store
         .operate_circuit(&eid, body.action, &actor)
@@ -149,14 +145,11 @@ pub async fn operate(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn actions(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<CircuitActions>, ApiError> {
     let eid = endpoint_id(&id)?;
-    state
-        .store
-        .get_endpoint(&eid)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
+    reached(&state, &actor, &id).await?;
     let rows = state.store.circuit_actions(&eid, ACTIONS_SHOWN).await?;
     Ok(Json(CircuitActions {
         data: rows.into_iter().map(CircuitActionView::from).collect(),

@@ -3,15 +3,17 @@
 
 use axum::extract::State;
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use chrono::{DateTime, Utc};
 use kurir_core::event::EventType;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::ApiQuery;
 use super::page::{Page, PageRequest};
+use crate::access::Listing;
 use crate::api::state::AppState;
 use crate::delivery::{AttemptRecord, DeliveryRecord, DeliveryStatus, Trigger};
 use crate::endpoint::EndpointId;
@@ -214,6 +216,9 @@ pub struct ListDeliveries {
     /// Rows per page, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+    /// Only deliveries to this subscriber's endpoints. A subscriber token always sees only its
+    /// own.
+    pub subscriber_id: Option<String>,
 }
 
 /// Lists deliveries, newest first.
@@ -222,6 +227,7 @@ pub struct ListDeliveries {
               (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiQuery(q): ApiQuery<ListDeliveries>,
 ) -> Result<Json<Page<DeliveryView>>, ApiError> {
     let page = PageRequest::new("deliveries", q.cursor.as_deref(), q.limit)?;
@@ -238,6 +244,11 @@ pub async fn list(
         until: q.until,
         before_id: page.past,
         limit: page.fetch(),
+        subscriber_id: match actor.listing(q.subscriber_id.as_deref()) {
+            Listing::Nothing => return Ok(Json(Page::empty())),
+            Listing::Everyone => None,
+            Listing::Subscriber(s) => Some(s),
+        },
     };
     let rows = state.store.list_deliveries(&query).await?;
     // The whole circuits table: one small row per endpoint that has failed.

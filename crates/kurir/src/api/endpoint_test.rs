@@ -4,9 +4,10 @@
 
 use axum::extract::State;
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 
-use super::endpoints::{endpoint_id, not_found};
+use super::auth::Actor;
+use super::endpoints::reached;
 use super::error::{ApiError, ErrorBody};
 use super::extract::ApiPath;
 use crate::api::state::AppState;
@@ -20,13 +21,10 @@ use crate::probe::TestResult;
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn test(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<TestResult>, ApiError> {
-    let endpoint = state
-        .store
-        .get_endpoint(&endpoint_id(&id)?)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
+    let endpoint = reached(&state, &actor, &id).await?;
     Ok(Json(state.probe.send_test(endpoint).await))
 }
 

@@ -8,18 +8,20 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use kurir_core::secret::Secret;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
+use super::auth::Actor;
 use super::circuit::CircuitView;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{whole, whole_or_null, ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
+use crate::access::Listing;
 use crate::api::state::AppState;
 use crate::endpoint::{
-    each_override, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint,
+    each_override, Endpoint, EndpointId, EndpointUpdate, EventFilter, InvalidEndpoint, NewEndpoint,
     OnDeadLetter, Ordering, Overrides, OverridesUpdate,
 };
 use crate::redact::Sensitive;
@@ -197,14 +199,47 @@ pub(super) fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("no endpoint with id '{id}'"))
 }
 
+/// The endpoint `id`, if it exists and `actor` reaches it ([`Actor::reaches`]): another
+/// subscriber's endpoint, or the operator's to a subscriber token, answers exactly as a missing
+/// one.
+pub(super) async fn reached(
+    state: &AppState,
+    actor: &Actor,
+    id: &str,
+) -> Result<Endpoint, ApiError> {
+    let found = state.store.get_endpoint(&endpoint_id(id)?).await?;
+    found
+        .filter(|e| actor.reaches(e.subscriber_id.as_deref()))
+        .ok_or_else(|| not_found(id))
+}
+
+/// For a handler that changes an endpoint without reading it: a 404 (as [`reached`]) unless
+/// `actor` reaches it, read only for a subscriber-scoped actor (an unscoped one reaches every
+/// endpoint). An endpoint's subscriber never changes, so the check holds for the change after
+/// it.
+pub(super) async fn check_reach(state: &AppState, actor: &Actor, id: &str) -> Result<(), ApiError> {
+    match actor.subscriber() {
+        None => Ok(()),
+        Some(_) => reached(state, actor, id).await.map(drop),
+    }
+}
+
 /// Creates an endpoint.
 #[utoipa::path(post, path = "/v1/endpoints", operation_id = "create_endpoint", tag = "endpoints", request_body = CreateEndpoint,
     responses((status = 201, description = "Created; the answer holds the secret, and `warnings` when the URL will be refused or a filter pattern matches no event type of the catalog (refused with 400 under KURIR_EVENT_CATALOG=strict)", body = EndpointView),
               (status = 400, description = "A field is invalid", body = ErrorBody)))]
 pub async fn create(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiJson(body): ApiJson<CreateEndpoint>,
 ) -> Result<(StatusCode, Json<EndpointView>), ApiError> {
+    // A subscriber token's endpoint is its subscriber's; naming another subscriber is answered
+    // as naming one that does not exist.
+    let (subscriber_id, foreign) = match (actor.subscriber(), body.subscriber_id.clone()) {
+        (None, asked) => (asked, None),
+        (Some(own), Some(asked)) if asked != own => (Some(own.to_owned()), Some(asked)),
+        (Some(own), _) => (Some(own.to_owned()), None),
+    };
     let overrides = body.overrides();
     let new = NewEndpoint {
         url: body.url,
@@ -216,9 +251,12 @@ pub async fn create(
         rate_limit_per_second: body.rate_limit_per_second,
         ordering: body.ordering.unwrap_or_default(),
         ordering_on_dead_letter: body.ordering_on_dead_letter.unwrap_or_default(),
-        subscriber_id: body.subscriber_id,
+        subscriber_id,
     };
     new.validate()?;
+    if let Some(asked) = foreign {
+        return Err(super::subscribers::unknown_subscriber(&asked));
+    }
     super::subscribers::addressable(&state, new.subscriber_id.as_deref()).await?;
     let filter_warnings = super::event_types::check_filter(&state, &new.event_types).await?;
     let endpoint = state.store.create_endpoint(new).await?;
@@ -238,6 +276,8 @@ pub struct ListEndpoints {
     /// Rows per page, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+    /// Only this subscriber's endpoints. A subscriber token always sees only its own.
+    pub subscriber_id: Option<String>,
 }
 
 /// Lists the endpoints, oldest first, a page at a time.
@@ -246,12 +286,18 @@ pub struct ListEndpoints {
               (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiQuery(q): ApiQuery<ListEndpoints>,
 ) -> Result<Json<Page<EndpointView>>, ApiError> {
     let page = PageRequest::<EndpointId>::new("endpoints", q.cursor.as_deref(), q.limit)?;
+    let subscriber = match actor.listing(q.subscriber_id.as_deref()) {
+        Listing::Nothing => return Ok(Json(Page::empty())),
+        Listing::Everyone => None,
+        Listing::Subscriber(s) => Some(s),
+    };
     let rows = state
         .store
-        .endpoint_page(page.past.as_ref(), page.fetch())
+        .endpoint_page(page.past.as_ref(), page.fetch(), subscriber.as_deref())
         .await?;
     let (endpoints, next_cursor) = page.split(rows, |e| e.id.clone());
     // The circuits of this page's id range only: one range read, however many endpoints the
@@ -281,13 +327,10 @@ pub async fn list(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn show(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<EndpointView>, ApiError> {
-    let endpoint = state
-        .store
-        .get_endpoint(&endpoint_id(&id)?)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
+    let endpoint = reached(&state, &actor, &id).await?;
     Ok(Json(
         EndpointView::new(endpoint, false, state.store.clock().now())
             .with_circuit(&state)
@@ -303,6 +346,7 @@ pub async fn show(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateEndpoint>,
 ) -> Result<Json<EndpointView>, ApiError> {
@@ -320,11 +364,7 @@ pub async fn update(
         None => Vec::new(),
     };
     // Checked against the stored overrides; only the fields given are written.
-    let current = state
-        .store
-        .get_endpoint(&eid)
-        .await?
-        .ok_or_else(|| not_found(&id))?;
+    let current = reached(&state, &actor, &id).await?;
     overrides.applied_to(&current.overrides).validate()?;
     let update = EndpointUpdate {
         url: body.url,
@@ -362,9 +402,12 @@ pub async fn update(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    if !state.store.delete_endpoint(&endpoint_id(&id)?).await? {
+    let eid = endpoint_id(&id)?;
+    check_reach(&state, &actor, &id).await?;
+    if !state.store.delete_endpoint(&eid).await? {
         return Err(not_found(&id));
     }
     tracing::info!(endpoint_id = %id, "endpoint deleted");
@@ -380,6 +423,7 @@ pub async fn delete(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn rotate_secret(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(id): ApiPath<String>,
     body: Option<ApiJson<RotateSecret>>,
 ) -> Result<Json<EndpointView>, ApiError> {
@@ -395,6 +439,7 @@ pub async fn rotate_secret(
         ));
     }
     let secret = parse_secret(body.secret.as_ref())?.unwrap_or_else(Secret::generate);
+    check_reach(&state, &actor, &id).await?;
     let endpoint = state
         .store
         .rotate_secret(&eid, secret, Duration::from_secs(grace))

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use chrono::{DateTime, Utc};
 use kurir_core::event::EventId;
 use serde::{Deserialize, Serialize};
@@ -17,10 +17,12 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
+use super::auth::Actor;
 use super::deliveries::{check_event_type, check_window, AttemptView, DeliveryView};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
+use crate::access::Listing;
 use crate::api::state::AppState;
 use crate::catalog::check::RefusalKind;
 use crate::catalog::{Checks, Verdict};
@@ -261,6 +263,23 @@ pub(super) async fn stored(state: &AppState, event_id: &str) -> Result<StoredEve
     state.store.get_event(event_id).await?.ok_or_else(not_found)
 }
 
+/// The event `event_id` names, if `actor` reaches it ([`Actor::reaches`]): another subscriber's
+/// event, or one addressed to no subscriber to a subscriber token, answers exactly as a missing
+/// one.
+pub(super) async fn reached_event(
+    state: &AppState,
+    actor: &Actor,
+    event_id: &str,
+) -> Result<StoredEvent, ApiError> {
+    let event = stored(state, event_id).await?;
+    if actor.reaches(event.subscriber_id.as_deref()) {
+        return Ok(event);
+    }
+    Err(ApiError::NotFound(format!(
+        "no event with event_id '{event_id}'"
+    )))
+}
+
 /// Records an event in the outbox; the relay fans it out to every subscribed endpoint.
 #[utoipa::path(post, path = "/v1/events", operation_id = "publish_event", tag = "events", request_body = PublishEvent,
     params(("Idempotency-Key" = Option<String>, Header, pattern = "^[\\x21-\\x7e]{1,255}$",
@@ -360,9 +379,12 @@ pub(super) async fn settle(
               (status = 404, description = "No such event", body = ErrorBody)))]
 pub async fn show(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(event_id): ApiPath<String>,
 ) -> Result<Json<EventDetail>, ApiError> {
-    let event = EventView::try_from(stored(&state, &event_id).await?)?;
+    // Its deliveries are its subscriber's too: the fan-out rule sends an event only to its own
+    // subscriber's endpoints.
+    let event = EventView::try_from(reached_event(&state, &actor, &event_id).await?)?;
     let mut deliveries = Vec::new();
     let circuits = state.store.circuits().await?;
     for d in state.store.deliveries_for_event(&event_id).await? {
@@ -393,7 +415,7 @@ pub struct ListEvents {
     /// Rows per page, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
-    /// Only events addressed to this subscriber.
+    /// Only events addressed to this subscriber. A subscriber token always sees only its own.
     pub subscriber_id: Option<String>,
 }
 
@@ -403,6 +425,7 @@ pub struct ListEvents {
               (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiQuery(q): ApiQuery<ListEvents>,
 ) -> Result<Json<Page<EventView>>, ApiError> {
     let page = PageRequest::new("events", q.cursor.as_deref(), q.limit)?;
@@ -424,7 +447,11 @@ pub async fn list(
         until: q.until,
         before_id: page.past,
         limit: page.fetch(),
-        subscriber_id: q.subscriber_id,
+        subscriber_id: match actor.listing(q.subscriber_id.as_deref()) {
+            Listing::Nothing => return Ok(Json(Page::empty())),
+            Listing::Everyone => None,
+            Listing::Subscriber(s) => Some(s),
+        },
     };
     let rows = state
         .store

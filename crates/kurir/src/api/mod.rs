@@ -3,11 +3,13 @@
 //! One resource per module, each with its `router()` at the bottom: [`endpoints`],
 //! [`endpoint_test`], [`events`], [`events_batch`], [`recheck`], [`event_types`] (the event
 //! catalog), [`deliveries`], [`replays`], [`stats`], [`sources`] and [`inbox_events`] (the inbox
-//! gateway's), [`tokens`] (named tokens, and who the caller is), [`subscribers`] (the sender's customers), [`openapi`] (the one route
-//! without a token). Cross-cutting pieces: [`auth`] (the token check, and the role check that
-//! [`crate::access`] decides), [`error`] (the one error shape), [`extract`] (body and query
-//! parsing that names the field at fault), [`page`] (cursor pagination). Every request gets an
-//! `x-request-id` (kept when the client sent one) that is on its log lines and in its response.
+//! gateway's), [`tokens`] (named tokens, and who the caller is), [`subscribers`] (the sender's
+//! customers) and [`subscriber_tokens`] (their tokens, confined to one subscriber), [`openapi`]
+//! (the one route without a token). Cross-cutting pieces: [`auth`] (the token check, and the
+//! role and scope check that [`crate::access`] decides), [`error`] (the one error shape),
+//! [`extract`] (body and query parsing that names the field at fault), [`page`] (cursor
+//! pagination). Every request gets an `x-request-id` (kept when the client sent one) that is on
+//! its log lines and in its response.
 
 pub mod auth;
 pub mod circuit;
@@ -27,6 +29,7 @@ pub mod replays;
 pub mod sources;
 pub mod state;
 pub mod stats;
+pub mod subscriber_tokens;
 pub mod subscribers;
 pub mod tokens;
 
@@ -62,6 +65,7 @@ pub fn router(state: AppState) -> Router {
         .merge(inbox_events::router())
         .merge(tokens::router())
         .merge(subscribers::router())
+        .merge(subscriber_tokens::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(

@@ -13,7 +13,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     circuit, deliveries, endpoint_test, endpoints, event_types, events, events_batch, inbox_events,
-    recheck, replays, sources, stats, subscribers, tokens,
+    recheck, replays, sources, stats, subscriber_tokens, subscribers, tokens,
 };
 use crate::access::Action;
 use crate::api::state::AppState;
@@ -28,7 +28,10 @@ use crate::gateway::routes;
             sources and tokens of a kurir deployment. Every /v1 route but this document needs `Authorization: Bearer \
             <token>`: the admin token of the environment, or a named token, whose role decides \
             what it may do (`viewer`: GET only; `operator`: everything but /v1/tokens; `admin`: \
-            everything), answering 403 otherwise. Errors are \
+            everything), answering 403 otherwise; or a subscriber token (`kurir_sub_…`), which \
+            reaches only its subscriber's endpoints, events, deliveries and replays, answers \
+            404 for anything else's ids as for a missing id, and 403 on routes it may not use \
+            (publishing, stats, inbox sources, tokens, other subscribers). Errors are \
             `{\"error\":{\"code\":\"…\",\"message\":\"…\"}}`. The inbox gateway's \
             routes (/inbox/…) are for partners and applications: the signature, or a source's \
             read token, authenticates them."
@@ -41,7 +44,8 @@ use crate::gateway::routes;
         sources::show, sources::update, sources::delete, inbox_events::list, inbox_events::retry,
         tokens::create, tokens::list, tokens::revoke, tokens::whoami,
         subscribers::create, subscribers::list, subscribers::show, subscribers::put,
-        subscribers::update, subscribers::delete,
+        subscribers::update, subscribers::delete, subscriber_tokens::create,
+        subscriber_tokens::list, subscriber_tokens::revoke,
         routes::receive, routes::status, openapi_json, recheck::recheck, event_types::list,
         event_types::show, event_types::put, event_types::delete, event_types::export
     ),
@@ -106,9 +110,12 @@ impl Modify for AccessResponses {
                         .into()
                 });
                 let refusal = match Action::of_api_request(&method, below_v1) {
-                    Action::Read => continue,
-                    Action::Change => "The token's role may not change anything: a viewer only reads (`forbidden`)",
+                    Action::ReadOwn => continue,
+                    Action::Read => "A subscriber token may not use this route (`forbidden`)",
+                    Action::ChangeOwn => "The token's role may not change anything: a viewer only reads (`forbidden`)",
+                    Action::Change => "The token's role may not change anything (a viewer only reads), or it is a subscriber token, which may not use this route (`forbidden`)",
                     Action::ManageTokens => "Only the admin role manages tokens (`forbidden`)",
+                    Action::ManageSubscriberTokens => "Only the operator and admin roles manage a subscriber's tokens (`forbidden`)",
                 };
                 responses
                     .entry("403".into())

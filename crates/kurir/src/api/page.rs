@@ -31,6 +31,16 @@ pub struct Page<T> {
     pub next_cursor: Option<String>,
 }
 
+impl<T> Page<T> {
+    /// A page with no rows and no next page: what a listing answers when nothing can match.
+    pub fn empty() -> Self {
+        Self {
+            data: Vec::new(),
+            next_cursor: None,
+        }
+    }
+}
+
 /// What a listing's cursor holds: the key its rows are ordered by.
 pub trait CursorKey: Sized {
     /// The key as the cursor writes it.

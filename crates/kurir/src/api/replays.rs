@@ -20,9 +20,11 @@ use super::auth::Actor;
 use super::deliveries::{check_window, parse_status};
 use super::endpoints::{endpoint_id, not_found};
 use super::error::{ApiError, ErrorBody};
-use super::events::stored;
+use super::events::reached_event;
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
+use super::subscribers::{addressable, unknown_subscriber};
+use crate::access::Listing;
 use crate::api::state::AppState;
 use crate::delivery::DeliveryStatus;
 use crate::endpoint::EndpointId;
@@ -67,6 +69,9 @@ pub struct BulkReplay {
     pub since: Option<DateTime<Utc>>,
     /// Deliveries created before (RFC 3339).
     pub until: Option<DateTime<Utc>>,
+    /// Only deliveries of events addressed to this subscriber. A subscriber token's replay is
+    /// always confined to its own.
+    pub subscriber_id: Option<String>,
     /// Why, for the audit: 1 to 1000 bytes.
     #[schema(min_length = 1, max_length = 1000)]
     pub reason: String,
@@ -171,11 +176,14 @@ fn delivery_sent(event_id: &str, endpoint_id: &str) -> ApiError {
 /// belongs to a deleted endpoint, or is one sent delivery without `include_sent`.
 async fn event_filter(
     state: &AppState,
+    actor: &Actor,
     event_id: String,
     endpoint_id: Option<String>,
     include_sent: bool,
 ) -> Result<ReplayFilter, ApiError> {
-    stored(state, &event_id).await?;
+    // Its deliveries are all its subscriber's (the fan-out rule): reaching the event is
+    // reaching them.
+    let event = reached_event(state, actor, &event_id).await?;
     let no_delivery = |id: &str| {
         ApiError::NotFound(format!(
             "event '{event_id}' has no delivery to endpoint '{id}'"
@@ -208,6 +216,7 @@ async fn event_filter(
         event_id: Some(event_id),
         endpoint_id,
         include_sent,
+        subscriber_id: event.subscriber_id,
         ..ReplayFilter::default()
     })
 }
@@ -247,7 +256,14 @@ pub async fn replay_event(
     ApiJson(body): ApiJson<ReplayEvent>,
 ) -> Result<(StatusCode, Json<Replayed>), ApiError> {
     let reason = reason(body.reason)?;
-    let filter = event_filter(&state, event_id, body.endpoint_id, body.include_sent).await?;
+    let filter = event_filter(
+        &state,
+        &actor,
+        event_id,
+        body.endpoint_id,
+        body.include_sent,
+    )
+    .await?;
     replay(
         &state,
         ReplayRequest {
@@ -278,8 +294,9 @@ pub async fn replay_bulk(
         event_type: body.event_type,
         since: body.since,
         until: body.until,
+        subscriber_id: body.subscriber_id,
     }
-    .filter(&state)
+    .filter(&state, &actor)
     .await?;
     replay(
         &state,
@@ -311,20 +328,34 @@ pub struct ReplayQuery {
     pub since: Option<DateTime<Utc>>,
     /// Deliveries created before (RFC 3339).
     pub until: Option<DateTime<Utc>>,
+    /// Only deliveries of events addressed to this subscriber. A subscriber token's replay is
+    /// always confined to its own.
+    pub subscriber_id: Option<String>,
 }
 
 impl ReplayQuery {
     /// The checked filter; an endpoint that does not exist is a 404.
-    pub async fn filter(self, state: &AppState) -> Result<ReplayFilter, ApiError> {
+    pub async fn filter(self, state: &AppState, actor: &Actor) -> Result<ReplayFilter, ApiError> {
         let status = parse_status(self.status.as_deref())?.unwrap_or(DeliveryStatus::DeadLetter);
         check_window(self.since, self.until)?;
         if let Some(t) = &self.event_type {
             EventType::parse(t).map_err(|e| ApiError::field("event_type", e.to_string()))?;
         }
+        // Another subscriber is answered as one that does not exist.
+        if let Some(id) = &self.subscriber_id {
+            if !actor.reaches(Some(id)) {
+                return Err(unknown_subscriber(id));
+            }
+            addressable(state, Some(id)).await?;
+        }
         if let Some(id) = &self.endpoint_id {
             let eid = endpoint_id(id)?;
-            if state.store.get_endpoint(&eid).await?.is_none() {
-                if state.store.endpoint_deleted_at(&eid).await?.is_some() {
+            let found = state.store.get_endpoint(&eid).await?;
+            if !found.is_some_and(|e| actor.reaches(e.subscriber_id.as_deref())) {
+                // Whether an endpoint was deleted is said only to who reaches every endpoint:
+                // to a subscriber token another's tombstone is a missing id like any other.
+                let unscoped = actor.subscriber().is_none();
+                if unscoped && state.store.endpoint_deleted_at(&eid).await?.is_some() {
                     return Err(endpoint_deleted(id));
                 }
                 return Err(not_found(id));
@@ -338,6 +369,7 @@ impl ReplayQuery {
             since: self.since,
             until: self.until,
             include_sent: false,
+            subscriber_id: actor.subscriber().map(str::to_owned).or(self.subscriber_id),
         })
     }
 }
@@ -401,9 +433,10 @@ pub(crate) async fn dry_run(
               (status = 409, description = "The endpoint was deleted (`endpoint_deleted`)", body = ErrorBody)))]
 pub async fn preview(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiQuery(q): ApiQuery<ReplayQuery>,
 ) -> Result<Json<ReplayPreview>, ApiError> {
-    let filter = q.filter(&state).await?;
+    let filter = q.filter(&state, &actor).await?;
     Ok(Json(dry_run(&state, &filter).await?))
 }
 
@@ -429,11 +462,12 @@ pub struct EventReplayQuery {
               (status = 409, description = "As the replay: `endpoint_deleted` or `delivery_sent`", body = ErrorBody)))]
 pub async fn preview_event(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(event_id): ApiPath<String>,
     ApiQuery(q): ApiQuery<EventReplayQuery>,
 ) -> Result<Json<ReplayPreview>, ApiError> {
     let include_sent = q.include_sent.unwrap_or(false);
-    let filter = event_filter(&state, event_id, q.endpoint_id, include_sent).await?;
+    let filter = event_filter(&state, &actor, event_id, q.endpoint_id, include_sent).await?;
     Ok(Json(dry_run(&state, &filter).await?))
 }
 
@@ -447,6 +481,9 @@ pub struct ListReplays {
     /// Rows per page, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
+    /// Only the replays confined to this subscriber (by its token, by its `subscriber_id`, or
+    /// of its events). A subscriber token always sees only its own.
+    pub subscriber_id: Option<String>,
 }
 
 /// Lists the replay audit, newest first.
@@ -455,10 +492,19 @@ pub struct ListReplays {
               (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
 pub async fn list(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiQuery(q): ApiQuery<ListReplays>,
 ) -> Result<Json<Page<ReplayView>>, ApiError> {
     let page = PageRequest::new("replays", q.cursor.as_deref(), q.limit)?;
-    let rows = state.store.list_replays(page.past, page.fetch()).await?;
+    let subscriber = match actor.listing(q.subscriber_id.as_deref()) {
+        Listing::Nothing => return Ok(Json(Page::empty())),
+        Listing::Everyone => None,
+        Listing::Subscriber(s) => Some(s),
+    };
+    let rows = state
+        .store
+        .list_subscriber_replays(page.past, page.fetch(), subscriber.as_deref())
+        .await?;
     Ok(Json(page.page(rows, |r| r.id, ReplayView::from)))
 }
 

@@ -7,11 +7,12 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::auth::Actor;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
@@ -174,10 +175,16 @@ pub(super) async fn addressable(
     if live {
         return Ok(());
     }
-    Err(ApiError::field(
+    Err(unknown_subscriber(id))
+}
+
+/// The answer to `subscriber_id` naming a subscriber that does not exist, or one a
+/// subscriber token does not reach (the same, so ids cannot be probed).
+pub(super) fn unknown_subscriber(id: &str) -> ApiError {
+    ApiError::field(
         "subscriber_id",
         format!("no subscriber with id '{id}' (create it first: POST /v1/subscribers)"),
-    ))
+    )
 }
 
 /// Creates a subscriber.
@@ -255,16 +262,19 @@ pub async fn list(
     )))
 }
 
-/// Reads one subscriber (a deleted one too, with its `deleted_at`).
+/// Reads one subscriber (a deleted one too, with its `deleted_at`). A subscriber token may read
+/// its own.
 #[utoipa::path(get, path = "/v1/subscribers/{id}", operation_id = "get_subscriber", tag = "subscribers",
     params(("id" = String, Path, pattern = "^[\\x21-\\x7e]{1,255}$", description = "Your id for the subscriber")),
     responses((status = 200, description = "The subscriber", body = SubscriberView),
               (status = 404, description = "No such subscriber", body = ErrorBody)))]
 pub async fn show(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<SubscriberView>, ApiError> {
-    if !valid_id(&id) {
+    // A subscriber token reads its own subscriber; any other answers as a missing one.
+    if !valid_id(&id) || !actor.reaches(Some(&id)) {
         return Err(not_found(&id));
     }
     let found = state.store.subscriber(&id).await?;

@@ -69,8 +69,12 @@ pub struct TokenView {
     pub revoked_by: Option<String>,
     /// Where it was revoked from.
     pub revoked_via: Option<String>,
-    /// The bearer token itself (`kurir_` and 64 hex digits): only in the answer of create, and
-    /// never again: kurir keeps only its SHA-256.
+    /// The subscriber it is confined to (a subscriber token); absent for an operator token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscriber_id: Option<String>,
+    /// The bearer token itself (`kurir_` and 64 hex digits; a subscriber token's starts
+    /// `kurir_sub_`): only in the answer of create, and never again: kurir keeps only its
+    /// SHA-256.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub token: Option<Sensitive>,
@@ -79,7 +83,7 @@ pub struct TokenView {
 impl TokenView {
     /// The view of `t` at `now` (its status: expired once `now` reaches its expiry, as the
     /// database's checks see it).
-    fn at(t: TokenRecord, now: DateTime<Utc>) -> Self {
+    pub(super) fn at(t: TokenRecord, now: DateTime<Utc>) -> Self {
         let status = match (t.revoked_at, t.expires_at) {
             (Some(_), _) => "revoked",
             (None, Some(at)) if at <= now => "expired",
@@ -97,6 +101,7 @@ impl TokenView {
             revoked_at: t.revoked_at,
             revoked_by: t.revoked_by,
             revoked_via: t.revoked_via,
+            subscriber_id: t.subscriber_id,
             token: None,
         }
     }
@@ -113,6 +118,9 @@ pub struct WhoAmI {
     /// The named token's id; absent for the environment's token.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_id: Option<String>,
+    /// The subscriber a subscriber token is confined to; absent for an operator token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscriber_id: Option<String>,
     /// Where this request came from as the audit would record it: `api` or `cli`.
     #[schema(value_type = String, example = "cli")]
     pub via: crate::access::Via,
@@ -120,7 +128,7 @@ pub struct WhoAmI {
 
 /// A name a token may take: trimmed, 1 to [`MAX_NAME_CHARS`] characters, no control characters,
 /// not the environment token's.
-fn token_name(name: &str, bootstrap: &str) -> Result<String, ApiError> {
+pub(super) fn token_name(name: &str, bootstrap: &str) -> Result<String, ApiError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
         return Err(ApiError::field(
@@ -140,7 +148,7 @@ fn token_name(name: &str, bootstrap: &str) -> Result<String, ApiError> {
     Ok(name.to_owned())
 }
 
-fn name_taken(name: &str) -> ApiError {
+pub(super) fn name_taken(name: &str) -> ApiError {
     ApiError::Conflict {
         code: "token_name_taken",
         message: format!(
@@ -150,7 +158,14 @@ fn name_taken(name: &str) -> ApiError {
     }
 }
 
-fn not_found(id: &str) -> ApiError {
+pub(super) fn expires_in_the_past() -> ApiError {
+    ApiError::field(
+        "expires_at",
+        "is not in the future: the token would never work",
+    )
+}
+
+pub(super) fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("no token with id '{id}'"))
 }
 
@@ -173,15 +188,14 @@ pub async fn create(
         expires_at: body.expires_at,
         created_by: actor.name.clone(),
         created_via: actor.via,
+        subscriber_id: None,
     };
     let (token, secret) = match state.store.create_token(&new).await? {
         TokenCreated::Created { token, secret } => (token, secret),
         TokenCreated::NameTaken => return Err(name_taken(&new.name)),
-        TokenCreated::ExpiresInThePast => {
-            return Err(ApiError::field(
-                "expires_at",
-                "is not in the future: the token would never work",
-            ))
+        // No subscriber is named here, so only the expiry can have refused it.
+        TokenCreated::ExpiresInThePast | TokenCreated::NoSubscriber => {
+            return Err(expires_in_the_past())
         }
     };
     tracing::info!(token_id = %token.id, token_name = %token.name, role = %token.role,
@@ -197,13 +211,15 @@ pub async fn create(
 #[into_params(parameter_in = Query)]
 pub struct ListTokens {
     /// `next_cursor` of the previous page.
+    #[param(min_length = 1)]
     pub cursor: Option<String>,
     /// Rows per page, 1 to 200 (default 50).
     #[param(minimum = 1, maximum = 200)]
     pub limit: Option<u32>,
 }
 
-/// Lists the named tokens, revoked and expired ones too, newest first; never their secrets.
+/// Lists the named tokens, subscriber tokens too (with their `subscriber_id`), revoked and
+/// expired ones too, newest first; never their secrets.
 #[utoipa::path(get, path = "/v1/tokens", operation_id = "list_tokens", tag = "tokens", params(ListTokens),
     responses((status = 200, description = "A page of tokens", body = Page<TokenView>),
               (status = 400, description = "A parameter is invalid", body = ErrorBody)))]
@@ -213,7 +229,7 @@ pub async fn list(
 ) -> Result<Json<Page<TokenView>>, ApiError> {
     let page = PageRequest::<TokenId>::new("tokens", q.cursor.as_deref(), q.limit)?;
     let past = page.past.as_ref().map(TokenId::as_str);
-    let rows = state.store.list_tokens(past, page.fetch()).await?;
+    let rows = state.store.list_tokens(past, page.fetch(), None).await?;
     let now = state.store.clock().now_millis();
     Ok(Json(page.page(
         rows,
@@ -236,7 +252,7 @@ pub async fn revoke(
     let token_id = TokenId::parse(&id).ok_or_else(|| not_found(&id))?;
     match state
         .store
-        .revoke_token(&token_id, &actor.name, actor.via)
+        .revoke_token(&token_id, &actor.name, actor.via, None)
         .await?
     {
         Revoked::NotFound => Err(not_found(&id)),
@@ -254,6 +270,7 @@ pub async fn revoke(
     responses((status = 200, description = "The token's name and role", body = WhoAmI)))]
 pub async fn whoami(Extension(actor): Extension<Actor>) -> Json<WhoAmI> {
     Json(WhoAmI {
+        subscriber_id: actor.subscriber().map(str::to_owned),
         name: actor.name,
         role: actor.role,
         token_id: actor.token_id,

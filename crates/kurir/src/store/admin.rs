@@ -83,6 +83,8 @@ pub struct DeliveryQuery {
     pub before_id: Option<i64>,
     /// At most this many rows.
     pub limit: u32,
+    /// Only deliveries to this subscriber's endpoints (tombstones too: their history).
+    pub subscriber_id: Option<String>,
 }
 
 /// A delivery with the type of its event, as the delivery listing shows it.
@@ -128,6 +130,10 @@ pub struct ReplayFilter {
     /// Without a status, re-send the `sent` deliveries too (recorded in the audit only when set).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub include_sent: bool,
+    /// Only deliveries of events addressed to this subscriber (a subscriber token's replay is
+    /// always confined to its own); also the audit row's `subscriber_id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscriber_id: Option<String>,
 }
 
 fn status_name<S: serde::Serializer>(

@@ -78,6 +78,30 @@ const ENDPOINT_PAGE: Sql = Sql {
     ),
 };
 
+/// [`ENDPOINT_PAGE`] of one subscriber's endpoints (`$3`): a walk of the index on
+/// `(subscriber_id, id)` (migration 0019; MySQL's foreign key index) from the cursor, so a page
+/// costs what the subscriber has, however many endpoints the others have.
+const SUBSCRIBER_ENDPOINT_PAGE: Sql = Sql {
+    postgres: concat!(
+        "SELECT ",
+        endpoint_columns!(postgres),
+        " FROM kurir_endpoints e WHERE e.subscriber_id = $3 AND e.id > $1 \
+        AND e.deleted_at IS NULL ORDER BY e.id LIMIT $2"
+    ),
+    sqlite: concat!(
+        "SELECT ",
+        endpoint_columns!(sqlite),
+        " FROM kurir_endpoints e WHERE e.subscriber_id = ?3 AND e.id > ?1 \
+        AND e.deleted_at IS NULL ORDER BY e.id LIMIT ?2"
+    ),
+    mysql: concat!(
+        "SELECT ",
+        endpoint_columns!(mysql),
+        " FROM kurir_endpoints e WHERE e.subscriber_id = $3 AND e.id > $1 \
+        AND e.deleted_at IS NULL ORDER BY e.id LIMIT $2"
+    ),
+};
+
 /// When an outbox row `o` was fanned out, and whether it was (see `StoredEvent::dispatched_at`):
 /// a literal, for `concat!`.
 macro_rules! dispatch_columns {
@@ -206,6 +230,8 @@ const LIST_DELIVERIES: Sql = Sql {
           AND ($4::timestamptz IS NULL OR d.created_at >= $4) \
           AND ($5::timestamptz IS NULL OR d.created_at < $5) \
           AND ($6::int8 IS NULL OR d.id < $6) \
+          AND ($8::text IS NULL OR d.endpoint_id IN \
+              (SELECT s.id FROM kurir_endpoints s WHERE s.subscriber_id = $8)) \
         ORDER BY d.id DESC LIMIT $7"
     ),
     sqlite: concat!(
@@ -218,6 +244,8 @@ const LIST_DELIVERIES: Sql = Sql {
           AND (?3 IS NULL OR o.event_type = ?3) \
           AND (?4 IS NULL OR d.created_at >= ?4) AND (?5 IS NULL OR d.created_at < ?5) \
           AND (?6 IS NULL OR d.id < ?6) \
+          AND (?8 IS NULL OR d.endpoint_id IN \
+              (SELECT s.id FROM kurir_endpoints s WHERE s.subscriber_id = ?8)) \
         ORDER BY d.id DESC LIMIT ?7"
     ),
     mysql: concat!(
@@ -230,8 +258,39 @@ const LIST_DELIVERIES: Sql = Sql {
           AND ($3 IS NULL OR o.event_type = $3) \
           AND ($4 IS NULL OR d.created_at >= $4) AND ($5 IS NULL OR d.created_at < $5) \
           AND ($6 IS NULL OR d.id < $6) \
+          AND ($8 IS NULL OR d.endpoint_id IN \
+              (SELECT s.id FROM kurir_endpoints s WHERE s.subscriber_id = $8)) \
         ORDER BY d.id DESC LIMIT $7"
     ),
+};
+
+/// [`LIST_DELIVERIES`] of one subscriber's endpoints (`$8`, a listing confined to it). On
+/// PostgreSQL each of the subscriber's endpoints (tombstones too) is read through the index on
+/// `(endpoint_id, id DESC)`, at most a page from each, so a page costs what the subscriber has
+/// rather than a walk of every delivery newest first (the planner's choice for the `IN` filter
+/// of [`LIST_DELIVERIES`], which reads the whole table for a small subscriber). SQLite and MySQL
+/// take that `IN` filter, their planners looking the endpoints up first.
+const LIST_SUBSCRIBER_DELIVERIES: Sql = Sql {
+    postgres: concat!(
+        "SELECT ",
+        delivery_columns!(postgres),
+        ", o.event_type \
+        FROM kurir_endpoints s CROSS JOIN LATERAL ( \
+            SELECT d.* FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
+            WHERE d.endpoint_id = s.id \
+              AND ($1::text IS NULL OR d.status = $1) AND ($2::text IS NULL OR d.endpoint_id = $2) \
+              AND ($3::text IS NULL OR o.event_type = $3) \
+              AND ($4::timestamptz IS NULL OR d.created_at >= $4) \
+              AND ($5::timestamptz IS NULL OR d.created_at < $5) \
+              AND ($6::int8 IS NULL OR d.id < $6) \
+            ORDER BY d.id DESC LIMIT $7) d \
+        JOIN kurir_outbox o ON o.id = d.outbox_id \
+        LEFT JOIN kurir_endpoints e ON e.id = d.endpoint_id \
+        WHERE s.subscriber_id = $8 \
+        ORDER BY d.id DESC LIMIT $7"
+    ),
+    sqlite: LIST_DELIVERIES.sqlite,
+    mysql: LIST_DELIVERIES.mysql,
 };
 
 const ATTEMPTS_FOR_DELIVERY: Sql = Sql {
@@ -247,12 +306,15 @@ const ATTEMPTS_FOR_DELIVERY: Sql = Sql {
 
 const LIST_REPLAYS: Sql = Sql {
     postgres: "SELECT id, actor, via, reason, filter::text AS filter, count, created_at \
-        FROM kurir_replays WHERE ($1::int8 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
+        FROM kurir_replays WHERE ($1::int8 IS NULL OR id < $1) \
+          AND ($3::text IS NULL OR subscriber_id = $3) ORDER BY id DESC LIMIT $2",
     sqlite: "SELECT id, actor, via, reason, filter, count, created_at \
-        FROM kurir_replays WHERE (?1 IS NULL OR id < ?1) ORDER BY id DESC LIMIT ?2",
+        FROM kurir_replays WHERE (?1 IS NULL OR id < ?1) \
+          AND (?3 IS NULL OR subscriber_id = ?3) ORDER BY id DESC LIMIT ?2",
     mysql: "SELECT id, CAST(actor AS CHAR) AS actor, CAST(via AS CHAR) AS via, \
         CAST(reason AS CHAR) AS reason, CAST(filter AS CHAR) AS filter, count, created_at \
-        FROM kurir_replays WHERE ($1 IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
+        FROM kurir_replays WHERE ($1 IS NULL OR id < $1) \
+          AND ($3 IS NULL OR subscriber_id = $3) ORDER BY id DESC LIMIT $2",
 };
 
 /// Total and not-yet-fanned-out events, and the oldest of the latter.
@@ -303,17 +365,20 @@ impl Store {
         self.endpoints(false).await
     }
 
-    /// Up to `limit` endpoints, oldest first (by id: a UUIDv7 is its creation time), those
-    /// after `after` (the last of the previous page) when given. Reads only the page's rows,
+    /// Up to `limit` endpoints (`subscriber`'s only, when given), oldest first (by id: a UUIDv7
+    /// is its creation time), those after `after` (the last of the previous page) when given. Reads only the page's rows,
     /// walking the primary key from `after`; no locks.
     pub async fn endpoint_page(
         &self,
         after: Option<&EndpointId>,
         limit: u32,
+        subscriber: Option<&str>,
     ) -> Result<Vec<Endpoint>> {
-        let after = after.map_or("", EndpointId::as_str);
-        let rows: Vec<EndpointRow> =
-            query_as_on!(self, ENDPOINT_PAGE, fetch_all, after, i64::from(limit))?;
+        let (after, limit) = (after.map_or("", EndpointId::as_str), i64::from(limit));
+        let rows: Vec<EndpointRow> = match subscriber {
+            None => query_as_on!(self, ENDPOINT_PAGE, fetch_all, after, limit)?,
+            Some(s) => query_as_on!(self, SUBSCRIBER_ENDPOINT_PAGE, fetch_all, after, limit, s)?,
+        };
         rows.into_iter()
             .map(|r| r.into_endpoint(self.secrets()))
             .collect()
@@ -362,18 +427,27 @@ impl Store {
 
     /// Deliveries matching `query`, newest first.
     pub async fn list_deliveries(&self, q: &DeliveryQuery) -> Result<Vec<DeliveryListItem>> {
-        let rows: Vec<DeliveryListRow> = query_as_on!(
-            self,
-            LIST_DELIVERIES,
-            fetch_all,
-            q.status.map(|s| s.as_str()),
-            q.endpoint_id.as_deref(),
-            q.event_type.as_deref(),
-            q.since.map(Ts),
-            q.until.map(Ts),
-            q.before_id,
-            i64::from(q.limit),
-        )?;
+        macro_rules! list {
+            ($sql:expr) => {
+                query_as_on!(
+                    self,
+                    $sql,
+                    fetch_all,
+                    q.status.map(|s| s.as_str()),
+                    q.endpoint_id.as_deref(),
+                    q.event_type.as_deref(),
+                    q.since.map(Ts),
+                    q.until.map(Ts),
+                    q.before_id,
+                    i64::from(q.limit),
+                    q.subscriber_id.as_deref(),
+                )
+            };
+        }
+        let rows: Vec<DeliveryListRow> = match q.subscriber_id {
+            Some(_) => list!(LIST_SUBSCRIBER_DELIVERIES)?,
+            None => list!(LIST_DELIVERIES)?,
+        };
         rows.into_iter().map(TryInto::try_into).collect()
     }
 
@@ -396,8 +470,25 @@ impl Store {
         before_id: Option<i64>,
         limit: u32,
     ) -> Result<Vec<ReplayRecord>> {
-        let rows: Vec<ReplayRow> =
-            query_as_on!(self, LIST_REPLAYS, fetch_all, before_id, i64::from(limit))?;
+        self.list_subscriber_replays(before_id, limit, None).await
+    }
+
+    /// The replay audit, newest first: only the replays confined to `subscriber` when given
+    /// (by the index on `(subscriber_id, id)`, migration 0019).
+    pub async fn list_subscriber_replays(
+        &self,
+        before_id: Option<i64>,
+        limit: u32,
+        subscriber: Option<&str>,
+    ) -> Result<Vec<ReplayRecord>> {
+        let rows: Vec<ReplayRow> = query_as_on!(
+            self,
+            LIST_REPLAYS,
+            fetch_all,
+            before_id,
+            i64::from(limit),
+            subscriber
+        )?;
         rows.into_iter().map(TryInto::try_into).collect()
     }
 

@@ -23,7 +23,8 @@ const COUNT: Sql = Sql {
           AND (d.status = $2 OR ($2::text IS NULL AND (d.status = 'dead_letter' OR $7::boolean))) \
           AND ($3::text IS NULL OR d.endpoint_id = $3) AND ($4::text IS NULL OR o.event_type = $4) \
           AND ($5::timestamptz IS NULL OR d.created_at >= $5) \
-          AND ($6::timestamptz IS NULL OR d.created_at < $6)",
+          AND ($6::timestamptz IS NULL OR d.created_at < $6) \
+          AND ($8::text IS NULL OR o.subscriber_id = $8)",
     sqlite: "\
         SELECT count(*) FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
         WHERE d.status IN ('sent', 'dead_letter') \
@@ -32,7 +33,8 @@ const COUNT: Sql = Sql {
           AND (?1 IS NULL OR d.event_id = ?1) \
           AND (d.status = ?2 OR (?2 IS NULL AND (d.status = 'dead_letter' OR ?7))) \
           AND (?3 IS NULL OR d.endpoint_id = ?3) AND (?4 IS NULL OR o.event_type = ?4) \
-          AND (?5 IS NULL OR d.created_at >= ?5) AND (?6 IS NULL OR d.created_at < ?6)",
+          AND (?5 IS NULL OR d.created_at >= ?5) AND (?6 IS NULL OR d.created_at < ?6) \
+          AND (?8 IS NULL OR o.subscriber_id = ?8)",
     mysql: "\
         SELECT COUNT(*) FROM kurir_deliveries d JOIN kurir_outbox o ON o.id = d.outbox_id \
         WHERE d.status IN ('sent', 'dead_letter') \
@@ -41,7 +43,8 @@ const COUNT: Sql = Sql {
           AND ($1 IS NULL OR d.event_id = $1) \
           AND (d.status = $2 OR ($2 IS NULL AND (d.status = 'dead_letter' OR $7))) \
           AND ($3 IS NULL OR d.endpoint_id = $3) AND ($4 IS NULL OR o.event_type = $4) \
-          AND ($5 IS NULL OR d.created_at >= $5) AND ($6 IS NULL OR d.created_at < $6)",
+          AND ($5 IS NULL OR d.created_at >= $5) AND ($6 IS NULL OR d.created_at < $6) \
+          AND ($8 IS NULL OR o.subscriber_id = $8)",
 };
 
 /// The first `$8` deliveries [`COUNT`] counts, oldest delivery first, with their endpoint's URL
@@ -57,6 +60,7 @@ const CANDIDATES: Sql = Sql {
           AND ($3::text IS NULL OR d.endpoint_id = $3) AND ($4::text IS NULL OR o.event_type = $4) \
           AND ($5::timestamptz IS NULL OR d.created_at >= $5) \
           AND ($6::timestamptz IS NULL OR d.created_at < $6) \
+          AND ($9::text IS NULL OR o.subscriber_id = $9) \
         ORDER BY d.id LIMIT $8",
     sqlite: "\
         SELECT d.id, d.endpoint_id, e.url, d.status \
@@ -67,6 +71,7 @@ const CANDIDATES: Sql = Sql {
           AND (d.status = ?2 OR (?2 IS NULL AND (d.status = 'dead_letter' OR ?7))) \
           AND (?3 IS NULL OR d.endpoint_id = ?3) AND (?4 IS NULL OR o.event_type = ?4) \
           AND (?5 IS NULL OR d.created_at >= ?5) AND (?6 IS NULL OR d.created_at < ?6) \
+          AND (?9 IS NULL OR o.subscriber_id = ?9) \
         ORDER BY d.id LIMIT ?8",
     mysql: "\
         SELECT d.id, CAST(d.endpoint_id AS CHAR), CAST(e.url AS CHAR), CAST(d.status AS CHAR) \
@@ -77,6 +82,7 @@ const CANDIDATES: Sql = Sql {
           AND (d.status = $2 OR ($2 IS NULL AND (d.status = 'dead_letter' OR $7))) \
           AND ($3 IS NULL OR d.endpoint_id = $3) AND ($4 IS NULL OR o.event_type = $4) \
           AND ($5 IS NULL OR d.created_at >= $5) AND ($6 IS NULL OR d.created_at < $6) \
+          AND ($9 IS NULL OR o.subscriber_id = $9) \
         ORDER BY d.id LIMIT $8",
 };
 
@@ -107,6 +113,7 @@ impl Store {
             f.since.map(Ts),
             f.until.map(Ts),
             f.include_sent,
+            f.subscriber_id.as_deref(),
         )?;
         Ok(count)
     }
@@ -129,6 +136,7 @@ impl Store {
             f.until.map(Ts),
             f.include_sent,
             i64::from(limit),
+            f.subscriber_id.as_deref(),
         )?;
         rows.into_iter()
             .map(|(delivery_id, endpoint_id, endpoint_url, status)| {

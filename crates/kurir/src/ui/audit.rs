@@ -4,7 +4,7 @@ use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use axum::routing::get;
-use axum::Router;
+use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::error::UiError;
@@ -35,8 +35,10 @@ async fn audit(
     let query = ListReplays {
         cursor: view::given(&q.cursor),
         limit: None,
+        subscriber_id: None,
     };
-    let page = api::list(State(state), ApiQuery(query)).await?.0;
+    let actor = Extension(session.actor().clone());
+    let page = api::list(State(state), actor, ApiQuery(query)).await?.0;
     super::render(&AuditPage {
         chrome: Chrome::new(&session, "audit", "Replay audit"),
         next: page

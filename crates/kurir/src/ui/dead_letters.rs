@@ -54,6 +54,7 @@ impl Filters {
             event_type: view::given(&self.event_type),
             since: view::form_time("since", &self.since)?,
             until: view::form_time("until", &self.until)?,
+            subscriber_id: None,
         })
     }
 }
@@ -93,8 +94,12 @@ async fn list(
         until: replay.until,
         cursor: view::given(&q.cursor),
         limit: None,
+        subscriber_id: None,
     };
-    let page = api::list(State(state.clone()), ApiQuery(query)).await?.0;
+    let actor = Extension(session.actor().clone());
+    let page = api::list(State(state.clone()), actor, ApiQuery(query))
+        .await?
+        .0;
     let filter_query = q.query();
     let next = page
         .next_cursor
@@ -143,7 +148,7 @@ async fn confirm(
     Query(q): Query<Filters>,
 ) -> Result<Response, UiError> {
     session.require(Action::Change)?;
-    let filter = q.replay_query()?.filter(&state).await?;
+    let filter = q.replay_query()?.filter(&state, session.actor()).await?;
     let matching = state.store.count_replayable(&filter).await?;
     // The filter checked that the endpoint exists; read it again for its url only.
     let endpoint = match filter.endpoint_id.as_deref().map(EndpointId::parse) {
@@ -184,6 +189,7 @@ async fn replay(
         event_type: q.event_type,
         since: q.since,
         until: q.until,
+        subscriber_id: q.subscriber_id,
         reason: f.reason,
     };
     let actor = Extension(session.actor().clone());

@@ -111,8 +111,12 @@ async fn list(
     let query = ListEndpoints {
         cursor: view::given(&q.cursor),
         limit: None,
+        subscriber_id: None,
     };
-    let page = api::list(State(state.clone()), ApiQuery(query)).await?.0;
+    let actor = Extension(session.actor().clone());
+    let page = api::list(State(state.clone()), actor, ApiQuery(query))
+        .await?
+        .0;
     let health = health_since_an_hour(&state).await?;
     let rows = page
         .data
@@ -204,7 +208,8 @@ async fn create(
         ordering_on_dead_letter: None,
         subscriber_id: None,
     };
-    let (_, created) = api::create(State(state.clone()), ApiJson(body)).await?;
+    let actor = Extension(session.actor().clone());
+    let (_, created) = api::create(State(state.clone()), actor, ApiJson(body)).await?;
     let mut e = created.0;
     let secret = e.secret.take().map(crate::redact::Sensitive::into_inner);
     show_page(&session, &state, e, secret, None).await
@@ -215,7 +220,9 @@ async fn show(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, UiError> {
-    let e = api::show(State(state.clone()), ApiPath(id)).await?.0;
+    let e = api::show(State(state.clone()), actor_of(&session), ApiPath(id))
+        .await?
+        .0;
     show_page(&session, &state, e, None, None).await
 }
 
@@ -232,7 +239,7 @@ async fn update(
         event_types: Some(patterns(&f.event_types)),
         ..UpdateEndpoint::default()
     };
-    apply(state, id, body).await
+    apply(&session, state, id, body).await
 }
 
 #[derive(Deserialize)]
@@ -259,7 +266,7 @@ async fn set_enabled(
         },
         ..UpdateEndpoint::default()
     };
-    apply(state, id, body).await
+    apply(&session, state, id, body).await
 }
 
 #[derive(Deserialize)]
@@ -297,6 +304,7 @@ async fn rotate(
     session.check_csrf(&f.csrf)?;
     let mut e = api::rotate_secret(
         State(state.clone()),
+        actor_of(&session),
         ApiPath(id),
         Some(ApiJson(RotateSecret::default())),
     )
@@ -313,16 +321,33 @@ async fn test(
     Form(f): Form<CsrfForm>,
 ) -> Result<Response, UiError> {
     session.check_csrf(&f.csrf)?;
-    let result = crate::api::endpoint_test::test(State(state.clone()), ApiPath(id.clone()))
+    let result = crate::api::endpoint_test::test(
+        State(state.clone()),
+        actor_of(&session),
+        ApiPath(id.clone()),
+    )
+    .await?
+    .0;
+    let e = api::show(State(state.clone()), actor_of(&session), ApiPath(id))
         .await?
         .0;
-    let e = api::show(State(state.clone()), ApiPath(id)).await?.0;
     show_page(&session, &state, e, None, Some(result)).await
 }
 
+/// The session's actor, as the API's handlers take it.
+fn actor_of(session: &Session) -> Extension<crate::access::Actor> {
+    Extension(session.actor().clone())
+}
+
 /// Applies `body` to endpoint `id`, then shows its page.
-async fn apply(state: AppState, id: String, body: UpdateEndpoint) -> Result<Response, UiError> {
-    let _ = api::update(State(state), ApiPath(id.clone()), ApiJson(body)).await?;
+async fn apply(
+    session: &Session,
+    state: AppState,
+    id: String,
+    body: UpdateEndpoint,
+) -> Result<Response, UiError> {
+    let actor = actor_of(session);
+    let _ = api::update(State(state), actor, ApiPath(id.clone()), ApiJson(body)).await?;
     Ok(Redirect::to(&format!("/ui/endpoints/{}", view::enc(&id))).into_response())
 }
 

@@ -61,7 +61,8 @@ async fn list(
         limit: None,
         subscriber_id: None,
     };
-    let page = api::list(State(state), ApiQuery(query)).await?.0;
+    let actor = Extension(session.actor().clone());
+    let page = api::list(State(state), actor, ApiQuery(query)).await?.0;
     let next = page.next_cursor.map(|c| {
         let keep = [
             ("event_type", &q.event_type),
@@ -139,7 +140,10 @@ async fn show(
     State(state): State<AppState>,
     Path(event_id): Path<String>,
 ) -> Result<Response, UiError> {
-    let e = api::show(State(state.clone()), ApiPath(event_id)).await?.0;
+    let actor = Extension(session.actor().clone());
+    let e = api::show(State(state.clone()), actor, ApiPath(event_id))
+        .await?
+        .0;
     let payload = view::pretty_json(e.event.data.get());
     let subscriber_name = match &e.event.subscriber_id {
         Some(id) => state.store.subscriber(id).await?.map(|s| s.name),

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::error::UiError;
 use super::render;
 use super::session::{self, Session};
-use crate::access::Via;
+use crate::access::{Action, Via};
 use crate::api::auth::authenticate;
 use crate::api::state::AppState;
 
@@ -47,8 +47,10 @@ async fn sign_in(
 ) -> Result<Response, UiError> {
     let token = form.token.trim();
     let actor = authenticate(&state, token, Via::Dashboard).await?;
-    let Some(actor) = actor else {
-        tracing::warn!("dashboard sign-in refused: no such token");
+    // The dashboard shows every subscriber's rows: a subscriber token may not read them here,
+    // and is refused as an unknown token is.
+    let Some(actor) = actor.filter(|a| a.may(Action::Read)) else {
+        tracing::warn!("dashboard sign-in refused: no such token, or a subscriber token");
         let mut page = render(&LoginPage {
             failed: true,
             signed_out: false,

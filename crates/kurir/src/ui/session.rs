@@ -155,15 +155,15 @@ pub async fn session(state: &AppState, claims: Claims) -> Result<Option<Session>
         Actor::bootstrap(state.admin.name(), Via::Dashboard)
     } else {
         match state.store.active_token_by_id(&claims.who).await? {
-            Some(t) => Actor {
-                token_id: Some(t.id.to_string()),
-                name: t.name,
-                role: t.role,
-                via: Via::Dashboard,
-            },
+            Some(t) => Actor::of_token(t, Via::Dashboard),
             None => return Ok(None),
         }
     };
+    // The dashboard shows every subscriber's rows: an actor that may not read them (a
+    // subscriber token) has no session.
+    if !actor.may(Action::Read) {
+        return Ok(None);
+    }
     Ok(Some(Session {
         csrf: csrf_for(state, &claims.nonce),
         actor,

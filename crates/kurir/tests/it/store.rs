@@ -107,7 +107,7 @@ async fn endpoint_pages_follow_one_another_in_id_order_without_repeating_or_skip
     let ids = |page: Vec<kurir::endpoint::Endpoint>| -> Vec<_> {
         page.into_iter().map(|e| e.id).collect()
     };
-    let first = ids(s.endpoint_page(None, 3).await.unwrap());
+    let first = ids(s.endpoint_page(None, 3, None).await.unwrap());
     assert_eq!(
         first,
         created[..3],
@@ -117,15 +117,19 @@ async fn endpoint_pages_follow_one_another_in_id_order_without_repeating_or_skip
         .create_endpoint(endpoint("https://late.example/", &[]))
         .await
         .unwrap();
-    let second = ids(s.endpoint_page(first.last(), 3).await.unwrap());
+    let second = ids(s.endpoint_page(first.last(), 3, None).await.unwrap());
     assert_eq!(
         second,
         [created[3].clone(), created[5].clone(), created[6].clone()],
         "after the first page's last id; the tombstone skipped"
     );
-    let third = ids(s.endpoint_page(second.last(), 3).await.unwrap());
+    let third = ids(s.endpoint_page(second.last(), 3, None).await.unwrap());
     assert_eq!(third, [late.id], "created while paging: on a later page");
-    assert!(s.endpoint_page(third.last(), 3).await.unwrap().is_empty());
+    assert!(s
+        .endpoint_page(third.last(), 3, None)
+        .await
+        .unwrap()
+        .is_empty());
 
     let mut all = [first, second, third].concat();
     let listed = all.len();
@@ -229,16 +233,17 @@ async fn migrate_applies_the_receivers_inbox_migrations_too(db: TestDb) {
     // fewer (0011, the relay's cursor, which it has not). 0013 numbers endpoint changes on all
     // three; 0014 adds the named tokens on all three; 0015 is the event catalog on all three; 0016 the
     // subscribers on all three; 0017 the audit of operators' circuit actions on all three; 0018,
-    // the relay's shared pace, only where several processes share a database.
+    // the relay's shared pace, only where several processes share a database; 0019 the
+    // subscriber listings' indexes on all three.
     let expected: &[i64] = match db.backend {
         Backend::Postgres => &[
-            1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 1000, 1001, 1002,
+            1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 1000, 1001, 1002,
         ],
         Backend::Sqlite => &[
-            1, 2, 3, 5, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 1000, 1001, 1002,
+            1, 2, 3, 5, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 19, 1000, 1001, 1002,
         ],
         Backend::Mysql => &[
-            1, 2, 3, 5, 7, 8, 9, 10, 13, 14, 15, 16, 17, 18, 1000, 1001, 1002,
+            1, 2, 3, 5, 7, 8, 9, 10, 13, 14, 15, 16, 17, 18, 19, 1000, 1001, 1002,
         ],
     };
     assert_eq!(applied, expected);

@@ -20,14 +20,16 @@ impl MySqlStore {
             .await?;
         let count = replay_deliveries(&mut tx, &request.filter).await?;
         let id = sqlx::query(
-            "INSERT INTO kurir_replays (actor, via, reason, filter, count, created_at) \
-             VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(3))",
+            "INSERT INTO kurir_replays (actor, via, reason, filter, count, created_at, \
+                 subscriber_id) \
+             VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(3), ?)",
         )
         .bind(&request.actor)
         .bind(request.via.as_str())
         .bind(&request.reason)
         .bind(serde_json::to_string(&request.filter).unwrap_or_else(|_| "{}".into()))
         .bind(count)
+        .bind(request.filter.subscriber_id.as_deref())
         .execute(&mut *tx)
         .await?
         .last_insert_id();
@@ -61,7 +63,8 @@ async fn replay_deliveries(
            AND (? IS NULL OR d.event_id = ?) \
            AND (d.status = ? OR (? IS NULL AND (d.status = 'dead_letter' OR ?))) \
            AND (? IS NULL OR d.endpoint_id = ?) AND (? IS NULL OR o.event_type = ?) \
-           AND (? IS NULL OR d.created_at >= ?) AND (? IS NULL OR d.created_at < ?)",
+           AND (? IS NULL OR d.created_at >= ?) AND (? IS NULL OR d.created_at < ?) \
+           AND (? IS NULL OR o.subscriber_id = ?)",
     )
     .bind(f.event_id.as_deref())
     .bind(f.event_id.as_deref())
@@ -76,6 +79,8 @@ async fn replay_deliveries(
     .bind(f.since.map(|t| t.naive_utc()))
     .bind(f.until.map(|t| t.naive_utc()))
     .bind(f.until.map(|t| t.naive_utc()))
+    .bind(f.subscriber_id.as_deref())
+    .bind(f.subscriber_id.as_deref())
     .execute(conn)
     .await?;
     Ok(done.rows_affected() as i64)

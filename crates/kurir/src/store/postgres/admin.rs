@@ -36,10 +36,11 @@ impl PgStore {
                   AND ($4::text IS NULL OR o.event_type = $4) \
                   AND ($5::timestamptz IS NULL OR d.created_at >= $5) \
                   AND ($6::timestamptz IS NULL OR d.created_at < $6) \
+                  AND ($12::text IS NULL OR o.subscriber_id = $12) \
                 RETURNING d.id \
              ) \
-             INSERT INTO kurir_replays (actor, reason, filter, count, via) \
-             SELECT $7, $8, $9::json, count(*), $11 FROM replayed \
+             INSERT INTO kurir_replays (actor, reason, filter, count, via, subscriber_id) \
+             SELECT $7, $8, $9::json, count(*), $11, $12 FROM replayed \
              RETURNING id, actor, via, reason, filter::text AS filter, count, created_at",
         )
         .bind(f.event_id.as_deref())
@@ -53,6 +54,7 @@ impl PgStore {
         .bind(serde_json::to_string(f).unwrap_or_else(|_| "{}".into()))
         .bind(f.include_sent)
         .bind(request.via.as_str())
+        .bind(f.subscriber_id.as_deref())
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -38,7 +38,8 @@ async fn replay_deliveries(
                AND (?1 IS NULL OR d.event_id = ?1) \
                AND (d.status = ?2 OR (?2 IS NULL AND (d.status = 'dead_letter' OR ?8))) \
                AND (?3 IS NULL OR d.endpoint_id = ?3) AND (?4 IS NULL OR o.event_type = ?4) \
-               AND (?5 IS NULL OR d.created_at >= ?5) AND (?6 IS NULL OR d.created_at < ?6))",
+               AND (?5 IS NULL OR d.created_at >= ?5) AND (?6 IS NULL OR d.created_at < ?6) \
+               AND (?9 IS NULL OR o.subscriber_id = ?9))",
     )
     .bind(f.event_id.as_deref())
     .bind(f.status.map(|s| s.as_str()))
@@ -48,6 +49,7 @@ async fn replay_deliveries(
     .bind(f.until.map(sqlite_ts))
     .bind(now)
     .bind(f.include_sent)
+    .bind(f.subscriber_id.as_deref())
     .execute(conn)
     .await?;
     Ok(done.rows_affected() as i64)
@@ -61,8 +63,8 @@ async fn insert_replay(
     now: &str,
 ) -> Result<ReplayRow, sqlx::Error> {
     sqlx::query_as(
-        "INSERT INTO kurir_replays (actor, reason, filter, count, created_at, via) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+        "INSERT INTO kurir_replays (actor, reason, filter, count, created_at, via, subscriber_id) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
          RETURNING id, actor, via, reason, filter, count, created_at",
     )
     .bind(&request.actor)
@@ -71,6 +73,7 @@ async fn insert_replay(
     .bind(count)
     .bind(now)
     .bind(request.via.as_str())
+    .bind(request.filter.subscriber_id.as_deref())
     .fetch_one(conn)
     .await
 }

@@ -20,6 +20,7 @@ pub(crate) mod replays;
 mod rotation;
 mod sources;
 mod stats;
+mod subscriber_tokens;
 mod subscribers;
 pub(crate) mod tokens;
 mod wake;

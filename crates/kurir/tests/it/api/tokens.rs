@@ -78,27 +78,33 @@ async fn a_viewer_only_reads_and_only_an_admin_manages_tokens(app: TestApp) {
     let (_, viewer) = create_token(&app, "grafana", "viewer").await;
     let (_, operator) = create_token(&app, "oncall", "operator").await;
     let (_, admin) = create_token(&app, "platform-team", "admin").await;
+    // A subscriber token too (issue 29): which routes it is refused is its own test's
+    // business (`api::subscriber_tokens`); here, that each refusal is documented.
+    let (status, _) = app
+        .post("/v1/subscribers", json!({"id": "cus_1", "name": "One"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (status, made) = app.post("/v1/subscribers/cus_1/tokens", json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let subscriber = made["token"].as_str().unwrap().to_owned();
     let before = app.snapshot().await;
     let mut operations = v1_operations(&app).await;
     // A route nobody documented is refused to a viewer all the same: any method but GET changes.
     operations.push((Method::PUT, "/v1/a-route-added-later".into(), Value::Null));
     let is_tokens = |path: &str| path == "/v1/tokens" || path.starts_with("/v1/tokens/");
+    // A subscriber's tokens are the operators' to manage, not the viewers'.
+    let is_subscriber_tokens = |path: &str| {
+        path.starts_with("/v1/subscribers/") && path.split('/').nth(4) == Some("tokens")
+    };
     for (method, path, documented) in &operations {
         let reads = *method == Method::GET;
         let responses = &documented["responses"];
-        if documented.is_object() {
-            assert!(
-                responses["401"].is_object(),
-                "{method} {path} documents its 401"
-            );
-            assert_eq!(
-                responses["403"].is_object(),
-                !reads || is_tokens(path),
-                "{method} {path} documents its 403 exactly when a role may be refused"
-            );
-        }
         for (who, token, allowed) in [
-            ("viewer", &viewer, reads && !is_tokens(path)),
+            (
+                "viewer",
+                &viewer,
+                reads && !is_tokens(path) && !is_subscriber_tokens(path),
+            ),
             ("operator", &operator, !is_tokens(path)),
             ("admin", &admin, true),
         ] {
@@ -121,6 +127,25 @@ async fn a_viewer_only_reads_and_only_an_admin_manages_tokens(app: TestApp) {
                 assert!(message.contains(who), "{message}");
             }
         }
+        let (status, _) = call(&app, &subscriber, method.clone(), path, json!({})).await;
+        assert_ne!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "subscriber {method} {path}"
+        );
+        let subscriber_refused = status == StatusCode::FORBIDDEN;
+        if documented.is_object() {
+            assert!(
+                responses["401"].is_object(),
+                "{method} {path} documents its 401"
+            );
+            assert_eq!(
+                responses["403"].is_object(),
+                !reads || is_tokens(path) || is_subscriber_tokens(path) || subscriber_refused,
+                "{method} {path} documents its 403 exactly when a role or a subscriber token \
+                 may be refused"
+            );
+        }
     }
     assert_eq!(
         app.snapshot().await,
@@ -128,7 +153,11 @@ async fn a_viewer_only_reads_and_only_an_admin_manages_tokens(app: TestApp) {
         "no refused request changed anything"
     );
     let (_, tokens) = call(&app, &admin, Method::GET, "/v1/tokens", Value::Null).await;
-    assert_eq!(tokens["data"].as_array().unwrap().len(), 3, "{tokens}");
+    assert_eq!(
+        tokens["data"].as_array().unwrap().len(),
+        4,
+        "the subscriber's token is listed with the others: {tokens}"
+    );
 }
 
 async fn bad_token_requests_are_refused_naming_what_is_wrong(app: TestApp) {
