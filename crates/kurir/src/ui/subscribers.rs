@@ -11,7 +11,7 @@ use askama::Template;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Form, Router};
+use axum::{Extension, Form, Router};
 use chrono::Duration;
 use serde::Deserialize;
 
@@ -119,12 +119,14 @@ async fn show(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Response, UiError> {
-    let s = api::show(State(state.clone()), ApiPath(id.clone()))
+    let actor = Extension(session.actor().clone());
+    let s = api::show(State(state.clone()), actor.clone(), ApiPath(id.clone()))
         .await?
         .0;
     let mut endpoints = Vec::new();
     for endpoint_id in state.store.subscriber_endpoint_ids(&id).await? {
-        let shown = endpoints_api::show(State(state.clone()), ApiPath(endpoint_id)).await;
+        let shown =
+            endpoints_api::show(State(state.clone()), actor.clone(), ApiPath(endpoint_id)).await;
         match shown {
             Ok(e) => endpoints.push(e.0),
             // Deleted between the two reads: it has nothing to show any more.
@@ -138,7 +140,7 @@ async fn show(
         .endpoint_health(state.store.clock().now() - Duration::hours(1))
         .await?;
     let backlog = state.store.subscriber_backlog(&id).await?;
-    let failures = recent_failures(&state, &endpoints).await?;
+    let failures = recent_failures(&state, actor, &id).await?;
     let rows = endpoints
         .into_iter()
         .map(|e| EndpointRow {
@@ -164,27 +166,28 @@ fn waiting(backlog: &SubscriberBacklog, endpoint: Option<&str>) -> i64 {
     backlog.count(endpoint, "pending") + backlog.count(endpoint, "processing")
 }
 
-/// The newest dead-lettered and retrying deliveries of `endpoints`, newest first: each
-/// endpoint's newest few of each, through the deliveries API's own listing.
+/// The subscriber's newest dead-lettered and retrying deliveries, newest first, through the
+/// deliveries API's own listing filtered to the subscriber.
 async fn recent_failures(
     state: &AppState,
-    endpoints: &[EndpointView],
+    actor: Extension<crate::access::Actor>,
+    subscriber: &str,
 ) -> Result<Vec<DeliveryView>, UiError> {
     let mut found = Vec::new();
-    for e in endpoints {
-        for status in ["dead_letter", "retrying"] {
-            let query = ListDeliveries {
-                status: Some(status.to_owned()),
-                endpoint_id: Some(e.id.clone()),
-                event_type: None,
-                since: None,
-                until: None,
-                cursor: None,
-                limit: Some(RECENT_FAILURES as u32),
-            };
-            let page = deliveries_api::list(State(state.clone()), ApiQuery(query)).await?;
-            found.extend(page.0.data);
-        }
+    for status in ["dead_letter", "retrying"] {
+        let query = ListDeliveries {
+            status: Some(status.to_owned()),
+            endpoint_id: None,
+            subscriber_id: Some(subscriber.to_owned()),
+            event_type: None,
+            since: None,
+            until: None,
+            cursor: None,
+            limit: Some(RECENT_FAILURES as u32),
+        };
+        let page =
+            deliveries_api::list(State(state.clone()), actor.clone(), ApiQuery(query)).await?;
+        found.extend(page.0.data);
     }
     found.sort_by_key(|d| std::cmp::Reverse((d.created_at, d.id)));
     found.truncate(RECENT_FAILURES);
