@@ -41,6 +41,7 @@ pub mod directory;
 mod endpoint_changes;
 mod enqueue;
 pub mod inbox;
+pub mod inbox_history;
 pub mod mysql;
 pub mod notify;
 mod ordering;

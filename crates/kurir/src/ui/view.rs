@@ -140,6 +140,12 @@ pub fn enc(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
+/// Percent-encodes one path segment (a space as `%20`: `+` is literal in a path).
+pub fn seg(value: &str) -> String {
+    // `enc` writes a literal `+` as `%2B`, so every `+` it leaves stands for a space.
+    enc(value).replace('+', "%20")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
