@@ -8,11 +8,12 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use kurir_core::secret::Secret;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
+use super::auth::Actor;
 use super::circuit::CircuitView;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{whole, whole_or_null, ApiJson, ApiPath, ApiQuery};
@@ -360,12 +361,13 @@ pub async fn update(
               (status = 404, description = "No such endpoint", body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
     if !state.store.delete_endpoint(&endpoint_id(&id)?).await? {
         return Err(not_found(&id));
     }
-    tracing::info!(endpoint_id = %id, "endpoint deleted");
+    tracing::info!(endpoint_id = %id, actor = %actor.name, via = %actor.via, "endpoint deleted");
     Ok(StatusCode::NO_CONTENT)
 }
 

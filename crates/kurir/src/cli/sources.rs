@@ -227,7 +227,13 @@ fn show(s: &Value) {
 fn event_history(e: &Value) {
     output::fields(
         e,
-        &["event_id", "event_type", "status", "received_at", "next_attempt_at"],
+        &[
+            "event_id",
+            "event_type",
+            "status",
+            "received_at",
+            "next_attempt_at",
+        ],
     );
     let empty = Vec::new();
     let list = |k: &str| e[k].as_array().unwrap_or(&empty).clone();
@@ -244,7 +250,10 @@ fn event_history(e: &Value) {
                 output::cell(&r["actor"]),
                 output::cell(&r["via"])
             );
-            (at, vec![text, who, String::new(), String::new(), String::new()])
+            (
+                at,
+                vec![text, who, String::new(), String::new(), String::new()],
+            )
         })
         .collect();
     lines.extend(list("history").iter().map(|a| {
