@@ -45,6 +45,7 @@ pub mod inbox_history;
 pub mod mysql;
 pub mod notify;
 mod ordering;
+mod outcomes;
 mod pool;
 pub mod postgres;
 mod publish;
