@@ -940,7 +940,7 @@ async fn operator_controls(c: &Client, app: &TestApp) {
     fill(c, "retry_max_attempts", "7").await;
     fill(c, "request_timeout_ms", "3000").await;
     fill(c, "rate_limit_per_second", "5").await;
-    c.find(Locator::Css("#ordering option[value=aggregate]"))
+    c.find(Locator::Css("#ordering-choice option[value=aggregate]"))
         .await
         .unwrap()
         .click()
