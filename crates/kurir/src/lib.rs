@@ -26,7 +26,8 @@
 //! - [`dispatch`]: claims due deliveries with a lease, sends them from per-endpoint lanes, records
 //!   the outcomes through one completion writer, and sweeps expired leases.
 //! - [`gateway`]: the inbox gateway: `POST /inbox/{source}` verifies and stores a partner's
-//!   webhook, a runner forwards it to the source's `forward_url`, signed; status polling.
+//!   webhook, a runner forwards it to the source's `forward_url`, signed, keeping every forward
+//!   attempt in the event's history; status polling.
 //! - [`wake`]: wake-ups in the process and across processes (`NOTIFY` after commit, `LISTEN`),
 //!   and how rarely an idle process polls.
 //! - [`prune`]: deletes finished history past its retention, in small batches.

@@ -118,6 +118,8 @@ fn add(a: Pruned, b: Pruned) -> Pruned {
         deliveries: a.deliveries + b.deliveries,
         attempts: a.attempts + b.attempts,
         inbox: a.inbox + b.inbox,
+        inbox_attempts: a.inbox_attempts + b.inbox_attempts,
+        inbox_retries: a.inbox_retries + b.inbox_retries,
         replays: a.replays + b.replays,
         endpoints: a.endpoints + b.endpoints,
     }

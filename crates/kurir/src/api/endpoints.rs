@@ -410,7 +410,7 @@ pub async fn delete(
     if !state.store.delete_endpoint(&eid).await? {
         return Err(not_found(&id));
     }
-    tracing::info!(endpoint_id = %id, "endpoint deleted");
+    tracing::info!(endpoint_id = %id, actor = %actor.name, via = %actor.via, "endpoint deleted");
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -41,6 +41,13 @@ pub enum SourcesCommand {
     },
     /// List a source's received events, newest first.
     Events(EventsArgs),
+    /// Show one received event with every forward attempt (across retries) and every retry.
+    Event {
+        /// Source name.
+        name: String,
+        /// The sender's event id.
+        event_id: String,
+    },
     /// Give a failed event a fresh set of forward attempts, due now.
     Retry {
         /// Source name.
@@ -129,6 +136,13 @@ pub async fn run(args: SourcesArgs) -> anyhow::Result<()> {
             client.call(Method::PATCH, &path, &update_body(f)).await?.1
         }
         SourcesCommand::Events(e) => return list_events(&client, e, as_json).await,
+        SourcesCommand::Event { name, event_id } => {
+            let event = client
+                .get(&format!("/v1/inbox/sources/{name}/events/{event_id}"))
+                .await?;
+            output::shown(&event, as_json, event_history);
+            return Ok(());
+        }
         SourcesCommand::Retry { name, event_id } => {
             return retry(&client, &name, &event_id, as_json).await
         }
@@ -217,6 +231,55 @@ pub const FORWARD_HINT: &str =
      Webhooks: webhook-signature over webhook-id, webhook-timestamp and the body, keyed with the \
      base64-decoded part after whsec_, as the README's \"Verifying a delivery\" shows; poll \
      statuses with the read token; kurir shows both only now)";
+/// `sources event`: the event, then its attempts and retries in the order they happened.
+fn event_history(e: &Value) {
+    output::fields(
+        e,
+        &[
+            "event_id",
+            "event_type",
+            "status",
+            "received_at",
+            "next_attempt_at",
+        ],
+    );
+    let empty = Vec::new();
+    let list = |k: &str| e[k].as_array().unwrap_or(&empty).clone();
+    let time = |v: &Value| {
+        let text = output::cell(v);
+        (chrono::DateTime::parse_from_rfc3339(&text).ok(), text)
+    };
+    let mut lines: Vec<(_, Vec<String>)> = list("retries")
+        .iter()
+        .map(|r| {
+            let (at, text) = time(&r["created_at"]);
+            let who = format!(
+                "retried by {} via {}",
+                output::cell(&r["actor"]),
+                output::cell(&r["via"])
+            );
+            (
+                at,
+                vec![text, who, String::new(), String::new(), String::new()],
+            )
+        })
+        .collect();
+    lines.extend(list("history").iter().map(|a| {
+        let (at, text) = time(&a["started_at"]);
+        let row = vec![
+            text,
+            format!("attempt {}", output::cell(&a["attempt"])),
+            format!("{} ms", output::cell(&a["duration_ms"])),
+            output::cell(&a["status_code"]),
+            output::short(&a["error"], 60),
+        ];
+        (at, row)
+    }));
+    // A stable sort: a retry stays before the attempt of the same millisecond it let start.
+    lines.sort_by_key(|(at, _)| *at);
+    let rows: Vec<Vec<String>> = lines.into_iter().map(|(_, row)| row).collect();
+    output::table(&["WHEN", "WHAT", "TOOK", "STATUS", "ERROR"], &rows);
+}
 
 /// `sources retry`.
 async fn retry(client: &Client, name: &str, event_id: &str, as_json: bool) -> anyhow::Result<()> {

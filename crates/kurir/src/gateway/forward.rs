@@ -49,6 +49,17 @@ pub enum ForwardError {
     Gone,
 }
 
+impl ForwardError {
+    /// The HTTP status the forward URL answered, if it answered.
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            Self::Status { status, .. } => Some(*status),
+            Self::Gone => Some(410),
+            Self::SourceGone(_) | Self::Store(_) | Self::Post(_) => None,
+        }
+    }
+}
+
 impl From<ForwardError> for Failure {
     /// `410` gives up on the event; a `429` or `503` with `Retry-After` is not retried before
     /// that; anything else after the backoff.
@@ -82,8 +93,8 @@ impl Forwarder {
         }
     }
 
-    /// Makes one forward attempt of `event`.
-    pub async fn forward(&self, event: InboxEvent) -> Result<(), ForwardError> {
+    /// Makes one forward attempt of `event`; the 2xx status it was answered with.
+    pub async fn forward(&self, event: &InboxEvent) -> Result<u16, ForwardError> {
         let source = self
             .store
             .get_source(&event.source)
@@ -116,7 +127,7 @@ impl Forwarder {
             .post(&source.forward_url, &headers, body, self.timeouts)
             .await?;
         match response.status {
-            200..=299 => Ok(()),
+            200..=299 => Ok(response.status),
             410 => Err(ForwardError::Gone),
             status => Err(ForwardError::Status {
                 status,

@@ -7,6 +7,8 @@
 //! All of it is kurir-receiver's machinery (verification, the inbox store, the runner and its
 //! processor) with kurir's parts plugged in: sources from `kurir_inbox_sources` ([`source`]),
 //! forwards through the dispatcher's HTTP client ([`forward`]), and two routes ([`routes`]).
+//! Every forward attempt is also kept in the event's history (`store::inbox_history`), which
+//! outlives a retry's reset of the inbox row.
 //! Managing sources is the admin API's (`/v1/inbox/sources`).
 //!
 //! The runner claims only the events of kurir's own sources ([`SourceSet`]), so an application
@@ -19,12 +21,14 @@ pub mod source;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use kurir_receiver::{
-    CancellationToken, ConfigError, Failure, Processor, Runner, SourceSet, Waker,
+    CancellationToken, ConfigError, Failure, InboxEvent, Processor, Runner, SourceSet, Waker,
 };
 
 use crate::config::DeliveryConfig;
 use crate::metrics::Metrics;
+use crate::store::inbox_history::InboxAttempt;
 use crate::store::Store;
 use crate::webhook_client::{Timeouts, WebhookClient};
 use forward::{ForwardError, Forwarder};
@@ -64,16 +68,20 @@ impl Gateway {
         let lease = config.connect_timeout + config.request_timeout + config.lease_margin;
         let metrics: Arc<OnceLock<Metrics>> = Arc::default();
         let counted = Arc::clone(&metrics);
+        let history = store.clone();
         let processor = Processor::with_failures(move |event| {
             let forwarder = Arc::clone(&forwarder);
             let metrics = Arc::clone(&counted);
+            let history = history.clone();
             async move {
-                let (source, started) = (event.source.clone(), Instant::now());
-                let result = forwarder.forward(event).await;
+                let (started_at, started) = (history.clock().now(), Instant::now());
+                let result = forwarder.forward(&event).await;
+                let elapsed = started.elapsed();
                 if let Some(metrics) = metrics.get() {
-                    metrics.record_forward(&source, forward_outcome(&result), started.elapsed());
+                    metrics.record_forward(&event.source, forward_outcome(&result), elapsed);
                 }
-                result.map_err(Failure::from)
+                record_attempt(&history, &event, started_at, elapsed, &result).await;
+                result.map(drop).map_err(Failure::from)
             }
         })
         .retry_policy(config.retry)?
@@ -135,10 +143,40 @@ impl Gateway {
     }
 }
 
+/// Keeps one forward attempt in the event's history, before the runner records its outcome on
+/// the inbox row (a retry later resets that row; the history stays). A failure to record is
+/// logged and does not change the forward's outcome: the partner's event matters more than
+/// its history.
+async fn record_attempt(
+    store: &Store,
+    event: &InboxEvent,
+    started_at: DateTime<Utc>,
+    elapsed: Duration,
+    result: &Result<u16, ForwardError>,
+) {
+    let attempt = InboxAttempt {
+        attempt: event.attempt,
+        started_at,
+        duration_ms: i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX),
+        status_code: match result {
+            Ok(status) => Some(*status),
+            Err(e) => e.status_code(),
+        },
+        error: result.as_ref().err().map(ToString::to_string),
+    };
+    if let Err(e) = store
+        .record_inbox_attempt(&event.source, &event.event_id, &attempt)
+        .await
+    {
+        tracing::warn!(source = %event.source, event_id = %event.event_id, error = %e,
+            "recording an inbox forward attempt failed");
+    }
+}
+
 /// The `outcome` label of one forward attempt.
-fn forward_outcome(result: &Result<(), ForwardError>) -> &'static str {
+fn forward_outcome(result: &Result<u16, ForwardError>) -> &'static str {
     match result {
-        Ok(()) => "forwarded",
+        Ok(_) => "forwarded",
         Err(ForwardError::Status { .. } | ForwardError::Gone) => "rejected",
         Err(ForwardError::Post(_)) => "unreachable",
         Err(ForwardError::SourceGone(_) | ForwardError::Store(_)) => "error",

@@ -92,9 +92,14 @@ pub struct EndpointHealth {
     pub timeouts: i64,
     /// The error (or `HTTP <status>`) of the last failed attempt.
     pub last_error: Option<String>,
+    /// When that attempt started.
+    pub last_error_at: Option<DateTime<Utc>>,
+    /// Whether an attempt after it succeeded: the endpoint recovered since.
+    pub recovered: bool,
     /// How long its attempts took.
     pub duration: Histogram,
     last_failed_id: i64,
+    last_ok_id: i64,
 }
 
 /// `(a > e1) + (a > e2) + …`: the bucket number of `value` (an SQL expression), cast to the
@@ -142,18 +147,22 @@ fn latency_sql(bucket: &str, latency_ms: &str, since: &str, every: &str, int: &s
     )
 }
 
-fn health_sql(since: &str) -> String {
+/// `epoch_ms` reads `a.started_at` as unix milliseconds in the dialect.
+fn health_sql(since: &str, epoch_ms: &str) -> String {
     format!(
         "WITH h AS ( \
              SELECT d.endpoint_id, {class} AS class, count(*) AS n, \
                  sum(CASE WHEN {OK} THEN 1 ELSE 0 END) AS ok, \
                  sum(CASE WHEN a.error LIKE 'timeout%' THEN 1 ELSE 0 END) AS timeouts, \
-                 max(CASE WHEN {OK} THEN NULL ELSE a.id END) AS last_failed \
+                 max(CASE WHEN {OK} THEN NULL ELSE a.id END) AS last_failed, \
+                 max(CASE WHEN {OK} THEN a.id ELSE NULL END) AS last_ok \
              FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id \
              WHERE a.started_at >= {since} GROUP BY 1, 2) \
          SELECT h.endpoint_id, h.class, h.n, h.ok, h.timeouts, h.last_failed, \
              (SELECT coalesce(a.error, 'HTTP ' || a.status_code) FROM kurir_attempts a \
-              WHERE a.id = h.last_failed) AS last_error \
+              WHERE a.id = h.last_failed) AS last_error, \
+             (SELECT {epoch_ms} FROM kurir_attempts a WHERE a.id = h.last_failed) AS last_error_ms, \
+             h.last_ok \
          FROM h",
         class = class_of("a.duration_ms", "BIGINT"),
     )
@@ -190,12 +199,16 @@ static HEALTH_MYSQL: LazyLock<String> = LazyLock::new(|| {
              SELECT CAST(d.endpoint_id AS CHAR) AS endpoint_id, {class} AS class, COUNT(*) AS n, \
                  CAST(SUM(CASE WHEN {OK} THEN 1 ELSE 0 END) AS SIGNED) AS ok, \
                  CAST(SUM(CASE WHEN a.error LIKE 'timeout%' THEN 1 ELSE 0 END) AS SIGNED) AS timeouts, \
-                 MAX(CASE WHEN {OK} THEN NULL ELSE a.id END) AS last_failed \
+                 MAX(CASE WHEN {OK} THEN NULL ELSE a.id END) AS last_failed, \
+                 MAX(CASE WHEN {OK} THEN a.id ELSE NULL END) AS last_ok \
              FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id \
              WHERE a.started_at >= ? GROUP BY 1, 2) \
          SELECT h.endpoint_id, h.class, h.n, h.ok, h.timeouts, h.last_failed, \
              (SELECT CAST(COALESCE(a.error, CONCAT('HTTP ', a.status_code)) AS CHAR) \
-              FROM kurir_attempts a WHERE a.id = h.last_failed) AS last_error \
+              FROM kurir_attempts a WHERE a.id = h.last_failed) AS last_error, \
+             (SELECT CAST(UNIX_TIMESTAMP(a.started_at) * 1000 AS SIGNED) \
+              FROM kurir_attempts a WHERE a.id = h.last_failed) AS last_error_ms, \
+             h.last_ok \
          FROM h",
         class = class_of("a.duration_ms", "SIGNED"),
     )
@@ -233,8 +246,18 @@ static LATENCY_SQLITE: LazyLock<String> = LazyLock::new(|| {
         "BIGINT",
     )
 });
-static HEALTH_PG: LazyLock<String> = LazyLock::new(|| health_sql("$1"));
-static HEALTH_SQLITE: LazyLock<String> = LazyLock::new(|| health_sql("?1"));
+static HEALTH_PG: LazyLock<String> = LazyLock::new(|| {
+    health_sql(
+        "$1",
+        "CAST(floor(extract(epoch FROM a.started_at) * 1000) AS BIGINT)",
+    )
+});
+static HEALTH_SQLITE: LazyLock<String> = LazyLock::new(|| {
+    health_sql(
+        "?1",
+        "CAST(round((julianday(a.started_at) - 2440587.5) * 86400000.0) AS INTEGER)",
+    )
+});
 
 const EVENTS_PG: &str = "\
     SELECT floor(extract(epoch FROM created_at) / $2)::int8 AS bucket, count(*) FROM kurir_outbox \
@@ -245,7 +268,17 @@ const EVENTS_SQLITE: &str = "\
 
 /// A health row: endpoint, duration class, attempts, delivered, timeouts, last failed attempt id,
 /// its error.
-type HealthRow = (String, i64, i64, i64, i64, Option<i64>, Option<String>);
+type HealthRow = (
+    String,
+    i64,
+    i64,
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+);
 
 impl Store {
     /// Events written since `since`, per bucket of `step_seconds`: `(bucket start, count)`.
@@ -401,7 +434,9 @@ impl Store {
             }
         };
         let mut health: Vec<EndpointHealth> = Vec::new();
-        for (endpoint_id, class, n, ok, timeouts, last_failed, last_error) in rows {
+        for row in rows {
+            let (endpoint_id, class, n, ok, timeouts, last_failed, last_error, error_ms, last_ok) =
+                row;
             let i = match health.iter().position(|h| h.endpoint_id == endpoint_id) {
                 Some(i) => i,
                 None => {
@@ -420,7 +455,14 @@ impl Store {
             if let Some(id) = last_failed.filter(|id| *id > h.last_failed_id) {
                 h.last_failed_id = id;
                 h.last_error = last_error;
+                h.last_error_at = error_ms.and_then(DateTime::from_timestamp_millis);
             }
+            h.last_ok_id = h.last_ok_id.max(last_ok.unwrap_or(0));
+        }
+        for h in &mut health {
+            // Attempt ids rise with time within a database, so a success with a larger id came
+            // after the last failure.
+            h.recovered = h.last_error.is_some() && h.last_ok_id > h.last_failed_id;
         }
         Ok(health)
     }

@@ -1,5 +1,6 @@
 //! What operators read of the inbox gateway's `kurir_inbox` rows: one source's events, newest
-//! first, paged by a keyset on row ids, and how many events each source has per status.
+//! first, paged by a keyset on row ids, one event by its id, and how many events each source
+//! has per status.
 //! (Receiving, claiming and retrying are kurir-receiver's, through [`Store::inbox`].)
 //!
 //! One statement per operation and per dialect, sharing the row types below. Reads only; no
@@ -97,6 +98,22 @@ const LIST_MYSQL: &str = "\
       AND (? IS NULL OR id < ?) \
     ORDER BY id DESC LIMIT ?";
 
+/// One event by its unique key `(source, event_id)`.
+const ONE_PG: &str = "\
+    SELECT id, event_id, event_type, status, attempts::int8 AS attempts, available_at, \
+        last_attempt_at, last_error, created_at \
+    FROM kurir_inbox WHERE source = $1 AND event_id = $2";
+
+const ONE_SQLITE: &str = "\
+    SELECT id, event_id, event_type, status, attempts, available_at, last_attempt_at, last_error, \
+        created_at \
+    FROM kurir_inbox WHERE source = ?1 AND event_id = ?2";
+
+const ONE_MYSQL: &str = "\
+    SELECT id, CAST(event_id AS CHAR), CAST(event_type AS CHAR), CAST(status AS CHAR), \
+        attempts, available_at, last_attempt_at, CAST(last_error AS CHAR), created_at \
+    FROM kurir_inbox WHERE source = ? AND event_id = ?";
+
 const COUNTS_MYSQL: &str = "\
     SELECT CAST(source AS CHAR), CAST(status AS CHAR), COUNT(*) AS n, MIN(created_at) AS oldest \
     FROM kurir_inbox GROUP BY source, status ORDER BY source, status";
@@ -168,6 +185,42 @@ impl Store {
                     .fetch_all(s.pool())
                     .await?;
                 rows.into_iter().map(|r| list_item(r, Some)).collect()
+            }
+        }
+    }
+
+    /// `source`'s event `event_id`, as the listing shows it. One probe of the unique key; no
+    /// locks.
+    pub async fn get_inbox_event(
+        &self,
+        source: &str,
+        event_id: &str,
+    ) -> Result<Option<InboxListItem>> {
+        match self {
+            Store::Postgres(s) => {
+                let row: Option<ListRow<DateTime<Utc>>> = sqlx::query_as(ONE_PG)
+                    .bind(source)
+                    .bind(event_id)
+                    .fetch_optional(s.pool())
+                    .await?;
+                row.map(|r| list_item(r, Some)).transpose()
+            }
+            Store::Sqlite(s) => {
+                let row: Option<ListRow<String>> = sqlx::query_as(ONE_SQLITE)
+                    .bind(source)
+                    .bind(event_id)
+                    .fetch_optional(s.pool())
+                    .await?;
+                row.map(|r| list_item(r, |t: String| parse_sqlite_ts(&t)))
+                    .transpose()
+            }
+            Store::Mysql(s) => {
+                let row: Option<ListRow<DateTime<Utc>>> = sqlx::query_as(ONE_MYSQL)
+                    .bind(source)
+                    .bind(event_id)
+                    .fetch_optional(s.pool())
+                    .await?;
+                row.map(|r| list_item(r, Some)).transpose()
             }
         }
     }

@@ -8,7 +8,8 @@
 //! guarded again in its own statement (see [`event_deletes`]), so a delivery replayed after the
 //! candidates were read is never deleted, nor its attempts, nor its event. The tombstone of a
 //! deleted endpoint goes once none of its deliveries is left.
-//! Completed inbox events go by their `updated_at`; the replay audit by its `created_at`.
+//! Completed inbox events go by their `updated_at`, with their history (forward attempts and
+//! retries, `store::inbox_history`); the replay audit by its `created_at`.
 //!
 //! A batch is one short transaction over at most `limit` rows per table. On PostgreSQL it first
 //! takes a transaction-level advisory lock without waiting ([`PRUNE_LOCK`]): one process prunes
@@ -50,6 +51,10 @@ pub struct Pruned {
     pub attempts: u64,
     /// `kurir_inbox`.
     pub inbox: u64,
+    /// `kurir_inbox_attempts`: the forward attempts of the inbox events that went.
+    pub inbox_attempts: u64,
+    /// `kurir_inbox_retries`: the audited retries of the inbox events that went.
+    pub inbox_retries: u64,
     /// `kurir_replays`.
     pub replays: u64,
     /// `kurir_endpoints`: tombstones of deleted endpoints whose last delivery went.
@@ -58,12 +63,14 @@ pub struct Pruned {
 
 impl Pruned {
     /// Each table's name with its count, for metrics and output.
-    pub fn by_table(&self) -> [(&'static str, u64); 6] {
+    pub fn by_table(&self) -> [(&'static str, u64); 8] {
         [
             ("kurir_outbox", self.events),
             ("kurir_deliveries", self.deliveries),
             ("kurir_attempts", self.attempts),
             ("kurir_inbox", self.inbox),
+            ("kurir_inbox_attempts", self.inbox_attempts),
+            ("kurir_inbox_retries", self.inbox_retries),
             ("kurir_replays", self.replays),
             ("kurir_endpoints", self.endpoints),
         ]
@@ -159,6 +166,66 @@ pub(super) const DELETE_INBOX: Sql = Sql {
         WHERE status = 'completed' AND updated_at < ?1 ORDER BY id LIMIT ?2)",
     mysql: "DELETE FROM kurir_inbox WHERE status = 'completed' AND updated_at < $1 \
         ORDER BY id LIMIT $2",
+};
+
+/// The history of the inbox events [`DELETE_INBOX`] deletes, deleted just before them in the same
+/// transaction: the subquery is DELETE_INBOX's, so both choose the same events (the oldest
+/// completed ones past the cutoff; a completed event stays completed and keeps its
+/// `updated_at`, as only a failed one is retried). By `(source, event_id)`, their
+/// `(source, event_id, id)` index.
+macro_rules! delete_inbox_history {
+    ($table:literal) => {
+        Sql {
+            postgres: concat!(
+                "DELETE FROM ",
+                $table,
+                " h USING (SELECT source, event_id FROM kurir_inbox \
+                WHERE status = 'completed' AND updated_at < $1 ORDER BY id LIMIT $2) i \
+                WHERE h.source = i.source AND h.event_id = i.event_id"
+            ),
+            sqlite: concat!(
+                "DELETE FROM ",
+                $table,
+                " WHERE (source, event_id) IN (SELECT source, event_id FROM kurir_inbox \
+                WHERE status = 'completed' AND updated_at < ?1 ORDER BY id LIMIT ?2)"
+            ),
+            mysql: concat!(
+                "DELETE h FROM ",
+                $table,
+                " h JOIN (SELECT source, event_id FROM kurir_inbox \
+                WHERE status = 'completed' AND updated_at < $1 ORDER BY id LIMIT $2) i \
+                ON h.source = i.source AND h.event_id = i.event_id"
+            ),
+        }
+    };
+}
+
+const DELETE_INBOX_ATTEMPTS: Sql = delete_inbox_history!("kurir_inbox_attempts");
+const DELETE_INBOX_RETRIES: Sql = delete_inbox_history!("kurir_inbox_retries");
+
+/// How much history the completed inbox events past the cutoff have (a dry run's count).
+macro_rules! count_inbox_history {
+    ($table:literal, $p1:literal) => {
+        concat!(
+            "SELECT count(*) FROM ",
+            $table,
+            " h WHERE EXISTS (SELECT 1 FROM kurir_inbox i WHERE i.source = h.source \
+            AND i.event_id = h.event_id AND i.status = 'completed' AND i.updated_at < ",
+            $p1,
+            ")"
+        )
+    };
+}
+
+const COUNT_INBOX_ATTEMPTS: Sql = Sql {
+    postgres: count_inbox_history!("kurir_inbox_attempts", "$1"),
+    sqlite: count_inbox_history!("kurir_inbox_attempts", "?1"),
+    mysql: count_inbox_history!("kurir_inbox_attempts", "$1"),
+};
+const COUNT_INBOX_RETRIES: Sql = Sql {
+    postgres: count_inbox_history!("kurir_inbox_retries", "$1"),
+    sqlite: count_inbox_history!("kurir_inbox_retries", "?1"),
+    mysql: count_inbox_history!("kurir_inbox_retries", "$1"),
 };
 
 /// Tombstones of deleted endpoints with no delivery left (retention took the last one, or
@@ -307,6 +374,12 @@ macro_rules! prune_in {
         }
         done.endpoints =
             run_in!($tx, $dialect, DELETE_TOMBSTONES, query, execute, limit)?.rows_affected();
+        for (sql, n) in [
+            (DELETE_INBOX_ATTEMPTS, &mut done.inbox_attempts),
+            (DELETE_INBOX_RETRIES, &mut done.inbox_retries),
+        ] {
+            *n = run_in!($tx, $dialect, sql, query, execute, Ts(c.inbox), limit)?.rows_affected();
+        }
         done.inbox = run_in!(
             $tx,
             $dialect,
@@ -427,6 +500,10 @@ impl Store {
             later
         )?;
         let (inbox,): (i64,) = query_as_on!(self, COUNT_INBOX, fetch_one, Ts(c.inbox))?;
+        let (inbox_attempts,): (i64,) =
+            query_as_on!(self, COUNT_INBOX_ATTEMPTS, fetch_one, Ts(c.inbox))?;
+        let (inbox_retries,): (i64,) =
+            query_as_on!(self, COUNT_INBOX_RETRIES, fetch_one, Ts(c.inbox))?;
         let replays = match c.replays {
             Some(at) => {
                 query_as_on!(self, COUNT_REPLAYS, fetch_one, Ts(at)).map(|(n,): (i64,)| n)?
@@ -441,6 +518,8 @@ impl Store {
             deliveries: n(deliveries),
             attempts: n(attempts),
             inbox: n(inbox),
+            inbox_attempts: n(inbox_attempts),
+            inbox_retries: n(inbox_retries),
             replays: n(replays),
         })
     }

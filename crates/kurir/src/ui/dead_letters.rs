@@ -2,7 +2,8 @@
 //! drop-down of every endpoint would read them all, and one of the first page would hide the
 //! rest), type and time, newest first; and the bulk replay, which
 //! shows how many deliveries match (a dry run) and asks for a reason before replaying them.
-//! The replay is recorded in the audit, whose page it then shows.
+//! The replay is recorded in the audit, whose page it then shows. Each row has its own replay,
+//! with the same dry run and reason, taken by the event's replay (also audited).
 
 use askama::Template;
 use axum::extract::{Query, State};
@@ -18,8 +19,10 @@ use super::session::Session;
 use super::view::{self, Chrome};
 use crate::access::Action;
 use crate::api::deliveries::{self as api, DeliveryView, ListDeliveries};
-use crate::api::extract::{ApiJson, ApiQuery};
-use crate::api::replays::{replay_bulk, BulkReplay, ReplayQuery};
+use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::api::replays::{
+    preview_event, replay_bulk, BulkReplay, EventReplayQuery, ReplayPreview, ReplayQuery,
+};
 use crate::api::state::AppState;
 use crate::endpoint::EndpointId;
 
@@ -168,6 +171,51 @@ async fn confirm(
     })
 }
 
+/// Which dead letter a row's replay takes.
+#[derive(Deserialize)]
+struct OneQuery {
+    event_id: String,
+    endpoint_id: String,
+}
+
+#[derive(Template)]
+#[template(path = "replay_one_confirm.html")]
+struct OneConfirmPage {
+    chrome: Chrome,
+    event_id: String,
+    endpoint_id: String,
+    preview: ReplayPreview,
+}
+
+/// One row's dry run: the delivery its replay would send again (the API's event preview,
+/// limited to its endpoint), and the form asking why, which the event's replay takes.
+async fn confirm_one(
+    session: Session,
+    State(state): State<AppState>,
+    Query(q): Query<OneQuery>,
+) -> Result<Response, UiError> {
+    session.require(Action::Change)?;
+    let query = EventReplayQuery {
+        endpoint_id: Some(q.endpoint_id.clone()),
+        include_sent: None,
+    };
+    let actor = Extension(session.actor().clone());
+    let preview = preview_event(
+        State(state),
+        actor,
+        ApiPath(q.event_id.clone()),
+        ApiQuery(query),
+    )
+    .await?
+    .0;
+    super::render(&OneConfirmPage {
+        chrome: Chrome::new(&session, "dead-letters", "Replay a dead letter"),
+        event_id: q.event_id,
+        endpoint_id: q.endpoint_id,
+        preview,
+    })
+}
+
 #[derive(Deserialize)]
 struct ReplayForm {
     csrf: String,
@@ -202,4 +250,5 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/ui/dead-letters", get(list))
         .route("/ui/dead-letters/replay", get(confirm).post(replay))
+        .route("/ui/dead-letters/replay-one", get(confirm_one))
 }

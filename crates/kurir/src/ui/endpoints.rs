@@ -1,6 +1,7 @@
 //! Endpoints: the list, oldest first and paged, with each one's health over the last hour, creating one, and one
-//! endpoint's page with its actions (edit, disable or enable, rotate the secret, send a test
-//! event). Every action goes through the admin API's own handler.
+//! endpoint's page with its actions (edit, change its delivery settings, disable or enable,
+//! rotate the secret, send a test event, delete it). Every action goes through the admin API's
+//! own handler.
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
@@ -29,6 +30,10 @@ pub(super) struct Health {
     pub(super) timeouts: String,
     pub(super) p95: String,
     pub(super) last_error: String,
+    /// When the last failed attempt started.
+    pub(super) last_error_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Whether an attempt succeeded after it: the error is past.
+    pub(super) recovered: bool,
     pub(super) good: bool,
 }
 
@@ -41,6 +46,8 @@ impl Health {
                 timeouts: "–".into(),
                 p95: "–".into(),
                 last_error: String::new(),
+                last_error_at: None,
+                recovered: false,
                 good: true,
             };
         };
@@ -57,6 +64,8 @@ impl Health {
                 .as_deref()
                 .map(|e| view::preview(e, 120))
                 .unwrap_or_default(),
+            last_error_at: h.last_error_at,
+            recovered: h.recovered,
             good: h.delivered * 10 >= h.attempts * 9,
         }
     }
@@ -88,6 +97,101 @@ struct EndpointPage {
     event_types: String,
     secret: Option<String>,
     test: Option<TestResult>,
+}
+
+/// An override's value with its unit, or that the global setting applies.
+fn setting<T: std::fmt::Display>(value: Option<T>, unit: &str) -> String {
+    value.map_or_else(|| "global setting".to_owned(), |v| format!("{v}{unit}"))
+}
+
+fn field<T: std::fmt::Display>(value: Option<T>) -> String {
+    value.map(|v| v.to_string()).unwrap_or_default()
+}
+
+impl EndpointPage {
+    /// What the endpoint's delivery settings are: `(label, value)`.
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        let e = &self.e;
+        vec![
+            ("Connect timeout", setting(e.connect_timeout_ms, " ms")),
+            ("Response timeout", setting(e.request_timeout_ms, " ms")),
+            (
+                "Attempts before dead letter",
+                setting(e.retry_max_attempts, ""),
+            ),
+            (
+                "First retry delay",
+                setting(e.retry_initial_delay_ms, " ms"),
+            ),
+            ("Longest retry delay", setting(e.retry_max_delay_ms, " ms")),
+            (
+                "Circuit opens after",
+                setting(e.circuit_failure_threshold, " failures in a row"),
+            ),
+            ("Circuit cool-down", setting(e.circuit_cooldown_ms, " ms")),
+            (
+                "Rate limit",
+                e.rate_limit_per_second
+                    .map_or("none".into(), |r| format!("{r} / s")),
+            ),
+            (
+                "Concurrent requests per process",
+                e.max_in_flight.to_string(),
+            ),
+        ]
+    }
+
+    /// The settings form's number fields: `(name, label, value)`.
+    fn setting_fields(&self) -> Vec<(&'static str, &'static str, String)> {
+        let e = &self.e;
+        vec![
+            (
+                "connect_timeout_ms",
+                "Connect timeout (ms)",
+                field(e.connect_timeout_ms),
+            ),
+            (
+                "request_timeout_ms",
+                "Response timeout (ms)",
+                field(e.request_timeout_ms),
+            ),
+            (
+                "retry_max_attempts",
+                "Attempts before dead letter",
+                field(e.retry_max_attempts),
+            ),
+            (
+                "retry_initial_delay_ms",
+                "First retry delay (ms)",
+                field(e.retry_initial_delay_ms),
+            ),
+            (
+                "retry_max_delay_ms",
+                "Longest retry delay (ms)",
+                field(e.retry_max_delay_ms),
+            ),
+            (
+                "circuit_failure_threshold",
+                "Circuit opens after this many failures in a row",
+                field(e.circuit_failure_threshold),
+            ),
+            (
+                "circuit_cooldown_ms",
+                "Circuit cool-down (ms)",
+                field(e.circuit_cooldown_ms),
+            ),
+            (
+                "rate_limit_per_second",
+                "Rate limit (requests per second; empty: none)",
+                field(e.rate_limit_per_second),
+            ),
+            (
+                "max_in_flight",
+                "Concurrent requests per process",
+                e.max_in_flight.to_string(),
+            ),
+        ]
+    }
 }
 
 async fn health_since_an_hour(state: &AppState) -> Result<Vec<EndpointHealth>, UiError> {
@@ -242,6 +346,115 @@ async fn update(
     apply(&session, state, id, body).await
 }
 
+/// The delivery settings form: every per-endpoint override, empty meaning "the global
+/// setting" (a cleared override).
+#[derive(Deserialize)]
+struct SettingsForm {
+    csrf: String,
+    connect_timeout_ms: Option<String>,
+    request_timeout_ms: Option<String>,
+    retry_initial_delay_ms: Option<String>,
+    retry_max_delay_ms: Option<String>,
+    retry_max_attempts: Option<String>,
+    circuit_failure_threshold: Option<String>,
+    circuit_cooldown_ms: Option<String>,
+    max_in_flight: Option<String>,
+    rate_limit_per_second: Option<String>,
+    ordering: Option<String>,
+    ordering_on_dead_letter: Option<String>,
+}
+
+/// A whole number typed in field `name`; `None` when left empty. The API checks the range.
+fn number<T: std::str::FromStr>(name: &str, value: &Option<String>) -> Result<Option<T>, UiError> {
+    view::given(value)
+        .map(|v| {
+            v.parse().map_err(|_| {
+                UiError::Api(crate::api::error::ApiError::field(
+                    name,
+                    format!("'{v}' is not a whole number"),
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// A choice of field `name` (`ordering`, `ordering_on_dead_letter`) as the API spells it.
+fn choice<T: serde::de::DeserializeOwned>(
+    name: &str,
+    value: &Option<String>,
+) -> Result<Option<T>, UiError> {
+    view::given(value)
+        .map(|v| {
+            serde_json::from_value(serde_json::Value::String(v.clone())).map_err(|_| {
+                UiError::Api(crate::api::error::ApiError::field(
+                    name,
+                    format!("unknown value '{v}'"),
+                ))
+            })
+        })
+        .transpose()
+}
+
+impl SettingsForm {
+    /// The change: each override as typed, an empty one cleared (back to the global setting).
+    fn update(&self) -> Result<UpdateEndpoint, UiError> {
+        Ok(UpdateEndpoint {
+            connect_timeout_ms: Some(number("connect_timeout_ms", &self.connect_timeout_ms)?),
+            request_timeout_ms: Some(number("request_timeout_ms", &self.request_timeout_ms)?),
+            retry_initial_delay_ms: Some(number(
+                "retry_initial_delay_ms",
+                &self.retry_initial_delay_ms,
+            )?),
+            retry_max_delay_ms: Some(number("retry_max_delay_ms", &self.retry_max_delay_ms)?),
+            retry_max_attempts: Some(number("retry_max_attempts", &self.retry_max_attempts)?),
+            circuit_failure_threshold: Some(number(
+                "circuit_failure_threshold",
+                &self.circuit_failure_threshold,
+            )?),
+            circuit_cooldown_ms: Some(number("circuit_cooldown_ms", &self.circuit_cooldown_ms)?),
+            // Not an override: it always has a value, so an empty field leaves it.
+            max_in_flight: number("max_in_flight", &self.max_in_flight)?,
+            rate_limit_per_second: Some(number(
+                "rate_limit_per_second",
+                &self.rate_limit_per_second,
+            )?),
+            ordering: choice("ordering", &self.ordering)?,
+            ordering_on_dead_letter: choice(
+                "ordering_on_dead_letter",
+                &self.ordering_on_dead_letter,
+            )?,
+            ..UpdateEndpoint::default()
+        })
+    }
+}
+
+/// Saves the delivery settings, through the API's update.
+async fn settings(
+    session: Session,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Form(f): Form<SettingsForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    let body = f.update()?;
+    tracing::info!(endpoint_id = %id, actor = %session.actor().name, via = %session.actor().via,
+        "endpoint delivery settings changed");
+    apply(&session, state, id, body).await
+}
+
+/// Deletes the endpoint, through the API's delete, then shows the list.
+async fn delete(
+    session: Session,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Form(f): Form<CsrfForm>,
+) -> Result<Response, UiError> {
+    session.check_csrf(&f.csrf)?;
+    let actor = Extension(session.actor().clone());
+    api::delete(State(state), actor, ApiPath(id)).await?;
+    Ok(Redirect::to("/ui/endpoints").into_response())
+}
+
 #[derive(Deserialize)]
 struct EnabledForm {
     csrf: String,
@@ -361,4 +574,6 @@ pub fn router() -> Router<AppState> {
         .route("/ui/endpoints/{id}/rotate", post(rotate))
         .route("/ui/endpoints/{id}/test", post(test))
         .route("/ui/endpoints/{id}/circuit", post(operate_circuit))
+        .route("/ui/endpoints/{id}/settings", post(settings))
+        .route("/ui/endpoints/{id}/delete", post(delete))
 }

@@ -39,8 +39,46 @@ struct ListPage {
 #[derive(Template)]
 #[template(path = "events_rows.html")]
 struct Rows {
-    events: Vec<EventView>,
+    /// Each event with what became of its deliveries.
+    events: Vec<(EventView, String)>,
     next: Option<String>,
+}
+
+/// The words of each delivery status in the outcome column, in the order they are listed.
+const OUTCOME_WORDS: [(&str, &str, &str); 6] = [
+    ("sent", "sent", "sent"),
+    ("dead_letter", "dead letter", "dead letters"),
+    ("failed", "retrying", "retrying"),
+    ("pending", "pending", "pending"),
+    ("processing", "sending", "sending"),
+    ("cancelled", "cancelled", "cancelled"),
+];
+
+/// What became of an event's deliveries, e.g. "2 sent · 1 dead letter"; before fan-out, that
+/// it waits for it; after, that no endpoint subscribed.
+fn outcome(e: &EventView, counts: &[(String, String, i64)]) -> String {
+    if e.refused_reason.is_some() {
+        return "refused: never delivered".into();
+    }
+    if e.dispatched_at.is_none() {
+        return "waiting to be sent out".into();
+    }
+    let parts: Vec<String> = OUTCOME_WORDS
+        .iter()
+        .filter_map(|(status, one, many)| {
+            let n: i64 = counts
+                .iter()
+                .filter(|(id, s, _)| *id == e.event_id && s == status)
+                .map(|(_, _, n)| n)
+                .sum();
+            (n > 0).then(|| format!("{n} {}", if n == 1 { one } else { many }))
+        })
+        .collect();
+    if parts.is_empty() {
+        "no endpoint subscribed".into()
+    } else {
+        parts.join(" · ")
+    }
 }
 
 async fn list(
@@ -62,7 +100,11 @@ async fn list(
         subscriber_id: None,
     };
     let actor = Extension(session.actor().clone());
-    let page = api::list(State(state), actor, ApiQuery(query)).await?.0;
+    let page = api::list(State(state.clone()), actor, ApiQuery(query))
+        .await?
+        .0;
+    let ids: Vec<String> = page.data.iter().map(|e| e.event_id.clone()).collect();
+    let counts = state.store.delivery_outcomes(&ids).await?;
     let next = page.next_cursor.map(|c| {
         let keep = [
             ("event_type", &q.event_type),
@@ -79,7 +121,14 @@ async fn list(
         link
     });
     let rows = Rows {
-        events: page.data,
+        events: page
+            .data
+            .into_iter()
+            .map(|e| {
+                let outcome = outcome(&e, &counts);
+                (e, outcome)
+            })
+            .collect(),
         next,
     };
     let page = ListPage {

@@ -140,6 +140,29 @@ pub fn enc(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
+/// Percent-encodes one path segment (a space as `%20`: `+` is literal in a path).
+pub fn seg(value: &str) -> String {
+    // `enc` writes a literal `+` as `%2B`, so every `+` it leaves stands for a space.
+    enc(value).replace('+', "%20")
+}
+
+/// `url` as HTML that a browser may wrap only after a `/` (a `<wbr>` after each), escaped.
+pub fn url_breaks(url: &str) -> String {
+    let mut html = String::with_capacity(url.len() + 16);
+    for c in url.chars() {
+        match c {
+            '&' => html.push_str("&amp;"),
+            '<' => html.push_str("&lt;"),
+            '>' => html.push_str("&gt;"),
+            '"' => html.push_str("&quot;"),
+            '\'' => html.push_str("&#39;"),
+            '/' => html.push_str("/<wbr>"),
+            c => html.push(c),
+        }
+    }
+    html
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +177,13 @@ mod tests {
         assert_eq!(seconds(7200.0), "2.0 h");
         assert_eq!(percent(1, 3), "33.3 %");
         assert_eq!(percent(0, 0), "–");
+    }
+
+    #[test]
+    fn a_url_may_wrap_only_after_a_slash_and_is_escaped() {
+        assert_eq!(
+            url_breaks("https://a.example/x?a=<1>&b"),
+            "https:/<wbr>/<wbr>a.example/<wbr>x?a=&lt;1&gt;&amp;b"
+        );
     }
 }

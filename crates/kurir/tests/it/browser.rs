@@ -671,6 +671,74 @@ async fn viewer_flow(c: &Client, app: &TestApp) {
     let (_, audit) = app.get("/v1/replays").await;
     assert_eq!(audit["data"], json!([]), "nothing replayed");
     assert_eq!(down.received().len(), 1, "nothing sent again");
+
+    // Issue 33, item 3: the endpoint's settings and Delete, a dead letter's own replay and an
+    // inbox event's retry are neither shown to a viewer nor accepted from one.
+    let failing_app = Receiver::start().await;
+    failing_app.respond_with(500);
+    crate::gateway::create_source(
+        app,
+        "viewed",
+        "standard-webhooks",
+        crate::gateway::PARTNER_SECRET,
+        &failing_app.url,
+    )
+    .await;
+    let webhook = crate::gateway::standard_webhook("msg_viewed", "invoice.paid");
+    crate::gateway::post_inbox(app, "viewed", &webhook).await;
+    let inbox_event = "/v1/inbox/sources/viewed/events/msg_viewed";
+    eventually("the forward to fail", || async {
+        let (_, e) = app.get(inbox_event).await;
+        (e["status"] == "failed").then_some(())
+    })
+    .await;
+    for path in [
+        "/ui/inbox/viewed".to_owned(),
+        "/ui/inbox/viewed/events/msg_viewed".to_owned(),
+        format!("/ui/dead-letters/replay-one?event_id={event_id}&endpoint_id={endpoint_id}"),
+    ] {
+        c.goto(&format!("{base}{path}")).await.unwrap();
+        let page = text(c).await;
+        assert_eq!(changing_controls(c).await, json!([]), "{path}: {page}");
+    }
+    c.goto(&format!("{base}/ui/endpoints/{endpoint_id}"))
+        .await
+        .unwrap();
+    page_with(c, "Delivery settings").await;
+    for (action, extra) in [
+        (
+            format!("/ui/endpoints/{endpoint_id}/settings"),
+            json!({"retry_max_attempts": "3"}),
+        ),
+        (
+            format!("/ui/endpoints/{endpoint_id}/delete"),
+            json!({"confirm": "yes"}),
+        ),
+        (
+            "/ui/inbox/viewed/events/msg_viewed/retry".to_owned(),
+            json!({}),
+        ),
+    ] {
+        let status = c
+            .execute(
+                "const csrf = document.querySelector('form[action=\"/ui/logout\"] input[name=csrf]').value;
+                 return fetch(arguments[0], {method: 'POST', body: new URLSearchParams({csrf, ...arguments[1]})})
+                     .then(r => r.status);",
+                vec![json!(action), extra],
+            )
+            .await
+            .unwrap();
+        assert_eq!(status, json!(403), "{action}");
+    }
+    let (status, shown) = app.get(&format!("/v1/endpoints/{endpoint_id}")).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "not deleted");
+    assert!(
+        shown["retry_max_attempts"].is_null(),
+        "not changed: {shown}"
+    );
+    let (_, e) = app.get(inbox_event).await;
+    assert_eq!(e["status"], "failed", "not retried: {e}");
+    assert_eq!(e["retries"], json!([]), "{e}");
 }
 
 /// The Event types page: the catalog with each version's schema and its events of the last 24
@@ -858,4 +926,197 @@ async fn subscribers_flow(c: &Client, app: &TestApp) {
     check_widths(c, "subscriber-deleted").await;
     let (_, s) = app.get("/v1/subscribers?name=Toko+Makmur").await;
     assert_eq!(s["data"], json!([]), "deleted: {s}");
+}
+
+/// Issue 33, item 3: what the operator could not see or do. The events list says what became
+/// of each event's deliveries (not "Fanned out: yes"); a dead letter is replayed from its own
+/// row after a dry run, with a reason, audited; the endpoint page shows the last error with its
+/// time and as past once the endpoint recovered, shows and changes its delivery settings, and
+/// deletes it; an inbox event's page keeps every forward attempt across a retry, which it
+/// names with who retried. All through the real forms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_outcomes_replays_one_dead_letter_edits_settings_and_deletes_an_endpoint()
+{
+    let Some(program) = chromedriver() else {
+        return;
+    };
+    let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
+    let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "1")]).await;
+    let driver = start_driver(&program).await;
+    let profile = tempfile::tempdir().unwrap();
+    let c = browser(&driver, profile.path()).await;
+    let result = tokio::time::timeout(Duration::from_secs(120), async {
+        sign_in(&c, &app).await;
+        operator_controls(&c, &app).await;
+        inbox_history(&c, &app).await;
+    })
+    .await;
+    c.close().await.unwrap();
+    app.stopper().stop().await;
+    result.expect("the flows finish within two minutes");
+}
+
+async fn operator_controls(c: &Client, app: &TestApp) {
+    let ok = Receiver::start().await;
+    let down = Receiver::start().await;
+    down.respond_with(500);
+    app.create_endpoint(&ok.url, json!({})).await;
+    let endpoint = app.create_endpoint(&down.url, json!({})).await;
+    let endpoint_id = endpoint["id"].as_str().unwrap().to_owned();
+    let event_id = app.publish("invoice.paid", json!({"invoice": 9})).await;
+    eventually("one delivery sent and one dead-lettered", || async {
+        let (_, e) = app.get(&format!("/v1/events/{event_id}")).await;
+        let statuses: Vec<String> = e["deliveries"]
+            .as_array()?
+            .iter()
+            .map(|d| d["status"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        (statuses.contains(&"sent".into()) && statuses.contains(&"dead_letter".into()))
+            .then_some(())
+    })
+    .await;
+    let base = &app.url;
+
+    // The events list: the outcome, in words.
+    c.goto(&format!("{base}/ui/events")).await.unwrap();
+    let list = page_with(c, &event_id).await;
+    assert!(list.contains("1 sent · 1 dead letter"), "{list}");
+    assert!(!list.contains("Fanned out"), "{list}");
+
+    // The endpoint page while it fails: the last error with its time.
+    c.goto(&format!("{base}/ui/endpoints/{endpoint_id}"))
+        .await
+        .unwrap();
+    page_with(c, "Delivery settings").await;
+    let last_error = c.find(Locator::Id("last-error")).await.unwrap();
+    let failing = last_error.text().await.unwrap();
+    assert!(
+        failing.contains("UTC: HTTP 500") && !failing.contains("recovered"),
+        "{failing}"
+    );
+
+    // One dead letter's replay, from its row: a dry run, then a reason.
+    down.respond_with(200);
+    c.goto(&format!("{base}/ui/dead-letters")).await.unwrap();
+    page_with(c, &event_id).await;
+    click(c, "a[href^='/ui/dead-letters/replay-one']").await;
+    let dry_run = page_with(c, "Replay a dead letter").await;
+    assert!(
+        dry_run.contains("1 delivery of event") && dry_run.contains(&down.url),
+        "{dry_run}"
+    );
+    fill(c, "reason", "partner is back").await;
+    click(c, "form[action$='/replay'] button").await;
+    page_with(c, "Deliveries").await;
+    let (_, audit) = app.get("/v1/replays").await;
+    let replay = &audit["data"][0];
+    assert_eq!(replay["reason"], "partner is back", "{audit}");
+    assert_eq!(replay["via"], "dashboard", "{audit}");
+    assert_eq!(replay["count"], 1, "{audit}");
+    assert_eq!(replay["filter"]["endpoint_id"], endpoint_id, "{audit}");
+    down.wait_for(2).await;
+
+    // Recovered: the last error is shown as past.
+    eventually("the endpoint page to show the recovery", || async {
+        c.goto(&format!("{base}/ui/endpoints/{endpoint_id}"))
+            .await
+            .ok()?;
+        let text = c
+            .find(Locator::Id("last-error"))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        (text.contains("recovered") && text.contains("HTTP 500")).then_some(())
+    })
+    .await;
+
+    // The delivery settings, changed through the form, then one cleared again.
+    assert!(text(c).await.contains("global setting"));
+    fill(c, "retry_max_attempts", "7").await;
+    fill(c, "request_timeout_ms", "3000").await;
+    fill(c, "rate_limit_per_second", "5").await;
+    c.find(Locator::Css("#ordering-choice option[value=aggregate]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    click(c, "form[action$='/settings'] button").await;
+    let settings = page_with(c, "5 / s").await;
+    assert!(settings.contains("3000 ms"), "{settings}");
+    let (_, shown) = app.get(&format!("/v1/endpoints/{endpoint_id}")).await;
+    assert_eq!(shown["retry_max_attempts"], 7, "{shown}");
+    assert_eq!(shown["request_timeout_ms"], 3000, "{shown}");
+    assert_eq!(shown["rate_limit_per_second"], 5, "{shown}");
+    assert_eq!(shown["ordering"], "aggregate", "{shown}");
+    fill(c, "retry_max_attempts", "").await;
+    click(c, "form[action$='/settings'] button").await;
+    eventually("the override cleared", || async {
+        let (_, shown) = app.get(&format!("/v1/endpoints/{endpoint_id}")).await;
+        shown["retry_max_attempts"].is_null().then_some(())
+    })
+    .await;
+    // A number the API refuses is named.
+    fill(c, "retry_max_attempts", "99").await;
+    click(c, "form[action$='/settings'] button").await;
+    page_with(c, "retry_max_attempts").await;
+
+    // Delete, confirmed.
+    c.goto(&format!("{base}/ui/endpoints/{endpoint_id}"))
+        .await
+        .unwrap();
+    page_with(c, "Delete endpoint").await;
+    click(c, "form[action$='/delete'] input[name=confirm]").await;
+    click(c, "form[action$='/delete'] button").await;
+    page_with(c, "Endpoints").await;
+    let (status, _) = app.get(&format!("/v1/endpoints/{endpoint_id}")).await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND);
+}
+
+async fn inbox_history(c: &Client, app: &TestApp) {
+    let target = Receiver::start().await;
+    target.respond_with(500);
+    crate::gateway::create_source(
+        app,
+        "billing",
+        "standard-webhooks",
+        crate::gateway::PARTNER_SECRET,
+        &target.url,
+    )
+    .await;
+    let webhook = crate::gateway::standard_webhook("msg_ui", "invoice.paid");
+    let (status, _) = crate::gateway::post_inbox(app, "billing", &webhook).await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    let path = "/v1/inbox/sources/billing/events/msg_ui";
+    eventually("the forward to fail", || async {
+        let (_, e) = app.get(path).await;
+        (e["status"] == "failed").then_some(())
+    })
+    .await;
+    let base = &app.url;
+    c.goto(&format!("{base}/ui/inbox/billing")).await.unwrap();
+    page_with(c, "msg_ui").await;
+    click(c, "a[href='/ui/inbox/billing/events/msg_ui']").await;
+    let failed = page_with(c, "Inbox event").await;
+    assert!(
+        failed.contains("attempt 1") && failed.contains("500"),
+        "{failed}"
+    );
+    target.respond_with(200);
+    click(c, "form[action$='/retry'] button").await;
+    let page = eventually("the event forwarded after the retry", || async {
+        c.refresh().await.ok()?;
+        let page = text(c).await;
+        page.contains("completed").then_some(page)
+    })
+    .await;
+    assert!(
+        page.contains("Retry 1 by admin via dashboard") && page.contains("retry 1, attempt 1"),
+        "{page}"
+    );
+    let count = c.find(Locator::Id("attempt-count")).await.unwrap();
+    let count = count.text().await.unwrap();
+    assert!(count.starts_with("2 "), "both attempts counted: {count}");
 }

@@ -467,6 +467,14 @@ async fn inbox_sources_are_managed_through_the_cli() {
         events.contains("evt_cli") && events.contains("completed"),
         "{events}"
     );
+    // One event with its history: the forward that completed it.
+    let history = cli(dir, &server, &["sources", "event", "billing", "evt_cli"]).await;
+    assert!(
+        history.contains("status:")
+            && history.contains("completed")
+            && history.contains("attempt 1"),
+        "{history}"
+    );
     let refused = kurir(dir)
         .args(["sources", "retry", "billing", "evt_cli"])
         .env("KURIR_URL", &server.url)

@@ -14,6 +14,7 @@ use crate::api::support::{
     eventually, on_both_backends, Backend, Received, Receiver, TestApp, TestDb, TOKEN,
 };
 use crate::support::receiver::Receiver as ScriptedReceiver;
+use crate::support::receiver::Recorded;
 
 on_both_backends!(
     a_standard_webhooks_request_is_forwarded_once_signed_and_reported_completed,
@@ -24,6 +25,8 @@ on_both_backends!(
     a_replay_under_new_id_headers_is_refused_and_forwarded_once,
     a_forward_answered_410_fails_for_good,
 );
+
+on_both_backends!(an_inbox_retry_keeps_every_forward_attempt_and_audits_who_retried);
 
 /// The Standard Webhooks secret partners sign with in these tests.
 pub(crate) const PARTNER_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -555,4 +558,70 @@ async fn a_forward_answered_429_waits_for_its_retry_after_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forward_answered_429_waits_for_its_retry_after_on_mysql() {
     a_forward_answered_429_waits_for_its_retry_after(Backend::Mysql).await;
+}
+
+/// Issue 33, item 2: after a retry, a source event that had failed its forwards read
+/// "completed, 1 attempt": the inbox row's count and error are reset by the retry, and nothing
+/// else kept them. Now the event's page (`GET …/events/{id}`) lists every attempt across the
+/// retry, with its status and error, and names who retried it and from where.
+async fn an_inbox_retry_keeps_every_forward_attempt_and_audits_who_retried(db: TestDb) {
+    let app = TestApp::spawn_with(&db, &[("retry_max_attempts", "3")]).await;
+    // The application fails three forwards, then is fixed.
+    let target = ScriptedReceiver::scripted(|n, _: &Recorded| {
+        let status = if n < 3 { 500 } else { 200 };
+        (StatusCode::from_u16(status).unwrap(), "boom").into_response()
+    })
+    .await;
+    let source = create_source(
+        &app,
+        "hist",
+        "standard-webhooks",
+        PARTNER_SECRET,
+        &target.url("/app"),
+    )
+    .await;
+    let webhook = standard_webhook("msg_hist", "invoice.paid");
+    assert_eq!(
+        post_inbox(&app, "hist", &webhook).await.0,
+        StatusCode::ACCEPTED
+    );
+    eventually("the event to fail its three forwards", || async {
+        let (_, body) = poll(&app, "hist", "msg_hist", Some(&source.read_token)).await;
+        (body["status"] == "failed" && body["next_attempt_at"].is_null()).then_some(())
+    })
+    .await;
+    let path = "/v1/inbox/sources/hist/events/msg_hist";
+    let (status, retried) = app.post(&format!("{path}/retry"), json!({})).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{retried}");
+    wait_completed(&app, "hist", "msg_hist", &source.read_token).await;
+
+    let (status, event) = app.get(path).await;
+    assert_eq!(status, StatusCode::OK, "{event}");
+    assert_eq!(event["status"], "completed", "{event}");
+    let history = event["history"].as_array().expect("history");
+    let seen: Vec<(u64, u64)> = history
+        .iter()
+        .map(|a| {
+            (
+                a["attempt"].as_u64().unwrap(),
+                a["status_code"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, [(1, 500), (2, 500), (3, 500), (1, 200)], "{event}");
+    for failed in &history[..3] {
+        let error = failed["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("HTTP 500") && error.contains("boom"),
+            "{failed}"
+        );
+    }
+    assert_eq!(history[3]["error"], Value::Null, "{event}");
+    let retries = event["retries"].as_array().expect("retries");
+    assert_eq!(retries.len(), 1, "{event}");
+    assert_eq!(retries[0]["actor"], "admin", "{event}");
+    assert_eq!(retries[0]["via"], "api", "{event}");
+    let (status, missing) = app.get("/v1/inbox/sources/hist/events/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
+    app.stopper().stop().await;
 }

@@ -2,7 +2,9 @@
 //! their deliveries and attempts, keeps events with a delivery still to make and dead letters
 //! within their own retention, counts what it deletes, and a dry run counts the same rows.
 
+use kurir::access::{Actor, Via};
 use kurir::prune::{cutoffs, round, RoundOutcome};
+use kurir::store::inbox_history::InboxAttempt;
 use kurir::store::retention::Pruned;
 use reqwest::StatusCode;
 use serde_json::json;
@@ -123,9 +125,24 @@ async fn the_background_pruner_deletes_sent_history_and_counts_it(db: TestDb) {
 
 on_both_backends!(completed_inbox_events_and_old_replay_audits_go_and_pending_inbox_events_stay);
 
+/// The inbox events' history (issue 33: forward attempts and audited retries) goes with its
+/// event and stays with an event that stays.
 async fn completed_inbox_events_and_old_replay_audits_go_and_pending_inbox_events_stay(db: TestDb) {
+    let actor = Actor::bootstrap("admin", Via::Api);
     for (event_id, status) in [("done", "completed"), ("waiting", "pending")] {
         crate::store_dashboard::inbox_row(&db.store, "src", event_id, status).await;
+        let attempt = InboxAttempt {
+            attempt: 1,
+            started_at: chrono::Utc::now(),
+            duration_ms: 3,
+            status_code: Some(500),
+            error: Some("forward answered HTTP 500".into()),
+        };
+        let s = &db.store;
+        s.record_inbox_attempt("src", event_id, &attempt)
+            .await
+            .unwrap();
+        s.record_inbox_retry("src", event_id, &actor).await.unwrap();
     }
     // Plain SQL every dialect reads alike, but for MySQL's timestamps (no `T`, no zone: its
     // sessions are UTC): the rows were written long ago.
@@ -152,12 +169,19 @@ async fn completed_inbox_events_and_old_replay_audits_go_and_pending_inbox_event
     let at = cutoffs(&retention, chrono::Utc::now());
     let expected = Pruned {
         inbox: 1,
+        inbox_attempts: 1,
+        inbox_retries: 1,
         replays: 1,
         ..Pruned::default()
     };
     assert_eq!(db.store.prunable(&at).await.unwrap(), expected);
     assert_eq!(db.store.prune_batch(&at, 10).await.unwrap(), Some(expected));
     assert_eq!(db.store.prunable(&at).await.unwrap(), Pruned::default());
+    let s = &db.store;
+    assert!(s.inbox_attempts("src", "done").await.unwrap().is_empty());
+    assert!(s.inbox_retries("src", "done").await.unwrap().is_empty());
+    assert_eq!(s.inbox_attempts("src", "waiting").await.unwrap().len(), 1);
+    assert_eq!(s.inbox_retries("src", "waiting").await.unwrap().len(), 1);
     let forever = kurir::config::RetentionConfig {
         replay_audit: None,
         ..retention

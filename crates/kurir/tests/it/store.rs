@@ -237,13 +237,13 @@ async fn migrate_applies_the_receivers_inbox_migrations_too(db: TestDb) {
     // subscriber listings' indexes on all three.
     let expected: &[i64] = match db.backend {
         Backend::Postgres => &[
-            1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 1000, 1001, 1002,
+            1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 1000, 1001, 1002,
         ],
         Backend::Sqlite => &[
-            1, 2, 3, 5, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 19, 1000, 1001, 1002,
+            1, 2, 3, 5, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 19, 20, 1000, 1001, 1002,
         ],
         Backend::Mysql => &[
-            1, 2, 3, 5, 7, 8, 9, 10, 13, 14, 15, 16, 17, 18, 19, 1000, 1001, 1002,
+            1, 2, 3, 5, 7, 8, 9, 10, 13, 14, 15, 16, 17, 18, 19, 20, 1000, 1001, 1002,
         ],
     };
     assert_eq!(applied, expected);

@@ -205,7 +205,7 @@ async fn activity_and_endpoint_health_count_attempts_latencies_and_the_last_erro
         .create_endpoint(NewEndpoint::new("https://a.example/"))
         .await
         .unwrap();
-    enqueue_events(s, "order.paid", 4).await;
+    let ids = enqueue_events(s, "order.paid", 4).await;
     s.relay_batch(100).await.unwrap();
     let retry = NextState::Retry(Utc::now());
     assert_eq!(attempt_all(s, "w", None, retry.clone()).await, 4);
@@ -254,6 +254,25 @@ async fn activity_and_endpoint_health_count_attempts_latencies_and_the_last_erro
         Some("HTTP 502"),
         "the latest failure"
     );
+    // Issue 33: the last error has its time, and reads as past once an attempt succeeded after.
+    let at = h.last_error_at.expect("the last error's time");
+    assert!(at >= since && at <= Utc::now() + Ago::minutes(1), "{at}");
+    assert!(h.recovered, "sent after the 502");
+
+    // The events list's outcome column: each event's deliveries per status.
+    let mut outcomes = s.delivery_outcomes(&ids).await.unwrap();
+    outcomes.sort();
+    let mut expected: Vec<(String, String, i64)> = ids
+        .iter()
+        .map(|id| (id.clone(), "sent".into(), 1))
+        .collect();
+    expected.sort();
+    assert_eq!(outcomes, expected);
+    assert!(s
+        .delivery_outcomes(&["nope".into()])
+        .await
+        .unwrap()
+        .is_empty());
     assert_eq!(
         h.duration
             .quantile(0.95)

@@ -115,6 +115,7 @@ async fn the_openapi_document_lists_every_route(app: TestApp) {
         ("patch", "/v1/inbox/sources/{name}"),
         ("delete", "/v1/inbox/sources/{name}"),
         ("get", "/v1/inbox/sources/{name}/events"),
+        ("get", "/v1/inbox/sources/{name}/events/{event_id}"),
         ("post", "/v1/inbox/sources/{name}/events/{event_id}/retry"),
         ("post", "/v1/tokens"),
         ("get", "/v1/tokens"),
