@@ -172,7 +172,7 @@ fn sizes(args: &Args, backend: Backend) -> Sizes {
         ordered_events: if smoke { 300 } else { 20_000 },
         patience: Duration::from_secs(if smoke { 60 } else { 1200 }),
         chaos: if smoke {
-            Duration::from_secs(10)
+            Duration::from_secs(6)
         } else {
             Duration::from_secs(args.duration.unwrap_or(30) * 8)
         },

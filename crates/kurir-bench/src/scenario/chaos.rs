@@ -41,55 +41,82 @@ use crate::sink::event_id;
 /// kurir processes sharing the database.
 const PROCESSES: usize = 3;
 
-/// The partners, in the issue's shapes.
-fn shapes() -> Vec<Shape> {
-    vec![
-        Shape::Healthy,
-        Shape::Failing(30),
-        Shape::Slow(10, Duration::from_secs(3)),
-    ]
-}
+/// Partners: healthy, 30 % `500`s, 10 % slow answers.
+const PARTNERS: usize = 3;
 
-/// The settings every process runs with: short enough that a killed process's leases come back
-/// within seconds, and that no delivery is dead-lettered by the faults alone.
-fn settings() -> Vec<(&'static str, String)> {
-    let mut s: Vec<(&str, String)> = vec![
-        ("KURIR_CONNECT_TIMEOUT", "1s".into()),
-        ("KURIR_REQUEST_TIMEOUT", "4s".into()),
-        ("KURIR_LEASE_MARGIN", "2s".into()),
-        ("KURIR_RETRY_INITIAL_DELAY", "200ms".into()),
-        ("KURIR_RETRY_MAX_DELAY", "2s".into()),
-        ("KURIR_RETRY_MAX_ATTEMPTS", "50".into()),
-        ("KURIR_CIRCUIT_COOLDOWN", "1s".into()),
-    ];
-    s.extend(super::with_encryption_key());
-    s
-}
-
-/// The lease those settings make: connect + response timeouts + the margin.
-const LEASE: Duration = Duration::from_secs(7);
-
-/// How long a run writes, how often a fault comes, how fast events go in.
+/// How long a run writes, how often a fault comes, how fast events go in, how slow the slow
+/// partner's answers are.
+#[derive(Clone, Debug)]
 struct Plan {
     length: Duration,
     period: Duration,
     rate: f64,
+    slow: Duration,
 }
 
-/// `ctx.sizes.chaos` of writing: a fault every 40 s, as in the issue, or every quarter of the
-/// length when that is shorter (the smoke: one fault of each kind).
+/// `ctx.sizes.chaos` of writing: a fault every 40 s and 3-s answers, as in the issue; or, when
+/// that is shorter than four periods (the smoke), a fault every quarter of the length and 1-s
+/// answers, so that leases (which grow with the response timeout) come back within the run.
 fn plan(ctx: &Ctx) -> Plan {
     let length = ctx.sizes.chaos;
-    let period = Duration::from_secs(40).min(length / 4);
-    let rate = if period < Duration::from_secs(40) {
-        40.0
+    let issue = Duration::from_secs(40);
+    if length >= issue * 4 {
+        Plan {
+            length,
+            period: issue,
+            rate: 200.0,
+            slow: Duration::from_secs(3),
+        }
     } else {
-        200.0
-    };
-    Plan {
-        length,
-        period,
-        rate,
+        Plan {
+            length,
+            period: length / 4,
+            rate: 40.0,
+            slow: Duration::from_secs(1),
+        }
+    }
+}
+
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+const LEASE_MARGIN: Duration = Duration::from_secs(1);
+
+impl Plan {
+    /// The partners, in the issue's shapes.
+    fn shapes(&self) -> Vec<Shape> {
+        vec![
+            Shape::Healthy,
+            Shape::Failing(30),
+            Shape::Slow(10, self.slow),
+        ]
+    }
+
+    /// Long enough for the slow answers, short enough to keep leases short.
+    fn request_timeout(&self) -> Duration {
+        self.slow + Duration::from_secs(1)
+    }
+
+    /// The lease these settings make (`kurir::dispatch`'s: the margin, and the timeouts for
+    /// the waiting rounds and the attempt).
+    fn lease(&self) -> Duration {
+        LEASE_MARGIN
+            + (CONNECT_TIMEOUT + self.request_timeout()) * (1 + kurir::dispatch::WAITING_ROUNDS)
+    }
+
+    /// The settings every process runs with: short enough that a killed process's leases come
+    /// back within the run, and that no delivery is dead-lettered by the faults alone.
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        let ms = |d: Duration| format!("{}ms", d.as_millis());
+        let mut s: Vec<(&str, String)> = vec![
+            ("KURIR_CONNECT_TIMEOUT", ms(CONNECT_TIMEOUT)),
+            ("KURIR_REQUEST_TIMEOUT", ms(self.request_timeout())),
+            ("KURIR_LEASE_MARGIN", ms(LEASE_MARGIN)),
+            ("KURIR_RETRY_INITIAL_DELAY", "200ms".into()),
+            ("KURIR_RETRY_MAX_DELAY", "2s".into()),
+            ("KURIR_RETRY_MAX_ATTEMPTS", "50".into()),
+            ("KURIR_CIRCUIT_COOLDOWN", "1s".into()),
+        ];
+        s.extend(super::with_encryption_key());
+        s
     }
 }
 
@@ -119,13 +146,20 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         ),
     );
     let db = ctx.database().await?;
-    let partners = Partners::start(shapes()).await?;
+    let partners = Partners::start(plan.shapes()).await?;
     let endpoints = create_endpoints(&db, &partners).await?;
     let app = db.app_pool(4).await?;
-    let mut processes = Vec::new();
+    let started = Instant::now();
+    let mut starting = tokio::task::JoinSet::new();
     for i in 0..PROCESSES {
-        processes.push(start(ctx, &db.url, i).await?);
+        let (dir, url, settings) = (process_dir(ctx, i), db.url.clone(), plan.settings());
+        starting.spawn(async move { UnderTest::kurir(&url, &dir, &settings).await });
     }
+    let mut processes = Vec::new();
+    while let Some(process) = starting.join_next().await {
+        processes.push(process??);
+    }
+    let startup = started.elapsed();
     let base = ctx.events(max_events(&plan));
     let stop_writing = CancellationToken::new();
     let written = Arc::new(AtomicU64::new(0));
@@ -143,10 +177,15 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     let written_ns = now_ns();
     let written = written.load(Ordering::Relaxed);
     let drained = drain(&partners, written as usize, ctx.sizes.patience).await;
+    let drain_time = (now_ns() - written_ns) as f64 / 1e9;
     let outcome = Outcome::collect(&app, &partners, &endpoints, base, written).await?;
-    let duplicates = classify(&app, &partners, &endpoints, base, &faults).await?;
+    let duplicates = classify(&app, &partners, &endpoints, base, &faults, plan.lease()).await?;
+    let mut stopping = tokio::task::JoinSet::new();
     for p in processes {
-        p.stop().await?;
+        stopping.spawn(p.stop());
+    }
+    while let Some(stopped) = stopping.join_next().await {
+        stopped??;
     }
     report(
         &mut r,
@@ -157,7 +196,11 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         &outcome,
         &duplicates,
     );
-    for (k, _) in shapes().iter().enumerate() {
+    r.notes.push(format!(
+        "the processes started in {startup:.1?}; every delivery arrived {drain_time:.1} s after \
+         the writer stopped"
+    ));
+    for k in 0..PARTNERS {
         let gap = partners.answered(k, |a| longest_gap(a, started_ns, written_ns));
         r.metric(&format!("longest_gap_partner_{k}"), gap, "s");
     }
@@ -188,7 +231,7 @@ async fn create_endpoints(
 ) -> anyhow::Result<Vec<String>> {
     let store = db.store().await?;
     let mut ids = Vec::new();
-    for k in 0..shapes().len() {
+    for k in 0..PARTNERS {
         let e = store
             .create_endpoint(NewEndpoint::new(partners.url(k)))
             .await?;
@@ -198,9 +241,12 @@ async fn create_endpoints(
     Ok(ids)
 }
 
-async fn start(ctx: &Ctx, database_url: &str, i: usize) -> anyhow::Result<UnderTest> {
-    let dir = ctx.dir.join(format!("chaos-p{i}"));
-    UnderTest::kurir(database_url, &dir, &settings()).await
+async fn start(ctx: &Ctx, plan: &Plan, database_url: &str, i: usize) -> anyhow::Result<UnderTest> {
+    UnderTest::kurir(database_url, &process_dir(ctx, i), &plan.settings()).await
+}
+
+fn process_dir(ctx: &Ctx, i: usize) -> std::path::PathBuf {
+    ctx.dir.join(format!("chaos-p{i}"))
 }
 
 /// Inserts events from `base` by plain SQL at `rate` until `stop`, counting those committed in
@@ -261,7 +307,7 @@ async fn rotate_faults(
         match kind {
             FaultKind::Kill => {
                 processes[victim].signal("KILL")?;
-                let fresh = start(ctx, database_url, victim).await?;
+                let fresh = start(ctx, plan, database_url, victim).await?;
                 std::mem::replace(&mut processes[victim], fresh)
                     .kill()
                     .await?;
@@ -292,7 +338,7 @@ async fn rotate_faults(
 async fn drain(partners: &Partners, written: usize, patience: Duration) -> bool {
     let deadline = Instant::now() + patience;
     loop {
-        if (0..shapes().len()).all(|k| partners.delivered(k) >= written) {
+        if (0..PARTNERS).all(|k| partners.delivered(k) >= written) {
             return true;
         }
         if Instant::now() > deadline {
@@ -387,6 +433,7 @@ async fn classify(
     endpoints: &[String],
     base: u64,
     faults: &[Fault],
+    lease: Duration,
 ) -> anyhow::Result<BTreeMap<Window, u64>> {
     let recorded = recorded_attempts(app).await?;
     let mut windows = BTreeMap::new();
@@ -401,7 +448,7 @@ async fn classify(
                 let window = match recorded.get(&key) {
                     Some(Some(code)) if (200..300).contains(code) => Window::Unexplained,
                     Some(_) => Window::AnswerLost,
-                    None => fault_around(faults, at_ns),
+                    None => fault_around(faults, lease, at_ns),
                 };
                 *windows.entry(window).or_insert(0) += (answers.len() - 1) as u64;
             }
@@ -411,8 +458,8 @@ async fn classify(
 }
 
 /// Which fault explains an attempt answered at `at_ns` that its process never recorded.
-fn fault_around(faults: &[Fault], at_ns: u64) -> Window {
-    let lease = LEASE.as_nanos() as u64;
+fn fault_around(faults: &[Fault], lease: Duration, at_ns: u64) -> Window {
+    let lease = lease.as_nanos() as u64;
     let near = |f: &&Fault| at_ns + lease >= f.from_ns && at_ns <= f.to_ns;
     match faults.iter().filter(near).map(|f| f.kind).next() {
         Some(FaultKind::Kill) => Window::Killed,
@@ -425,8 +472,18 @@ fn fault_around(faults: &[Fault], at_ns: u64) -> Window {
 async fn recorded_attempts(
     app: &AppPool,
 ) -> anyhow::Result<HashMap<(String, String, u32), Option<i32>>> {
-    let sql = "SELECT d.event_id, d.endpoint_id, a.attempt, a.status_code \
-               FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id";
+    // MySQL keeps the ids as binary strings.
+    let sql = match app {
+        AppPool::Mysql(_) => {
+            "SELECT CONVERT(d.event_id USING utf8mb4), CONVERT(d.endpoint_id USING utf8mb4), \
+             a.attempt, a.status_code \
+             FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id"
+        }
+        AppPool::Postgres(_) | AppPool::Sqlite(_) => {
+            "SELECT d.event_id, d.endpoint_id, a.attempt, a.status_code \
+             FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id"
+        }
+    };
     let rows: Vec<(String, String, i32, Option<i32>)> =
         each_pool!(app, pool => sqlx::query_as(sql).fetch_all(pool).await?);
     Ok(rows
@@ -462,7 +519,7 @@ fn report(
     outcome: &Outcome,
     duplicates: &BTreeMap<Window, u64>,
 ) {
-    let partners = shapes().len() as u64;
+    let partners = PARTNERS as u64;
     r.metric("written", written as f64, "events");
     r.metric("deliveries_expected", (written * partners) as f64, "");
     r.metric("delivered", outcome.delivered as f64, "");
@@ -491,10 +548,12 @@ fn report(
         .map(|f| format!("{:?} {:.1}s", f.kind, (f.to_ns - f.from_ns) as f64 / 1e9))
         .collect();
     r.notes.push(format!(
-        "{:?} of writing at {}/s; faults: {}; lease {LEASE:?}",
+        "{:?} of writing at {}/s; slow answers {:?}; faults: {}; lease {:?}",
         plan.length,
         plan.rate,
-        kinds.join(", ")
+        plan.slow,
+        kinds.join(", "),
+        plan.lease()
     ));
     if !drained {
         r.notes.push(format!(
@@ -511,6 +570,7 @@ mod tests {
     #[test]
     fn an_unrecorded_attempt_is_explained_by_the_fault_around_it() {
         let s = 1_000_000_000u64;
+        let lease = Duration::from_secs(5);
         let faults = [
             Fault {
                 kind: FaultKind::Kill,
@@ -523,8 +583,8 @@ mod tests {
                 to_ns: 220 * s,
             },
         ];
-        assert_eq!(fault_around(&faults, 99 * s), Window::Killed);
-        assert_eq!(fault_around(&faults, 210 * s), Window::Stalled);
-        assert_eq!(fault_around(&faults, 150 * s), Window::Unexplained);
+        assert_eq!(fault_around(&faults, lease, 99 * s), Window::Killed);
+        assert_eq!(fault_around(&faults, lease, 210 * s), Window::Stalled);
+        assert_eq!(fault_around(&faults, lease, 150 * s), Window::Unexplained);
     }
 }

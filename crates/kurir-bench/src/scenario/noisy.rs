@@ -160,7 +160,16 @@ async fn poll_circuits(
     seen: Arc<Mutex<Circuits>>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let sql = "SELECT endpoint_id, state FROM kurir_endpoint_circuits";
+    // MySQL keeps the ids as binary strings.
+    let sql = match app {
+        AppPool::Mysql(_) => {
+            "SELECT CONVERT(endpoint_id USING utf8mb4), CONVERT(state USING utf8mb4) \
+             FROM kurir_endpoint_circuits"
+        }
+        AppPool::Postgres(_) | AppPool::Sqlite(_) => {
+            "SELECT endpoint_id, state FROM kurir_endpoint_circuits"
+        }
+    };
     let mut was_open = [false; 3];
     while !stop.is_cancelled() {
         let rows: Vec<(String, String)> =
