@@ -150,17 +150,90 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     let endpoints = create_endpoints(&db, &partners).await?;
     let app = db.app_pool(4).await?;
     let started = Instant::now();
+    let mut processes = start_all(ctx, &plan, &db.url).await?;
+    let startup = started.elapsed();
+    let base = ctx.events(max_events(&plan));
+    let run =
+        write_under_faults(ctx, &plan, &db.url, &app, base, &partners, &mut processes).await?;
+    let drained = drain(&partners, run.written as usize, ctx.sizes.patience).await;
+    let drain_time = (now_ns() - run.to_ns) as f64 / 1e9;
+    let outcome = Outcome::collect(&app, &partners, &endpoints, base, run.written).await?;
+    let duplicates = classify(&app, &partners, &endpoints, base, &run.faults, plan.lease()).await?;
+    stop_all(processes).await?;
+    report(&mut r, &plan, &run, &partners, &outcome, &duplicates);
+    r.notes.push(format!(
+        "the processes started in {startup:.1?}; {} {drain_time:.1} s after the writer stopped",
+        if drained {
+            "every delivery had arrived"
+        } else {
+            "the wait gave up"
+        }
+    ));
+    partners.stop();
+    app.close().await;
+    r.load_end = crate::machine::load_average();
+    anyhow::ensure!(
+        outcome.lost + outcome.stuck == 0,
+        "{} events lost and {} deliveries stuck of {} events written (logs in {}); {:?}",
+        outcome.lost,
+        outcome.stuck,
+        run.written,
+        ctx.dir.display(),
+        r.notes
+    );
+    db.remove().await?;
+    Ok(vec![r])
+}
+
+/// Starts the processes together.
+async fn start_all(ctx: &Ctx, plan: &Plan, database_url: &str) -> anyhow::Result<Vec<UnderTest>> {
     let mut starting = tokio::task::JoinSet::new();
     for i in 0..PROCESSES {
-        let (dir, url, settings) = (process_dir(ctx, i), db.url.clone(), plan.settings());
+        let (dir, url, settings) = (
+            process_dir(ctx, i),
+            database_url.to_owned(),
+            plan.settings(),
+        );
         starting.spawn(async move { UnderTest::kurir(&url, &dir, &settings).await });
     }
     let mut processes = Vec::new();
     while let Some(process) = starting.join_next().await {
         processes.push(process??);
     }
-    let startup = started.elapsed();
-    let base = ctx.events(max_events(&plan));
+    Ok(processes)
+}
+
+/// Stops the processes together (SIGTERM).
+async fn stop_all(processes: Vec<UnderTest>) -> anyhow::Result<()> {
+    let mut stopping = tokio::task::JoinSet::new();
+    for p in processes {
+        stopping.spawn(p.stop());
+    }
+    while let Some(stopped) = stopping.join_next().await {
+        stopped??;
+    }
+    Ok(())
+}
+
+/// What the writing phase did.
+struct Written {
+    /// Events committed, from the run's base.
+    written: u64,
+    faults: Vec<Fault>,
+    from_ns: u64,
+    to_ns: u64,
+}
+
+/// Writes events from `base` for the plan's length while the faults rotate.
+async fn write_under_faults(
+    ctx: &Ctx,
+    plan: &Plan,
+    database_url: &str,
+    app: &AppPool,
+    base: u64,
+    partners: &Partners,
+    processes: &mut [UnderTest],
+) -> anyhow::Result<Written> {
     let stop_writing = CancellationToken::new();
     let written = Arc::new(AtomicU64::new(0));
     let writer = tokio::spawn(write(
@@ -170,54 +243,16 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         Arc::clone(&written),
         stop_writing.clone(),
     ));
-    let started_ns = now_ns();
-    let faults = rotate_faults(ctx, &db.url, &plan, &partners, &mut processes).await?;
+    let from_ns = now_ns();
+    let faults = rotate_faults(ctx, database_url, plan, partners, processes).await;
     stop_writing.cancel();
     writer.await??;
-    let written_ns = now_ns();
-    let written = written.load(Ordering::Relaxed);
-    let drained = drain(&partners, written as usize, ctx.sizes.patience).await;
-    let drain_time = (now_ns() - written_ns) as f64 / 1e9;
-    let outcome = Outcome::collect(&app, &partners, &endpoints, base, written).await?;
-    let duplicates = classify(&app, &partners, &endpoints, base, &faults, plan.lease()).await?;
-    let mut stopping = tokio::task::JoinSet::new();
-    for p in processes {
-        stopping.spawn(p.stop());
-    }
-    while let Some(stopped) = stopping.join_next().await {
-        stopped??;
-    }
-    report(
-        &mut r,
-        &plan,
-        &faults,
-        written,
-        drained,
-        &outcome,
-        &duplicates,
-    );
-    r.notes.push(format!(
-        "the processes started in {startup:.1?}; every delivery arrived {drain_time:.1} s after \
-         the writer stopped"
-    ));
-    for k in 0..PARTNERS {
-        let gap = partners.answered(k, |a| longest_gap(a, started_ns, written_ns));
-        r.metric(&format!("longest_gap_partner_{k}"), gap, "s");
-    }
-    partners.stop();
-    app.close().await;
-    let failed = outcome.lost + outcome.stuck;
-    r.load_end = crate::machine::load_average();
-    anyhow::ensure!(
-        failed == 0,
-        "{} events lost and {} stuck of {written} written (logs in {}); {:?}",
-        outcome.lost,
-        outcome.stuck,
-        ctx.dir.display(),
-        r.notes
-    );
-    db.remove().await?;
-    Ok(vec![r])
+    Ok(Written {
+        written: written.load(Ordering::Relaxed),
+        faults: faults?,
+        from_ns,
+        to_ns: now_ns(),
+    })
 }
 
 /// The most events a run can write (room in the records).
@@ -513,15 +548,18 @@ fn longest_gap(answered: &partner::Answered, from_ns: u64, to_ns: u64) -> f64 {
 fn report(
     r: &mut ScenarioResult,
     plan: &Plan,
-    faults: &[Fault],
-    written: u64,
-    drained: bool,
+    run: &Written,
+    partners: &Partners,
     outcome: &Outcome,
     duplicates: &BTreeMap<Window, u64>,
 ) {
-    let partners = PARTNERS as u64;
+    let written = run.written;
     r.metric("written", written as f64, "events");
-    r.metric("deliveries_expected", (written * partners) as f64, "");
+    r.metric(
+        "deliveries_expected",
+        (written * PARTNERS as u64) as f64,
+        "",
+    );
     r.metric("delivered", outcome.delivered as f64, "");
     let total: u64 = duplicates.values().sum();
     r.metric("duplicates", total as f64, "");
@@ -543,7 +581,12 @@ fn report(
         0.0,
         "",
     );
-    let kinds: Vec<String> = faults
+    for k in 0..PARTNERS {
+        let gap = partners.answered(k, |a| longest_gap(a, run.from_ns, run.to_ns));
+        r.metric(&format!("longest_gap_partner_{k}"), gap, "s");
+    }
+    let kinds: Vec<String> = run
+        .faults
         .iter()
         .map(|f| format!("{:?} {:.1}s", f.kind, (f.to_ns - f.from_ns) as f64 / 1e9))
         .collect();
@@ -555,9 +598,9 @@ fn report(
         kinds.join(", "),
         plan.lease()
     ));
-    if !drained {
+    if outcome.lost > 0 {
         r.notes.push(format!(
-            "not every delivery arrived in time: {} dead-lettered, {} events never fanned out",
+            "lost: {} deliveries dead-lettered, {} events never fanned out",
             outcome.dead_lettered, outcome.not_fanned_out
         ));
     }

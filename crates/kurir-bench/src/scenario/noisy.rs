@@ -46,6 +46,55 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         Shape::Failing(100),
     ])
     .await?;
+    let ids = create_endpoints(&db, &partners).await?;
+    let app = db.app_pool(4).await?;
+    let kurir = UnderTest::kurir(&db.url, &ctx.dir, &[]).await?;
+    let stop = CancellationToken::new();
+    let circuits = Arc::new(Mutex::new(Circuits::default()));
+    let poller = tokio::spawn(poll_circuits(
+        app.clone(),
+        ids,
+        Arc::clone(&circuits),
+        stop.clone(),
+    ));
+    let start_ns = now_ns();
+    enqueue(&app, ctx.events(events), events).await?;
+    let healthy_done = wait_for(&partners, HEALTHY, events, ctx.sizes.patience).await;
+    let seen = Seen {
+        events,
+        noisy: partners.delivered(NOISY),
+        elapsed_s: (now_ns() - start_ns) as f64 / 1e9,
+    };
+    // On a tiny run the dead partner's breaker may open only after the others are done.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while circuits.lock().unwrap().first_open_ns[DEAD].is_none() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
+    poller.await??;
+    kurir.stop().await?;
+    let circuits = circuits.lock().unwrap().clone();
+    report(&mut r, &seen, &circuits, &partners);
+    if !healthy_done {
+        r.notes.push(format!(
+            "gave up after {:?}: the healthy partner had {} of {events}",
+            ctx.sizes.patience,
+            partners.delivered(HEALTHY)
+        ));
+    }
+    partners.stop();
+    let lost = app.lost_events().await?;
+    r.at_most("events lost", lost as f64, 0.0, "");
+    app.close().await;
+    db.remove().await?;
+    r.load_end = crate::machine::load_average();
+    Ok(vec![r])
+}
+
+async fn create_endpoints(
+    db: &crate::db::Database,
+    partners: &Partners,
+) -> anyhow::Result<Vec<String>> {
     let store = db.store().await?;
     let mut ids = Vec::new();
     for k in [HEALTHY, NOISY, DEAD] {
@@ -55,42 +104,26 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         ids.push(e.id.as_str().to_owned());
     }
     store.close().await;
-    let app = db.app_pool(4).await?;
-    let kurir = UnderTest::kurir(&db.url, &ctx.dir, &[]).await?;
-    let stop = CancellationToken::new();
-    let circuits = Arc::new(Mutex::new(Circuits::default()));
-    let poller = tokio::spawn(poll_circuits(
-        app.clone(),
-        ids.clone(),
-        Arc::clone(&circuits),
-        stop.clone(),
-    ));
-    let base = ctx.events(events);
-    let start_ns = now_ns();
-    for first in (0..events).step_by(TX_SIZE) {
-        let last = (first + TX_SIZE).min(events);
-        app.enqueue(base + first as u64..base + last as u64, None)
-            .await?;
-    }
-    let healthy_done = wait_for(&partners, HEALTHY, events, ctx.sizes.patience).await;
-    let noisy_then = partners.delivered(NOISY);
-    let elapsed_s = (now_ns() - start_ns) as f64 / 1e9;
-    // The dead partner's breaker may open only after the others are done on a tiny run.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while circuits.lock().unwrap().first_open_ns[DEAD].is_none() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    stop.cancel();
-    poller.await??;
-    kurir.stop().await?;
-    let c = circuits.lock().unwrap().clone();
-    let ratio = noisy_then as f64 / events as f64;
+    Ok(ids)
+}
+
+/// The events, and what the 30 %-failing partner had when the healthy one had them all.
+#[derive(Clone, Copy)]
+struct Seen {
+    events: usize,
+    noisy: usize,
+    elapsed_s: f64,
+}
+
+fn report(r: &mut ScenarioResult, seen: &Seen, circuits: &Circuits, partners: &Partners) {
+    let Seen {
+        events,
+        noisy,
+        elapsed_s,
+    } = *seen;
+    let ratio = noisy as f64 / events as f64;
     r.metric("healthy_deliveries_per_s", events as f64 / elapsed_s, "/s");
-    r.metric(
-        "noisy_deliveries_per_s",
-        noisy_then as f64 / elapsed_s,
-        "/s",
-    );
+    r.metric("noisy_deliveries_per_s", noisy as f64 / elapsed_s, "/s");
     r.metric("noisy_to_healthy", ratio, "");
     r.at_least(
         "30 %-failing partner's throughput against the healthy one's",
@@ -98,10 +131,18 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         0.6,
         "",
     );
-    r.metric("noisy_breaker_opened", c.opened[NOISY] as f64, "times");
-    r.metric("healthy_breaker_opened", c.opened[HEALTHY] as f64, "times");
+    r.metric(
+        "noisy_breaker_opened",
+        circuits.opened[NOISY] as f64,
+        "times",
+    );
+    r.metric(
+        "healthy_breaker_opened",
+        circuits.opened[HEALTHY] as f64,
+        "times",
+    );
     let first_request = partners.answered(DEAD, |a| a.first_request_ns);
-    let to_open = match (first_request, c.first_open_ns[DEAD]) {
+    let to_open = match (first_request, circuits.first_open_ns[DEAD]) {
         (Some(first), Some(open)) => open.saturating_sub(first) as f64 / 1e9,
         _ => f64::INFINITY,
     };
@@ -112,24 +153,20 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         10.0,
         "s",
     );
-    if !healthy_done {
-        r.notes.push(format!(
-            "gave up after {:?}: the healthy partner had {} of {events}",
-            ctx.sizes.patience,
-            partners.delivered(HEALTHY)
-        ));
-    }
     r.notes.push(format!(
         "{events} events enqueued in transactions of {TX_SIZE}; the 30 %-failing partner had \
-         {noisy_then} when the healthy one had them all, {elapsed_s:.1} s after the first"
+         {noisy} when the healthy one had them all, {elapsed_s:.1} s after the first"
     ));
-    partners.stop();
-    let lost = app.lost_events().await?;
-    r.at_most("events lost", lost as f64, 0.0, "");
-    app.close().await;
-    db.remove().await?;
-    r.load_end = crate::machine::load_average();
-    Ok(vec![r])
+}
+
+/// Enqueues events `base .. base + count` in transactions of [`TX_SIZE`].
+async fn enqueue(app: &AppPool, base: u64, count: usize) -> anyhow::Result<()> {
+    for first in (0..count).step_by(TX_SIZE) {
+        let last = (first + TX_SIZE).min(count);
+        app.enqueue(base + first as u64..base + last as u64, None)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Waits until partner `k` has `count` events, or `patience` passes; whether it has.
