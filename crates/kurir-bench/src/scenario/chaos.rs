@@ -54,23 +54,24 @@ struct Plan {
     slow: Duration,
 }
 
-/// `ctx.sizes.chaos` of writing: a fault every 40 s and 3-s answers, as in the issue; or, when
-/// that is shorter than four periods (the smoke), a fault every quarter of the length and 1-s
-/// answers, so that leases (which grow with the response timeout) come back within the run.
+/// `ctx.sizes.chaos` of writing: 200 events/s, 3-s answers and a fault every 40 s (or every
+/// quarter of the length, when shorter), as in the issue. The smoke (under 30 s) writes 40
+/// events/s and answers slowly in 1 s, so that leases, which grow with the response timeout,
+/// come back within it.
 fn plan(ctx: &Ctx) -> Plan {
     let length = ctx.sizes.chaos;
-    let issue = Duration::from_secs(40);
-    if length >= issue * 4 {
+    let period = Duration::from_secs(40).min(length / 4);
+    if length >= Duration::from_secs(30) {
         Plan {
             length,
-            period: issue,
+            period,
             rate: 200.0,
             slow: Duration::from_secs(3),
         }
     } else {
         Plan {
             length,
-            period: length / 4,
+            period,
             rate: 40.0,
             slow: Duration::from_secs(1),
         }
@@ -158,7 +159,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     let drained = drain(&partners, run.written as usize, ctx.sizes.patience).await;
     let drain_time = (now_ns() - run.to_ns) as f64 / 1e9;
     let outcome = Outcome::collect(&app, &partners, &endpoints, base, run.written).await?;
-    let duplicates = classify(&app, &partners, &endpoints, base, &run.faults, plan.lease()).await?;
+    let duplicates = classify(&app, &partners, &endpoints, &run, plan.lease()).await?;
     stop_all(processes).await?;
     report(&mut r, &plan, &run, &partners, &outcome, &duplicates);
     r.notes.push(format!(
@@ -235,20 +236,13 @@ async fn write_under_faults(
     processes: &mut [UnderTest],
 ) -> anyhow::Result<Written> {
     let stop_writing = CancellationToken::new();
-    let written = Arc::new(AtomicU64::new(0));
-    let writer = tokio::spawn(write(
-        app.clone(),
-        base,
-        plan.rate,
-        Arc::clone(&written),
-        stop_writing.clone(),
-    ));
+    let writer = tokio::spawn(write(app.clone(), base, plan.rate, stop_writing.clone()));
     let from_ns = now_ns();
     let faults = rotate_faults(ctx, database_url, plan, partners, processes).await;
     stop_writing.cancel();
-    writer.await??;
+    let written = writer.await??;
     Ok(Written {
-        written: written.load(Ordering::Relaxed),
+        written,
         faults: faults?,
         from_ns,
         to_ns: now_ns(),
@@ -284,38 +278,48 @@ fn process_dir(ctx: &Ctx, i: usize) -> std::path::PathBuf {
     ctx.dir.join(format!("chaos-p{i}"))
 }
 
-/// Inserts events from `base` by plain SQL at `rate` until `stop`, counting those committed in
-/// `written`. An insert that fails is tried again (the same event), as an application would.
-async fn write(
-    app: AppPool,
-    base: u64,
-    rate: f64,
-    written: Arc<AtomicU64>,
-    stop: CancellationToken,
-) -> anyhow::Result<()> {
+/// Writers inserting at once: one connection alone cannot keep the rate on a loaded machine.
+const WRITERS: usize = 4;
+
+/// Inserts events from `base` by plain SQL at `rate`, from [`WRITERS`] connections, until
+/// `stop`; returns how many, all committed from `base` on. An insert that fails is tried again
+/// (the same event), as an application would, and one taken is finished after `stop`.
+async fn write(app: AppPool, base: u64, rate: f64, stop: CancellationToken) -> anyhow::Result<u64> {
     let start = tokio::time::Instant::now();
-    let mut n = 0u64;
-    let mut failures = 0u32;
-    while !stop.is_cancelled() {
-        let due = start + Duration::from_secs_f64(n as f64 / rate);
-        tokio::select! {
-            () = stop.cancelled() => break,
-            () = tokio::time::sleep_until(due) => {}
-        }
-        match app.insert_plain(base + n).await {
-            Ok(()) => {
-                n += 1;
-                written.store(n, Ordering::Relaxed);
-                failures = 0;
+    let cursor = Arc::new(AtomicU64::new(0));
+    let mut writers = tokio::task::JoinSet::new();
+    for _ in 0..WRITERS {
+        let (app, cursor, stop) = (app.clone(), Arc::clone(&cursor), stop.clone());
+        writers.spawn(async move {
+            while !stop.is_cancelled() {
+                let n = cursor.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep_until(start + Duration::from_secs_f64(n as f64 / rate)).await;
+                insert(&app, base + n).await?;
             }
-            Err(e) => {
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done??;
+    }
+    Ok(cursor.load(Ordering::Relaxed))
+}
+
+/// Inserts event `n`, trying again after a failure, up to 100 times.
+async fn insert(app: &AppPool, n: u64) -> anyhow::Result<()> {
+    let mut failures = 0;
+    loop {
+        match app.insert_plain(n).await {
+            Ok(()) => return Ok(()),
+            Err(e) if failures >= 100 => {
+                anyhow::bail!("inserting event {n} failed 100 times in a row: {e}")
+            }
+            Err(_) => {
                 failures += 1;
-                anyhow::ensure!(failures < 100, "the writer failed 100 times in a row: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
     }
-    Ok(())
 }
 
 /// Brings a fault every `plan.period` while the writer runs, in turn (see the module docs);
@@ -466,30 +470,49 @@ async fn classify(
     app: &AppPool,
     partners: &Partners,
     endpoints: &[String],
-    base: u64,
-    faults: &[Fault],
+    run: &Written,
     lease: Duration,
-) -> anyhow::Result<BTreeMap<Window, u64>> {
+) -> anyhow::Result<Duplicates> {
     let recorded = recorded_attempts(app).await?;
-    let mut windows = BTreeMap::new();
+    let mut duplicates = Duplicates::default();
     for (k, endpoint) in endpoints.iter().enumerate() {
         partners.answered(k, |a| {
             for (n, answers) in a.by_event() {
-                if answers.len() < 2 || *n < base {
+                if answers.len() < 2 {
                     continue;
                 }
                 let &(attempt, at_ns) = answers.iter().min_by_key(|(_, at)| *at).unwrap();
-                let key = (event_id(*n), endpoint.clone(), attempt);
-                let window = match recorded.get(&key) {
-                    Some(Some(code)) if (200..300).contains(code) => Window::Unexplained,
+                let attempts = recorded.get(&(event_id(*n), endpoint.clone()));
+                let first = attempts.and_then(|all| all.iter().find(|(a, _)| *a == attempt));
+                let window = match first {
+                    Some((_, Some(code))) if (200..300).contains(code) => Window::Unexplained,
                     Some(_) => Window::AnswerLost,
-                    None => fault_around(faults, lease, at_ns),
+                    None => fault_around(&run.faults, lease, at_ns),
                 };
-                *windows.entry(window).or_insert(0) += (answers.len() - 1) as u64;
+                *duplicates.by_window.entry(window).or_insert(0) += (answers.len() - 1) as u64;
+                if window == Window::Unexplained && duplicates.samples.len() < 5 {
+                    let since = |t: u64| t.saturating_sub(run.from_ns) as f64 / 1e9;
+                    let answered: Vec<String> = answers
+                        .iter()
+                        .map(|(a, t)| format!("attempt {a} at {:.1}s", since(*t)))
+                        .collect();
+                    duplicates.samples.push(format!(
+                        "ev-{n} to partner {k}: answered 200 to {}; recorded {:?}",
+                        answered.join(", "),
+                        attempts.cloned().unwrap_or_default()
+                    ));
+                }
             }
         });
     }
-    Ok(windows)
+    Ok(duplicates)
+}
+
+/// Duplicates by window, and a few that no window explains, described.
+#[derive(Default)]
+struct Duplicates {
+    by_window: BTreeMap<Window, u64>,
+    samples: Vec<String>,
 }
 
 /// Which fault explains an attempt answered at `at_ns` that its process never recorded.
@@ -503,28 +526,35 @@ fn fault_around(faults: &[Fault], lease: Duration, at_ns: u64) -> Window {
     }
 }
 
-/// Every recorded attempt: (event id, endpoint id, attempt) → its status code.
-async fn recorded_attempts(
-    app: &AppPool,
-) -> anyhow::Result<HashMap<(String, String, u32), Option<i32>>> {
+/// Every recorded attempt: (event id, endpoint id) → (attempt, status code) in order.
+type Recorded = HashMap<(String, String), Vec<(u32, Option<i32>)>>;
+
+/// Every recorded attempt (see [`Recorded`]).
+async fn recorded_attempts(app: &AppPool) -> anyhow::Result<Recorded> {
     // MySQL keeps the ids as binary strings.
     let sql = match app {
         AppPool::Mysql(_) => {
             "SELECT CONVERT(d.event_id USING utf8mb4), CONVERT(d.endpoint_id USING utf8mb4), \
              a.attempt, a.status_code \
-             FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id"
+             FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id \
+             ORDER BY a.id"
         }
         AppPool::Postgres(_) | AppPool::Sqlite(_) => {
             "SELECT d.event_id, d.endpoint_id, a.attempt, a.status_code \
-             FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id"
+             FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id \
+             ORDER BY a.id"
         }
     };
     let rows: Vec<(String, String, i32, Option<i32>)> =
         each_pool!(app, pool => sqlx::query_as(sql).fetch_all(pool).await?);
-    Ok(rows
-        .into_iter()
-        .map(|(e, d, a, s)| ((e, d, a as u32), s))
-        .collect())
+    let mut recorded = Recorded::new();
+    for (event, endpoint, attempt, code) in rows {
+        recorded
+            .entry((event, endpoint))
+            .or_default()
+            .push((attempt as u32, code));
+    }
+    Ok(recorded)
 }
 
 /// The longest time, in seconds, between two deliveries `answered` got from `from_ns` to `to_ns`.
@@ -551,7 +581,7 @@ fn report(
     run: &Written,
     partners: &Partners,
     outcome: &Outcome,
-    duplicates: &BTreeMap<Window, u64>,
+    duplicates: &Duplicates,
 ) {
     let written = run.written;
     r.metric("written", written as f64, "events");
@@ -561,7 +591,7 @@ fn report(
         "",
     );
     r.metric("delivered", outcome.delivered as f64, "");
-    let total: u64 = duplicates.values().sum();
+    let total: u64 = duplicates.by_window.values().sum();
     r.metric("duplicates", total as f64, "");
     for w in [
         Window::Killed,
@@ -569,7 +599,11 @@ fn report(
         Window::Stalled,
         Window::Unexplained,
     ] {
-        r.metric(w.key(), *duplicates.get(&w).unwrap_or(&0) as f64, "");
+        r.metric(
+            w.key(),
+            *duplicates.by_window.get(&w).unwrap_or(&0) as f64,
+            "",
+        );
     }
     r.metric("lost", outcome.lost as f64, "");
     r.metric("stuck", outcome.stuck as f64, "");
@@ -577,7 +611,7 @@ fn report(
     r.at_most("deliveries stuck", outcome.stuck as f64, 0.0, "");
     r.at_most(
         "duplicates no documented window explains",
-        *duplicates.get(&Window::Unexplained).unwrap_or(&0) as f64,
+        *duplicates.by_window.get(&Window::Unexplained).unwrap_or(&0) as f64,
         0.0,
         "",
     );
@@ -598,6 +632,9 @@ fn report(
         kinds.join(", "),
         plan.lease()
     ));
+    for sample in &duplicates.samples {
+        r.notes.push(format!("unexplained duplicate: {sample}"));
+    }
     if outcome.lost > 0 {
         r.notes.push(format!(
             "lost: {} deliveries dead-lettered, {} events never fanned out",
