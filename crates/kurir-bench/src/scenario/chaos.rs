@@ -149,7 +149,7 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     let db = ctx.database().await?;
     let partners = Partners::start(plan.shapes()).await?;
     let endpoints = create_endpoints(&db, &partners).await?;
-    let app = db.app_pool(4).await?;
+    let app = db.app_pool(WRITERS as u32).await?;
     let started = Instant::now();
     let mut processes = start_all(ctx, &plan, &db.url).await?;
     let startup = started.elapsed();
@@ -278,8 +278,9 @@ fn process_dir(ctx: &Ctx, i: usize) -> std::path::PathBuf {
     ctx.dir.join(format!("chaos-p{i}"))
 }
 
-/// Writers inserting at once: one connection alone cannot keep the rate on a loaded machine.
-const WRITERS: usize = 4;
+/// Writers inserting at once, each on its own connection: every autocommitted `INSERT` waits
+/// for its commit to be flushed, so a few connections alone cannot keep the rate.
+const WRITERS: usize = 16;
 
 /// Inserts events from `base` by plain SQL at `rate`, from [`WRITERS`] connections, until
 /// `stop`; returns how many, all committed from `base` on. An insert that fails is tried again
