@@ -8,7 +8,9 @@
 //! idle longest, which is closed (issue 32: 5,000 silent connections kept a client with a request
 //! waiting until the header timeout cut them). A connection in a request (its head or body
 //! arriving, its handler running, its answer being written) is never closed for room: with every
-//! slot in a request, new clients wait in the kernel's accept queue, as they always did.
+//! slot in a request, new clients wait in the kernel's accept queue, as they always did (all
+//! but one: a client accepted for an idle connection's slot that turned busy meanwhile waits,
+//! accepted, for the next slot to free).
 //!
 //! Whether a connection is idle is seen at its two ends: [`Watched`] notes the bytes it reads,
 //! [`IdleAtEnd`] the end of each response body (hyper drops it once it is written).
