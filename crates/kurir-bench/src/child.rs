@@ -124,6 +124,22 @@ impl UnderTest {
         machine::sample(self.pid).unwrap_or_default()
     }
 
+    /// Sends it `signal` (`KILL`, `STOP`, `CONT`, …).
+    pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid.to_string())
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -{signal} {} failed", self.pid);
+        Ok(())
+    }
+
+    /// Kills it with SIGKILL (nothing released: its leases expire) and waits for it to end.
+    pub async fn kill(mut self) -> anyhow::Result<()> {
+        self.child.kill().await?;
+        Ok(())
+    }
+
     /// Stops it with SIGTERM (graceful: leases are released), killing it after 15 s.
     pub async fn stop(mut self) -> anyhow::Result<ProcSample> {
         let last = self.sample();

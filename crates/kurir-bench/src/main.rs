@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, `idle`,
-//!   `soak`, `api`, `endpoints`, `subscribers`, `scale-out`, `app-cost`, and the rig they share (fresh database, sink, endpoints, kurir under test).
+//!   `soak`, `api`, `endpoints`, `subscribers`, `scale-out`, `app-cost`, `noisy`, `chaos`, and the rig they share (fresh database, sink, endpoints, kurir under test).
 //! - [`child`]: the process under test: this executable re-entered as `kurir serve`, so its
 //!   memory and CPU are measured on their own.
 //! - [`sink`]: the loopback HTTP sink that records when each delivery arrived.
@@ -108,6 +108,8 @@ enum Scenario {
     Subscribers,
     ScaleOut,
     AppCost,
+    Noisy,
+    Chaos,
     All,
 }
 
@@ -170,6 +172,11 @@ fn sizes(args: &Args, backend: Backend) -> Sizes {
         prune_rows: if smoke { 3_000 } else { 1_000_000 },
         ordered_events: if smoke { 300 } else { 20_000 },
         patience: Duration::from_secs(if smoke { 60 } else { 1200 }),
+        chaos: if smoke {
+            Duration::from_secs(6)
+        } else {
+            Duration::from_secs(args.duration.unwrap_or(30) * 8)
+        },
     }
 }
 
@@ -300,6 +307,8 @@ fn scenarios(s: Scenario) -> Vec<Scenario> {
             Scenario::Subscribers,
             Scenario::ScaleOut,
             Scenario::AppCost,
+            Scenario::Noisy,
+            Scenario::Chaos,
         ],
         one => vec![one],
     }
@@ -322,6 +331,8 @@ async fn run_scenario(ctx: &Ctx, s: Scenario) -> anyhow::Result<Vec<ScenarioResu
         Scenario::Subscribers => scenario::subscribers::run(ctx).await,
         Scenario::ScaleOut => scenario::scale_out::run(ctx).await,
         Scenario::AppCost => scenario::app_cost::run(ctx).await,
+        Scenario::Noisy => scenario::noisy::run(ctx).await,
+        Scenario::Chaos => scenario::chaos::run(ctx).await,
         Scenario::All => unreachable!("expanded by scenarios()"),
     }
 }

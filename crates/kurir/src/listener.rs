@@ -4,9 +4,11 @@
 //!
 //! axum's own `serve` has none of these bounds: a client that sends part of a head keeps its
 //! connection (and a file descriptor) forever, one that sends part of a body keeps shutdown
-//! waiting forever, and connections are accepted without limit. What each route does is the
+//! waiting forever, and connections are accepted without limit. At the cap, idle connections
+//! give their slots up to new clients ([`slots`]). What each route does is the
 //! router's business; this module only decides how long a client may take, and how many at once.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,13 +20,17 @@ use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
+use tower_service::Service;
+
+use slots::{IdleAtEnd, Room, Slots, Watched};
+
+mod slots;
 
 /// How long clients may take, how many may connect at once, and how long shutdown waits.
 #[derive(Clone, Copy, Debug)]
@@ -34,7 +40,8 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// Time a client has to send a request's whole body once its head is read.
     pub body_timeout: Duration,
-    /// Connections open at once; more wait in the kernel's accept queue.
+    /// Connections open at once. At the cap a new client takes the slot of the connection idle
+    /// longest, which is closed; with none idle it waits in the kernel's accept queue.
     pub max_connections: usize,
     /// How long shutdown waits for open connections before closing them.
     pub drain: Duration,
@@ -54,22 +61,35 @@ pub async fn serve(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
-    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let slots = Slots::new(limits.max_connections);
     let mut connections = JoinSet::new();
     loop {
+        let room = tokio::select! {
+            () = shutdown.cancelled() => break,
+            room = slots.room() => room,
+        };
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
-            accepted = accept(&listener, &permits, &shutdown) => accepted,
+            accepted = accept(&listener, &shutdown) => accepted,
         };
-        let Some((stream, permit)) = accepted else {
+        let Some(stream) = accepted else {
             continue;
         };
+        let permit = match room {
+            Room::Free(permit) => permit,
+            Room::Idle => tokio::select! {
+                () = shutdown.cancelled() => break,
+                permit = slots.make_room() => permit,
+            },
+        };
         while connections.try_join_next().is_some() {}
-        let connection =
-            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let slot = slots.take(permit);
+        let io = TokioIo::new(Watched::new(stream, slot.activity()));
+        let service = tracked(app.clone(), slot.activity());
+        let connection = http.serve_connection(io, service);
         let shutdown = shutdown.clone();
         connections.spawn(async move {
-            let _slot = permit;
+            let evicted = slot.evicted();
             tokio::pin!(connection);
             let ended = tokio::select! {
                 ended = connection.as_mut() => ended,
@@ -77,7 +97,13 @@ pub async fn serve(
                     connection.as_mut().graceful_shutdown();
                     connection.await
                 }
+                () = evicted.cancelled() => {
+                    // Idle: hyper closes it at once (or after the request that just began).
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
             };
+            drop(slot);
             if let Err(e) = ended {
                 tracing::debug!(error = %e, "HTTP connection ended with an error");
             }
@@ -87,22 +113,36 @@ pub async fn serve(
     drain(connections, limits.drain).await;
 }
 
-/// The next connection, once a slot is free; `None` after an accept error (logged, and waited
-/// out when it is not about one connection).
-async fn accept(
-    listener: &TcpListener,
-    permits: &Arc<Semaphore>,
-    shutdown: &CancellationToken,
-) -> Option<(TcpStream, tokio::sync::OwnedSemaphorePermit)> {
-    let permit = Arc::clone(permits)
-        .acquire_owned()
-        .await
-        .expect("the semaphore is never closed");
+/// `app` as hyper's service for one connection, each response marking the connection idle once
+/// written (see [`slots`]).
+fn tracked(
+    app: Router,
+    activity: Arc<slots::Activity>,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response<Body>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<Body>, Infallible>> + Send,
+> + Clone {
+    hyper::service::service_fn(move |request: Request<Incoming>| {
+        let (mut app, activity) = (app.clone(), Arc::clone(&activity));
+        async move {
+            std::future::poll_fn(|cx| Service::<Request<Incoming>>::poll_ready(&mut app, cx))
+                .await?;
+            let response = app.call(request).await?;
+            Ok::<_, Infallible>(response.map(|body| Body::new(IdleAtEnd::new(body, activity))))
+        }
+    })
+}
+
+/// The next connection; `None` after an accept error (logged, and waited out when it is not
+/// about one connection).
+async fn accept(listener: &TcpListener, shutdown: &CancellationToken) -> Option<TcpStream> {
     match listener.accept().await {
         Ok((stream, _)) => {
             // Answers are small; sending them at once matters more than batching.
             let _ = stream.set_nodelay(true);
-            Some((stream, permit))
+            Some(stream)
         }
         Err(e) if is_connection_error(&e) => None,
         Err(e) => {
@@ -205,7 +245,7 @@ mod tests {
 
     impl HttpBody for Trickle {
         type Data = Bytes;
-        type Error = std::convert::Infallible;
+        type Error = Infallible;
 
         fn poll_frame(
             mut self: Pin<&mut Self>,

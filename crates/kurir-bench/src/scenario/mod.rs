@@ -1,15 +1,17 @@
-//! The scenarios of issue 7 (and issue 11's `idle`, issue 16's `soak`), one module each, and what they share: the [`Ctx`] of a run and the
+//! The scenarios of issue 7 (and issue 11's `idle`, issue 16's `soak`, issue 32's `chaos` and `noisy`), one module each, and what they share: the [`Ctx`] of a run and the
 //! [`Rig`] (fresh database, sink, endpoints, kurir under test) most of them stand up.
 
 pub mod api;
 pub mod app_cost;
 pub mod backlog;
 pub mod ceiling;
+pub mod chaos;
 pub mod endpoints;
 pub mod idle;
 pub mod inbox;
 pub mod isolation;
 pub mod latency;
+pub mod noisy;
 pub mod ordered;
 pub mod prune;
 pub mod scale_out;
@@ -75,6 +77,8 @@ pub struct Sizes {
     pub ordered_events: usize,
     /// Longest wait for deliveries before a scenario gives up.
     pub patience: Duration,
+    /// How long `chaos` writes (and brings faults).
+    pub chaos: Duration,
 }
 
 /// Figures one scenario leaves for another in the same run.

@@ -1,5 +1,6 @@
 //! The HTTP listener against clients that misbehave, with the real `kurir serve`: heads sent in
-//! part (slowloris) are cut off after the header timeout, the connection cap holds, a half-sent
+//! part (slowloris) are cut off after the header timeout, the connection cap holds against
+//! requests in progress while idle connections make room for new ones, a half-sent
 //! request does not keep SIGTERM from finishing, a closed log pipe neither stops serving nor
 //! shutdown, and logs written to a file carry no colour codes.
 
@@ -97,10 +98,14 @@ impl Kurir {
 
     /// `GET path` on a new connection; the status line.
     fn get(&self, path: &str) -> String {
+        self.get_within(path, Duration::from_secs(10))
+    }
+
+    /// `GET path` on a new connection, waiting at most `patience` for the answer; the status
+    /// line, empty if none came.
+    fn get_within(&self, path: &str, patience: Duration) -> String {
         let mut stream = TcpStream::connect(self.addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
+        stream.set_read_timeout(Some(patience)).unwrap();
         write!(
             stream,
             "GET {path} HTTP/1.1\r\nHost: kurir\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
@@ -217,6 +222,57 @@ fn the_connection_cap_holds() {
         baseline + 5,
         "the next one takes the slot"
     );
+}
+
+/// Issue 32: idle connections (opened and silent, or kept alive after a request) used to hold
+/// every slot until the header timeout cut them, so a client with a request waited that long.
+/// At the cap the connection idle longest is closed for it; the test holds the idle ones open
+/// far past its deadline, so only that makes room.
+#[test]
+fn a_request_is_served_while_idle_connections_hold_every_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let kurir = Kurir::start_drained(
+        dir.path(),
+        &[
+            ("KURIR_HTTP_HEADER_TIMEOUT", "300s"),
+            ("KURIR_MAX_CONNECTIONS", "8"),
+        ],
+    );
+    let baseline = kurir.open_sockets();
+    let mut idle: Vec<TcpStream> = (0..4).map(|_| kept_alive(kurir.addr)).collect();
+    idle.extend((0..40).map(|_| TcpStream::connect(kurir.addr).unwrap()));
+    wait_for_sockets(&kurir, baseline + 8);
+    for path in ["/healthz", "/v1/events", "/healthz"] {
+        let status = kurir.get_within(path, Duration::from_secs(60));
+        assert!(
+            status.contains("200"),
+            "GET {path} is answered while {} idle connections are held open: {status:?}",
+            idle.len()
+        );
+    }
+}
+
+/// A connection that made one request, read its answer, and stays open (keep-alive).
+fn kept_alive(addr: SocketAddr) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: kurir\r\n\r\n")
+        .unwrap();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&head).contains("\r\n\r\n") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "kurir closed a kept-alive connection before answering"
+        );
+        head.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&head).starts_with("HTTP/1.1 200"));
+    stream
 }
 
 #[test]
