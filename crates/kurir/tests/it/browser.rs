@@ -994,6 +994,12 @@ async fn operator_controls(c: &Client, app: &TestApp) {
         failing.contains("UTC: HTTP 500") && !failing.contains("recovered"),
         "{failing}"
     );
+    c.goto(&format!("{base}/ui/endpoints")).await.unwrap();
+    let shown = last_errors(c).await;
+    assert!(
+        shown.contains("HTTP 500") && shown.contains("UTC") && !shown.contains("recovered"),
+        "the list shows the error with its time: {shown}"
+    );
 
     // One dead letter's replay, from its row: a dry run, then a reason.
     down.respond_with(200);
@@ -1031,6 +1037,13 @@ async fn operator_controls(c: &Client, app: &TestApp) {
         (text.contains("recovered") && text.contains("HTTP 500")).then_some(())
     })
     .await;
+    // The endpoints list says so too, in its last-error column.
+    c.goto(&format!("{base}/ui/endpoints")).await.unwrap();
+    let shown = last_errors(c).await;
+    assert!(
+        shown.contains("recovered") && shown.contains("HTTP 500") && shown.contains("UTC"),
+        "{shown}"
+    );
 
     // The delivery settings, changed through the form, then one cleared again.
     assert!(text(c).await.contains("global setting"));
@@ -1119,4 +1132,13 @@ async fn inbox_history(c: &Client, app: &TestApp) {
     let count = c.find(Locator::Id("attempt-count")).await.unwrap();
     let count = count.text().await.unwrap();
     assert!(count.starts_with("2 "), "both attempts counted: {count}");
+}
+
+/// The endpoints list's last-error cells, one line each.
+async fn last_errors(c: &Client) -> String {
+    let mut shown = Vec::new();
+    for cell in c.find_all(Locator::Css("td.last-error")).await.unwrap() {
+        shown.push(cell.text().await.unwrap());
+    }
+    shown.join("\n")
 }
