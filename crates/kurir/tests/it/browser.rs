@@ -1044,6 +1044,10 @@ async fn operator_controls(c: &Client, app: &TestApp) {
         shown.contains("recovered") && shown.contains("HTTP 500") && shown.contains("UTC"),
         "{shown}"
     );
+    c.goto(&format!("{base}/ui/endpoints/{endpoint_id}"))
+        .await
+        .unwrap();
+    page_with(c, "Delivery settings").await;
 
     // The delivery settings, changed through the form, then one cleared again.
     assert!(text(c).await.contains("global setting"));
