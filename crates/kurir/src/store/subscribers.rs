@@ -355,7 +355,7 @@ impl Store {
     }
 
     /// The ids of a subscriber's live endpoints.
-    pub async fn subscriber_endpoint_ids(&self, id: &str) -> Result<Vec<String>> {
+    async fn subscriber_endpoint_ids(&self, id: &str) -> Result<Vec<String>> {
         let ids: Vec<(String,)> = query_as_on!(self, LIVE_ENDPOINTS, fetch_all, id)?;
         Ok(ids.into_iter().map(|(id,)| id).collect())
     }

@@ -20,7 +20,7 @@ use super::error::UiError;
 use super::session::Session;
 use super::view::{self, Chrome};
 use crate::api::deliveries::{self as deliveries_api, DeliveryView, ListDeliveries};
-use crate::api::endpoints::{self as endpoints_api, EndpointView};
+use crate::api::endpoints::{self as endpoints_api, EndpointView, ListEndpoints};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::api::state::AppState;
 use crate::api::subscribers::{self as api, ListSubscribers, SubscriberView, UpdateSubscriber};
@@ -123,18 +123,25 @@ async fn show(
     let s = api::show(State(state.clone()), actor.clone(), ApiPath(id.clone()))
         .await?
         .0;
+    // Its endpoints, oldest first, through the API's listing: a query per page of them, not
+    // one per endpoint.
     let mut endpoints = Vec::new();
-    for endpoint_id in state.store.subscriber_endpoint_ids(&id).await? {
-        let shown =
-            endpoints_api::show(State(state.clone()), actor.clone(), ApiPath(endpoint_id)).await;
-        match shown {
-            Ok(e) => endpoints.push(e.0),
-            // Deleted between the two reads: it has nothing to show any more.
-            Err(crate::api::error::ApiError::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
+    let mut cursor = None;
+    loop {
+        let query = ListEndpoints {
+            cursor,
+            limit: Some(200),
+            subscriber_id: Some(id.clone()),
+        };
+        let page = endpoints_api::list(State(state.clone()), actor.clone(), ApiQuery(query))
+            .await?
+            .0;
+        endpoints.extend(page.data);
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
         }
     }
-    endpoints.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
     let health = state
         .store
         .endpoint_health(state.store.clock().now() - Duration::hours(1))

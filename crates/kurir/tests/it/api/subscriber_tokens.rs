@@ -13,6 +13,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use super::support::{on_both_backends, Receiver, TestApp, TestDb};
+use super::tokens::call;
 use crate::on_shared_servers;
 
 on_both_backends!(
@@ -53,22 +54,6 @@ const SHARED: &[(&str, &str)] = &[
     ("GET", "/v1/event-types/openapi.json"),
     ("GET", "/v1/event-types/{event_type}/versions/{version}"),
 ];
-
-/// `method path` with `token` and `body`; the status and the JSON answer.
-async fn call(
-    app: &TestApp,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Value,
-) -> (StatusCode, Value) {
-    let req = reqwest::Client::new()
-        .request(method, format!("{}{path}", app.url))
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .body(body.to_string());
-    app.send(req).await
-}
 
 async fn subscriber(app: &TestApp, id: &str) {
     let (status, body) = app

@@ -29,7 +29,7 @@ pub(crate) async fn create_token(app: &TestApp, name: &str, role: &str) -> (Stri
 }
 
 /// `method path` with `token` and `body`; the status and the JSON answer.
-async fn call(
+pub(crate) async fn call(
     app: &TestApp,
     token: &str,
     method: Method,
