@@ -181,8 +181,8 @@ impl Action {
 /// Where an action came from, as the audit records it.
 ///
 /// Stored as its [`Via::as_str`] in a text column without a check constraint, so a surface added
-/// later (the subscriber portal, `portal`) is one more variant here and no migration; a reader
-/// that meets a value it does not know shows it as it is.
+/// later is one more variant here and no migration; a reader that meets a value it does not know
+/// shows it as it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Via {
@@ -192,6 +192,8 @@ pub enum Via {
     Cli,
     /// The dashboard's forms.
     Dashboard,
+    /// The subscriber portal's forms (issue 31): a portal session acts for one subscriber.
+    Portal,
 }
 
 /// The header kurir's CLI sends so the audit can say an action came from it. It is a label, not
@@ -209,6 +211,7 @@ impl Via {
             Via::Api => "api",
             Via::Cli => "cli",
             Via::Dashboard => "dashboard",
+            Via::Portal => "portal",
         }
     }
 
@@ -228,7 +231,7 @@ impl fmt::Display for Via {
 }
 
 /// What an actor's rows are: everything (operator tokens, the dashboard), or one subscriber's
-/// (a subscriber token; later a portal session).
+/// (a subscriber token, or a portal session).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Scope {
     /// Every row: the operator's endpoints and every subscriber's.

@@ -1,5 +1,5 @@
 //! The HTTP application: one [`router`] that mounts the health checks, `GET /metrics`, the inbox
-//! gateway's routes, the admin API and the dashboard on one [`AppState`]. It builds the routes
+//! gateway's routes, the admin API, the dashboard and the subscriber portal on one [`AppState`]. It builds the routes
 //! and runs nothing; [`crate::serve`] serves it beside the workers.
 
 use std::time::Duration;
@@ -12,7 +12,8 @@ use axum::Router;
 use crate::api::error::ApiError;
 use crate::api::state::AppState;
 
-/// The HTTP routes: health checks, metrics, the inbox gateway, the admin API and the dashboard.
+/// The HTTP routes: health checks, metrics, the inbox gateway, the admin API, the dashboard and
+/// the subscriber portal.
 pub fn router(state: AppState) -> Router {
     let require_token = state.metrics_require_token;
     Router::new()
@@ -22,6 +23,7 @@ pub fn router(state: AppState) -> Router {
         .with_state(state.clone())
         .merge(crate::metrics::scrape::router(state.clone(), require_token))
         .merge(crate::api::router(state.clone()))
+        .merge(crate::portal::router(state.clone()))
         .merge(crate::ui::router(state))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

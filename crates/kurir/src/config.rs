@@ -5,6 +5,7 @@
 //! The environment names are part of kurir's contract; [`SETTINGS`] is the single list of them,
 //! used by the loader ([`raw`]), the validator and `kurir serve --help`.
 
+mod portal;
 mod raw;
 mod retention;
 
@@ -18,6 +19,7 @@ use kurir_core::BreakerPolicy;
 
 use crate::limits;
 use crate::redact::url_without_password;
+pub use portal::PortalConfig;
 pub use raw::{shown_value, ConfigError, Origin, RawConfig};
 pub use retention::RetentionConfig;
 
@@ -68,6 +70,12 @@ pub const SETTINGS: &[Setting] = &[
     Setting { key: "prune_interval", env: "KURIR_PRUNE_INTERVAL", default: Some("1m"), help: "time between the pruner's rounds; a round deletes in small batches until nothing is left to prune" },
     Setting { key: "event_catalog", env: "KURIR_EVENT_CATALOG", default: Some("open"), help: "how events are checked against the event catalog: off (not at all), open (an event whose type and version has a JSON Schema must pass it; others pass), strict (as open, and a type or version the catalog lacks is refused). The API answers 422; a row written with SQL is recorded as refused (kurir events recheck)" },
     Setting { key: "metrics_require_token", env: "KURIR_METRICS_REQUIRE_TOKEN", default: Some("false"), help: "whether GET /metrics needs the admin token (true or false)" },
+    Setting { key: "public_url", env: "KURIR_PUBLIC_URL", default: None, help: "where browsers reach this kurir, e.g. https://hooks.example.com: subscriber portal links start with it [default: http://<listen>]" },
+    Setting { key: "portal_session_ttl", env: "KURIR_PORTAL_SESSION_TTL", default: Some("8h"), help: "how long a subscriber portal session lasts after its link is opened" },
+    Setting { key: "portal_frame_ancestors", env: "KURIR_PORTAL_FRAME_ANCESTORS", default: None, help: "origins allowed to show the subscriber portal in an iframe, separated by spaces or commas, e.g. https://app.example.com [default: none; framing is refused]" },
+    Setting { key: "portal_title", env: "KURIR_PORTAL_TITLE", default: Some("Webhooks"), help: "the subscriber portal's title" },
+    Setting { key: "portal_logo_url", env: "KURIR_PORTAL_LOGO_URL", default: None, help: "an http(s) URL of an image shown beside the subscriber portal's title" },
+    Setting { key: "portal_accent_color", env: "KURIR_PORTAL_ACCENT_COLOR", default: Some("#1f4f99"), help: "the subscriber portal's accent colour, # and 3 or 6 hex digits" },
 ];
 
 /// How deliveries are made; shared by every delivery of a process unless an endpoint overrides.
@@ -167,6 +175,8 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// How long finished history is kept.
     pub retention: RetentionConfig,
+    /// The subscriber portal's settings.
+    pub portal: PortalConfig,
 }
 
 impl std::fmt::Debug for Config {
@@ -187,6 +197,7 @@ impl std::fmt::Debug for Config {
             .field("http", &self.http)
             .field("shutdown_timeout", &self.shutdown_timeout)
             .field("retention", &self.retention)
+            .field("portal", &self.portal)
             .finish()
     }
 }
@@ -250,6 +261,7 @@ impl Config {
             },
             shutdown_timeout: raw.duration_in("shutdown_timeout", &limits::SHUTDOWN_TIMEOUT)?,
             retention: RetentionConfig::from_raw(raw)?,
+            portal: PortalConfig::from_raw(raw)?,
         })
     }
 }

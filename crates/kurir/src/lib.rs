@@ -18,6 +18,9 @@
 //!   admin API and the dashboard.
 //! - [`ui`]: the operator dashboard under `/ui/` (server-rendered pages, sign-in with the admin
 //!   token) and the API reference at `/docs`; it calls the admin API's handlers.
+//! - [`portal`]: the subscriber portal under `/portal/`: each subscriber's own endpoints and
+//!   deliveries, entered by a single-use link, as an actor scoped to that subscriber; it calls
+//!   the admin API's handlers too.
 //! - [`api`]: the admin API under `/v1`, one resource per module, and what every handler shares:
 //!   [`api::state::AppState`], the token check, the one error shape, the extractors.
 //!
@@ -79,6 +82,7 @@ pub mod listener;
 pub mod metrics;
 pub mod outbox;
 pub mod pauses;
+pub mod portal;
 pub mod probe;
 pub mod prune;
 pub mod redact;

@@ -79,6 +79,15 @@ pub const MAX_CONNECTIONS: RangeInclusive<u32> = 1..=100_000;
 pub const RETENTION: RangeInclusive<Duration> =
     Duration::from_secs(1)..=Duration::from_secs(100 * 365 * 24 * 3600);
 
+/// How long a subscriber portal session lasts (`KURIR_PORTAL_SESSION_TTL`): five minutes to
+/// thirty days.
+pub const PORTAL_SESSION_TTL: RangeInclusive<Duration> =
+    Duration::from_secs(5 * 60)..=Duration::from_secs(30 * 24 * 3600);
+
+/// How long a portal link may wait to be opened (`expires_in` of
+/// `POST /v1/subscribers/{id}/portal-links`), in seconds: a minute to a week.
+pub const PORTAL_LINK_EXPIRES_IN: RangeInclusive<u32> = 60..=7 * 24 * 3600;
+
 /// Time between the pruner's rounds (`KURIR_PRUNE_INTERVAL`).
 pub const PRUNE_INTERVAL: RangeInclusive<Duration> =
     Duration::from_millis(100)..=Duration::from_secs(24 * 3600);

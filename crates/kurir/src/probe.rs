@@ -36,6 +36,32 @@ pub struct TestResult {
     pub error: Option<String>,
     /// At most the first 4 KiB of the response body.
     pub response_body: Option<String>,
+    /// The request that was sent: the endpoint's own to see, as its signing secret is (it is
+    /// never logged).
+    pub request: TestRequest,
+}
+
+/// The request a test event was sent as.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct TestRequest {
+    /// Always `POST`.
+    pub method: &'static str,
+    /// The endpoint's URL.
+    pub url: String,
+    /// Every header kurir set, in the order sent: the content type, the seed scheme's
+    /// `x-webhook-*` and Standard Webhooks' `webhook-*` ones, signatures included.
+    pub headers: Vec<TestHeader>,
+    /// The body, as sent.
+    pub body: String,
+}
+
+/// One header of a [`TestRequest`].
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct TestHeader {
+    /// Its name, lower case.
+    pub name: String,
+    /// Its value.
+    pub value: String,
 }
 
 /// Sends test events and judges URLs with the process's delivery settings. One per process.
@@ -98,6 +124,21 @@ impl Probe {
             lease_deadline: tokio::time::Instant::now() + std::time::Duration::from_secs(3600),
         };
         let c = self.sender.attempt(&claimed).await.completion;
+        // Built again for the attempt's time, it is what was sent.
+        let (headers, body) =
+            crate::dispatch::deliver::request(&claimed, c.started_at).unwrap_or_default();
+        let request = TestRequest {
+            method: "POST",
+            url: claimed.endpoint.url.clone(),
+            headers: headers
+                .into_iter()
+                .map(|(name, value)| TestHeader {
+                    name: name.to_owned(),
+                    value,
+                })
+                .collect(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+        };
         tracing::info!(endpoint_id = %claimed.endpoint.id, event_id = %event_id,
             status_code = c.status_code, duration_ms = c.duration_ms, error = c.error.as_deref(),
             "endpoint test event sent");
@@ -108,6 +149,7 @@ impl Probe {
             duration_ms: c.duration_ms,
             error: c.error.map(|t| t.as_str().to_owned()),
             response_body: c.response_body.map(|t| t.as_str().to_owned()),
+            request,
         }
     }
 }

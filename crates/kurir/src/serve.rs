@@ -52,6 +52,7 @@ pub async fn run(
         metrics_require_token: config.metrics_require_token,
         retention: config.retention,
         probe: Probe::new(&delivery, store.clock().clone()),
+        portal: Arc::new(portal_config(&config, listen)),
         metrics,
         ..AppState::new(
             store.clone(),
@@ -90,6 +91,23 @@ pub async fn run(
     ));
     shutdown.cancelled().await;
     stop(server, tasks, &store, config.shutdown_timeout).await
+}
+
+/// The portal's settings with the URL its links start with: the configured one, or this
+/// process's listen address (loopback for an unspecified one, which no browser can open).
+fn portal_config(config: &Config, listen: std::net::SocketAddr) -> crate::config::PortalConfig {
+    let mut portal = config.portal.clone();
+    if portal.public_url.is_none() {
+        let mut addr = listen;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        tracing::info!(
+            "KURIR_PUBLIC_URL is not set: subscriber portal links start with http://{addr}"
+        );
+        portal.public_url = Some(format!("http://{addr}"));
+    }
+    portal
 }
 
 /// The HTTP listener's bounds: `config`'s, its drain within the shutdown time.

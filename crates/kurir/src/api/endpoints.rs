@@ -202,7 +202,7 @@ pub(super) fn not_found(id: &str) -> ApiError {
 /// The endpoint `id`, if it exists and `actor` reaches it ([`Actor::reaches`]): another
 /// subscriber's endpoint, or the operator's to a subscriber token, answers exactly as a missing
 /// one.
-pub(super) async fn reached(
+pub(crate) async fn reached(
     state: &AppState,
     actor: &Actor,
     id: &str,

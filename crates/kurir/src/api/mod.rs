@@ -24,6 +24,7 @@ pub mod extract;
 pub mod inbox_events;
 pub mod openapi;
 pub mod page;
+pub mod portal;
 pub mod recheck;
 pub mod replays;
 pub mod sources;
@@ -66,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .merge(tokens::router())
         .merge(subscribers::router())
         .merge(subscriber_tokens::router())
+        .merge(portal::router())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(

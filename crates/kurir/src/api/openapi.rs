@@ -13,7 +13,7 @@ use utoipa::{Modify, OpenApi};
 
 use super::{
     circuit, deliveries, endpoint_test, endpoints, event_types, events, events_batch, inbox_events,
-    recheck, replays, sources, stats, subscriber_tokens, subscribers, tokens,
+    portal, recheck, replays, sources, stats, subscriber_tokens, subscribers, tokens,
 };
 use crate::access::Action;
 use crate::api::state::AppState;
@@ -45,8 +45,9 @@ use crate::gateway::routes;
         inbox_events::retry,
         tokens::create, tokens::list, tokens::revoke, tokens::whoami,
         subscribers::create, subscribers::list, subscribers::show, subscribers::put,
-        subscribers::update, subscribers::delete, subscriber_tokens::create,
-        subscriber_tokens::list, subscriber_tokens::revoke,
+        subscribers::update, subscribers::delete, subscribers::actions, subscriber_tokens::create,
+        subscriber_tokens::list, subscriber_tokens::revoke, portal::create_link,
+        portal::revoke_sessions,
         routes::receive, routes::status, openapi_json, recheck::recheck, event_types::list,
         event_types::show, event_types::put, event_types::delete, event_types::export
     ),

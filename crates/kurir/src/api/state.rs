@@ -37,6 +37,9 @@ pub struct AppState {
     pub ingest: Ingest,
     /// Endpoint checks: the URL warning and the test event, with this process's delivery settings.
     pub probe: Arc<Probe>,
+    /// The subscriber portal's settings (`public_url` filled in from the listen address by
+    /// [`crate::serve`] when it is not configured).
+    pub portal: Arc<crate::config::PortalConfig>,
 }
 
 impl AppState {
@@ -59,6 +62,7 @@ impl AppState {
             metrics: Metrics::new(),
             metrics_require_token: false,
             retention: crate::config::RetentionConfig::default(),
+            portal: Arc::default(),
         }
     }
 }

@@ -2,7 +2,8 @@
 //! creates or updates so a sender can sync its customer list idempotently), listed, read,
 //! changed (name, metadata, disabled) and deleted (a tombstone: its endpoints end as
 //! tombstones, their undelivered deliveries `cancelled`; the id stays taken while history
-//! remains).
+//! remains). Disabling, enabling and deleting are audited: who, from where, when
+//! (`GET /v1/subscribers/{id}/actions`).
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -18,7 +19,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
 use crate::api::state::AppState;
 use crate::store::subscribers::{
-    valid_id, PutSubscriber, Subscriber, SubscriberUpdate, MAX_ID_CHARS,
+    valid_id, PutSubscriber, Subscriber, SubscriberActionRecord, SubscriberUpdate, MAX_ID_CHARS,
 };
 
 /// Body of `POST /v1/subscribers`.
@@ -290,6 +291,7 @@ pub async fn show(
               (status = 404, description = "No such subscriber, or it was deleted", body = ErrorBody)))]
 pub async fn update(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<UpdateSubscriber>,
 ) -> Result<Json<SubscriberView>, ApiError> {
@@ -304,8 +306,13 @@ pub async fn update(
         metadata: body.metadata.map(Some).map(metadata).transpose()?,
         disabled: body.enabled.map(|e| !e),
     };
-    let changed = state.store.update_subscriber(&id, &update).await?;
-    Ok(Json(changed.ok_or_else(|| not_found(&id))?.into()))
+    let changed = state.store.update_subscriber(&id, &update, &actor).await?;
+    let changed = changed.ok_or_else(|| not_found(&id))?;
+    if let Some(off) = update.disabled {
+        tracing::info!(subscriber_id = %id, enabled = !off, actor = %actor.name, via = %actor.via,
+            "subscriber {} by an operator", if off { "disabled" } else { "enabled" });
+    }
+    Ok(Json(changed.into()))
 }
 
 /// Deletes a subscriber: its endpoints end as tombstones, their undelivered deliveries
@@ -316,13 +323,69 @@ pub async fn update(
               (status = 404, description = "No such subscriber, or it was deleted already", body = ErrorBody)))]
 pub async fn delete(
     State(state): State<AppState>,
+    Extension(actor): Extension<Actor>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<StatusCode, ApiError> {
-    if !valid_id(&id) || !state.store.delete_subscriber(&id).await? {
+    if !valid_id(&id) || !state.store.delete_subscriber(&id, &actor).await? {
         return Err(not_found(&id));
     }
-    tracing::info!(subscriber_id = %id, "subscriber deleted");
+    tracing::info!(subscriber_id = %id, actor = %actor.name, via = %actor.via,
+        "subscriber deleted by an operator");
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// One audited operator action on a subscriber.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubscriberActionView {
+    /// `disable`, `enable` or `delete`.
+    #[schema(example = "disable")]
+    pub action: String,
+    /// Who: the token's name (`admin` for the environment's token).
+    pub actor: String,
+    /// Where from: `api`, `cli` or `dashboard`.
+    pub via: String,
+    /// When.
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<SubscriberActionRecord> for SubscriberActionView {
+    fn from(r: SubscriberActionRecord) -> Self {
+        Self {
+            action: r.action,
+            actor: r.actor,
+            via: r.via,
+            created_at: DateTime::from_timestamp_millis(r.created_ms).unwrap_or_default(),
+        }
+    }
+}
+
+/// The answer of `GET /v1/subscribers/{id}/actions`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubscriberActions {
+    /// The actions, newest first.
+    pub data: Vec<SubscriberActionView>,
+}
+
+/// The newest actions `GET /v1/subscribers/{id}/actions` answers.
+pub const ACTIONS_SHOWN: i64 = 50;
+
+/// The audit of a subscriber: who disabled, enabled or deleted it, from where and when, newest
+/// first (the newest 50). A deleted subscriber's too.
+#[utoipa::path(get, path = "/v1/subscribers/{id}/actions", operation_id = "list_subscriber_actions", tag = "subscribers",
+    params(("id" = String, Path, pattern = "^[\\x21-\\x7e]{1,255}$", description = "Your id for the subscriber")),
+    responses((status = 200, description = "`{\"data\": [...]}`, newest first, at most 50", body = SubscriberActions),
+              (status = 404, description = "No such subscriber", body = ErrorBody)))]
+pub async fn actions(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<SubscriberActions>, ApiError> {
+    if !valid_id(&id) || state.store.subscriber(&id).await?.is_none() {
+        return Err(not_found(&id));
+    }
+    let rows = state.store.subscriber_actions(&id, ACTIONS_SHOWN).await?;
+    Ok(Json(SubscriberActions {
+        data: rows.into_iter().map(SubscriberActionView::from).collect(),
+    }))
 }
 
 /// The routes of this resource.
@@ -333,4 +396,5 @@ pub fn router() -> Router<AppState> {
             "/subscribers/{id}",
             get(show).put(put).patch(update).delete(delete),
         )
+        .route("/subscribers/{id}/actions", get(actions))
 }

@@ -150,7 +150,11 @@ impl Client {
                 .map(str::to_owned)
                 .unwrap_or_else(|| value.to_string());
             let code = value["error"]["code"].as_str().unwrap_or("error");
-            return Err(anyhow!("{message} ({code}, HTTP {})", status.as_u16()));
+            return Err(Refusal {
+                status,
+                text: format!("{message} ({code}, HTTP {})", status.as_u16()),
+            }
+            .into());
         }
         Ok((status, text))
     }
@@ -191,13 +195,51 @@ impl Client {
         path: &str,
         query: &[(&str, Option<String>)],
     ) -> anyhow::Result<reqwest::Url> {
-        let mut url = self.url(path)?;
-        for (name, value) in query {
-            if let Some(value) = value {
-                url.query_pairs_mut().append_pair(name, value);
-            }
+        Ok(with_query(self.url(path)?, query))
+    }
+
+    /// Fails with `no subscriber ID` when kurir has no subscriber of that id (a deleted one it
+    /// has: its history is still listed). A listing filtered by a subscriber that does not exist
+    /// is empty, like one whose subscriber has nothing yet; this tells a typo from the second.
+    /// A token that may not read subscribers (a subscriber token, whose listings are confined to
+    /// its own anyway) is not told: its empty list stands.
+    pub async fn require_subscriber(&self, id: &str) -> anyhow::Result<()> {
+        let url = self.url_of(&["v1", "subscribers", id])?;
+        match self.send(Method::GET, url, None, &[]).await {
+            Ok(_) => Ok(()),
+            Err(e) => match e.downcast_ref::<Refusal>().map(|r| r.status) {
+                Some(StatusCode::NOT_FOUND) => Err(anyhow!(
+                    "no subscriber {id} (`kurir subscribers list` lists them)"
+                )),
+                Some(StatusCode::FORBIDDEN) => Ok(()),
+                _ => Err(e),
+            },
         }
-        Ok(url)
+    }
+
+    /// After a listing filtered by `subscriber`: a `page` empty because no such subscriber exists
+    /// is an error ([`Client::require_subscriber`]); an empty page of one that does, an answer.
+    pub async fn check_filtered(
+        &self,
+        subscriber: Option<&str>,
+        page: &Value,
+    ) -> anyhow::Result<()> {
+        match subscriber {
+            Some(id) if page["data"].as_array().is_some_and(Vec::is_empty) => {
+                self.require_subscriber(id).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `GET url` with the given (non-empty) parameters added to its query.
+    pub async fn get_url_query(
+        &self,
+        url: reqwest::Url,
+        query: &[(&str, Option<String>)],
+    ) -> anyhow::Result<Value> {
+        let url = with_query(url, query);
+        Ok(self.send(Method::GET, url, None, &[]).await?.1)
     }
 
     /// `method path` with a JSON body.
@@ -209,6 +251,32 @@ impl Client {
     ) -> anyhow::Result<(StatusCode, Value)> {
         self.send(method, self.url(path)?, Some(body), &[]).await
     }
+}
+
+/// An error answer of the API: its status, and its message as one line.
+#[derive(Debug)]
+pub struct Refusal {
+    /// The answer's status (4xx or 5xx).
+    pub status: StatusCode,
+    text: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// `url` with the given (non-empty) parameters appended to its query.
+fn with_query(mut url: reqwest::Url, query: &[(&str, Option<String>)]) -> reqwest::Url {
+    for (name, value) in query {
+        if let Some(value) = value {
+            url.query_pairs_mut().append_pair(name, value);
+        }
+    }
+    url
 }
 
 /// An answer's body as JSON: `Null` when empty, a string when it is not JSON.

@@ -36,6 +36,10 @@ pub struct ListArgs {
     /// Only this event type.
     #[arg(long = "type")]
     pub event_type: Option<String>,
+    /// Only the deliveries to this subscriber's endpoints (its id). An id kurir does not know is an error, not an
+    /// empty list.
+    #[arg(long, value_name = "SUBSCRIBER_ID")]
+    pub subscriber: Option<String>,
     /// The time window and the page.
     #[command(flatten)]
     pub window: Window,
@@ -52,8 +56,12 @@ pub async fn run(args: DeliveriesArgs) -> anyhow::Result<()> {
                 ("status", l.status),
                 ("endpoint_id", l.endpoint_id),
                 ("event_type", l.event_type),
+                ("subscriber_id", l.subscriber.clone()),
             ]),
         )
+        .await?;
+    client
+        .check_filtered(l.subscriber.as_deref(), &page)
         .await?;
     if args.client.json {
         output::json(&page);

@@ -86,6 +86,10 @@ pub enum EndpointsCommand {
 /// Arguments of `endpoints list`.
 #[derive(Debug, Args)]
 pub struct ListArgs {
+    /// Only the endpoints of this subscriber (its id). An id kurir does not know is an error, not an
+    /// empty list.
+    #[arg(long, value_name = "SUBSCRIBER_ID")]
+    pub subscriber: Option<String>,
     /// Rows per page (1 to 200).
     #[arg(long)]
     pub limit: Option<u32>,
@@ -182,10 +186,14 @@ pub async fn run(args: EndpointsArgs) -> anyhow::Result<()> {
         }
         EndpointsCommand::List(l) => {
             let query = [
+                ("subscriber_id", l.subscriber.clone()),
                 ("limit", l.limit.map(|n| n.to_string())),
                 ("cursor", l.cursor),
             ];
             let page = client.get_query("/v1/endpoints", &query).await?;
+            client
+                .check_filtered(l.subscriber.as_deref(), &page)
+                .await?;
             output::shown(&page, as_json, list_table);
             return Ok(());
         }

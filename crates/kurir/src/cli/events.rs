@@ -91,6 +91,10 @@ pub struct ListArgs {
     /// Only this aggregate id.
     #[arg(long)]
     pub aggregate_id: Option<String>,
+    /// Only the events addressed to this subscriber (its id). An id kurir does not know is an error, not an
+    /// empty list.
+    #[arg(long, value_name = "SUBSCRIBER_ID")]
+    pub subscriber: Option<String>,
     /// The time window and the page.
     #[command(flatten)]
     pub window: Window,
@@ -138,13 +142,17 @@ async fn list(client: &Client, l: ListArgs, as_json: bool) -> anyhow::Result<()>
     let query = l.window.query([
         ("event_type", l.event_type),
         ("aggregate_id", l.aggregate_id),
+        ("subscriber_id", l.subscriber.clone()),
     ]);
     let text = client.get_query_text("/v1/events", &query).await?;
+    let page: Value = serde_json::from_str(&text).context("the API's answer is not JSON")?;
+    client
+        .check_filtered(l.subscriber.as_deref(), &page)
+        .await?;
     if as_json {
         output::json_text(&text);
         return Ok(());
     }
-    let page: Value = serde_json::from_str(&text).context("the API's answer is not JSON")?;
     output::objects(
         &page["data"],
         &[

@@ -18,6 +18,7 @@ pub mod replay;
 pub mod replays;
 pub mod sources;
 pub mod stats;
+pub mod subscriber_tokens;
 pub mod subscribers;
 pub mod tokens;
 
@@ -79,7 +80,7 @@ pub enum Command {
     /// Create, list, show, update or delete the inbox gateway's sources.
     Sources(sources::SourcesArgs),
     /// Create, list, show, disable, enable or delete subscribers: your customers, each with its
-    /// own endpoints and events.
+    /// own endpoints and events; and create, list or revoke their tokens.
     Subscribers(subscribers::SubscribersArgs),
     /// Create, list or revoke named tokens (admin, operator or viewer), for people and scripts.
     Tokens(tokens::TokensArgs),

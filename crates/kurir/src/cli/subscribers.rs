@@ -1,5 +1,5 @@
 //! `kurir subscribers create|list|show|disable|enable|delete`: the sender's customers (issue 29)
-//! through `/v1/subscribers`.
+//! through `/v1/subscribers`; `kurir subscribers token …`, their tokens, is [`super::subscriber_tokens`].
 //!
 //! A subscriber's id is the sender's own and may hold any visible ASCII character, `/`, `?`,
 //! `#` and `%` too, so it goes into a request's path percent-encoded ([`Client::url_of`]).
@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::client::{insert_given, Client, ClientArgs};
 use super::output;
+use super::subscriber_tokens::{self, TokenCommand};
 
 /// `kurir subscribers …`
 #[derive(Debug, Args)]
@@ -62,6 +63,35 @@ pub enum SubscribersCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Create, list or revoke a subscriber's tokens: each sees and changes only that
+    /// subscriber's endpoints, events, deliveries and replays.
+    Token {
+        /// What to do.
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Make a single-use link into the subscriber's portal (its endpoints, secrets and
+    /// deliveries), for your customer to open within its expiry.
+    PortalLink {
+        /// Subscriber id.
+        id: String,
+        /// A session that looks but changes nothing.
+        #[arg(long)]
+        read_only: bool,
+        /// How long the link may wait to be opened, e.g. 15m (1m to 7d) [default: 15m].
+        #[arg(long, value_parser = parse_expires_in)]
+        expires_in: Option<u64>,
+        /// Where the portal's "Back" link goes (an http(s) URL).
+        #[arg(long)]
+        return_url: Option<String>,
+    },
+}
+
+/// `15m` as seconds.
+fn parse_expires_in(s: &str) -> Result<u64, String> {
+    humantime::parse_duration(s)
+        .map(|d| d.as_secs())
+        .map_err(|e| format!("{e}; e.g. 15m, 1h"))
 }
 
 /// Arguments of `subscribers create`.
@@ -130,6 +160,22 @@ pub async fn run(args: SubscribersArgs) -> anyhow::Result<()> {
         SubscribersCommand::Show { id } => client.send(Method::GET, path(&id)?, None, &[]).await?.1,
         SubscribersCommand::Disable { id } => set_enabled(&client, path(&id)?, false).await?,
         SubscribersCommand::Enable { id } => set_enabled(&client, path(&id)?, true).await?,
+        SubscribersCommand::PortalLink {
+            id,
+            read_only,
+            expires_in,
+            return_url,
+        } => {
+            let made = portal_link(&client, &id, read_only, expires_in, return_url).await?;
+            output::shown(&made, as_json, |m| {
+                println!("{}", m["url"].as_str().unwrap_or_default());
+                println!(
+                    "Opens once, until {}.",
+                    m["expires_at"].as_str().unwrap_or_default()
+                );
+            });
+            return Ok(());
+        }
         SubscribersCommand::Delete { id, yes } => {
             if !yes && !confirmed(&id)? {
                 anyhow::bail!("subscriber {id} not deleted");
@@ -138,9 +184,29 @@ pub async fn run(args: SubscribersArgs) -> anyhow::Result<()> {
             output::deleted("subscriber", &id, as_json);
             return Ok(());
         }
+        SubscribersCommand::Token { command } => {
+            return subscriber_tokens::run(&client, command, as_json).await;
+        }
     };
     output::shown(&shown, as_json, show);
     Ok(())
+}
+
+/// `POST /v1/subscribers/{id}/portal-links` with the options given.
+async fn portal_link(
+    client: &Client,
+    id: &str,
+    read_only: bool,
+    expires_in: Option<u64>,
+    return_url: Option<String>,
+) -> anyhow::Result<Value> {
+    let mut body = Map::new();
+    body.insert("read_only".into(), json!(read_only));
+    insert_given(&mut body, "expires_in", expires_in.map(|s| json!(s)));
+    insert_given(&mut body, "return_url", return_url.map(|u| json!(u)));
+    let url = client.url_of(&["v1", "subscribers", id, "portal-links"])?;
+    let body = Value::Object(body);
+    Ok(client.send(Method::POST, url, Some(&body), &[]).await?.1)
 }
 
 async fn set_enabled(client: &Client, url: reqwest::Url, enabled: bool) -> anyhow::Result<Value> {

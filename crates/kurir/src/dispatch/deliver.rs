@@ -206,16 +206,7 @@ impl Sender {
         d: &ClaimedDelivery,
         at: chrono::DateTime<Utc>,
     ) -> Result<Response, PostError> {
-        let body = envelope_body(d)?;
-        let secrets = d.endpoint.signing_secrets(at);
-        let mut headers = vec![("content-type", "application/json".to_owned())];
-        headers.extend(kurir_core::sign::signature_headers(
-            &d.event.event_id,
-            &d.event.event_type,
-            &secrets,
-            at,
-            &body,
-        ));
+        let (headers, body) = request(d, at)?;
         self.http
             .post(&d.endpoint.url, &headers, body, self.timeouts(&d.endpoint))
             .await
@@ -246,6 +237,28 @@ impl Sender {
             .checked_sub(self.attempt_budget(&d.endpoint))
             .unwrap_or_else(tokio::time::Instant::now)
     }
+}
+
+/// The headers of one attempt, by name, in the order sent.
+pub type RequestHeaders = Vec<(&'static str, String)>;
+
+/// The headers and body of `d`'s attempt started `at`: what [`Sender::attempt`] posts. The same
+/// for the same `at` (the signatures' time), so a test send can show what it sent.
+pub fn request(
+    d: &ClaimedDelivery,
+    at: chrono::DateTime<Utc>,
+) -> Result<(RequestHeaders, Vec<u8>), PostError> {
+    let body = envelope_body(d)?;
+    let secrets = d.endpoint.signing_secrets(at);
+    let mut headers = vec![("content-type", "application/json".to_owned())];
+    headers.extend(kurir_core::sign::signature_headers(
+        &d.event.event_id,
+        &d.event.event_type,
+        &secrets,
+        at,
+        &body,
+    ));
+    Ok((headers, body))
 }
 
 fn envelope_body(d: &ClaimedDelivery) -> Result<Vec<u8>, PostError> {

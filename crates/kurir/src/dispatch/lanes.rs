@@ -23,6 +23,7 @@ use super::QUICK_ANSWER;
 use crate::delivery::{ClaimedDelivery, Completion};
 use crate::endpoint::EndpointId;
 use crate::metrics::Metrics;
+use crate::store::directory::Endpoints;
 
 /// One endpoint's deliveries in this process: requests in flight and claimed ones waiting.
 #[derive(Default)]
@@ -37,17 +38,23 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    /// The first waiting delivery that can still start at `now`, and that its endpoint's
-    /// circuit breaker lets through; those that cannot are moved to `late`.
+    /// The first waiting delivery that can still start at `now`, whose endpoint is still among
+    /// `known` (the process's endpoint directory as last read: not deleted, not disabled, its
+    /// subscriber not disabled), and that its endpoint's circuit breaker lets through; those
+    /// that cannot are moved to `late`, to be handed back uncharged.
     fn next_startable(
         &mut self,
         sender: &Sender,
         breakers: &Breakers,
+        known: &Endpoints,
         now: Instant,
         late: &mut Vec<ClaimedDelivery>,
     ) -> Option<ClaimedDelivery> {
         while let Some(d) = self.waiting.pop_front() {
-            if now <= sender.latest_start(&d) && breakers.may_start(&d.endpoint) {
+            if now <= sender.latest_start(&d)
+                && known.get(d.endpoint.id.as_str()).is_some()
+                && breakers.may_start(&d.endpoint)
+            {
                 return Some(d);
             }
             late.push(d);
@@ -174,6 +181,20 @@ impl Lanes {
         self.late().extend(late);
     }
 
+    /// Moves every waiting delivery whose endpoint is no longer among `known` (deleted,
+    /// disabled, or its subscriber disabled or deleted, as the directory was just read) to the
+    /// late ones, to be handed back uncharged: its deliveries wait in the database until the
+    /// endpoint is back (or were cancelled with it).
+    pub fn divert_stopped(&self, known: &Endpoints) {
+        let mut late = Vec::new();
+        for (id, lane) in self.lock().iter_mut() {
+            if !lane.waiting.is_empty() && known.get(id.as_str()).is_none() {
+                late.extend(lane.waiting.drain(..));
+            }
+        }
+        self.late().extend(late);
+    }
+
     /// The earliest instant a waiting delivery stops being able to start in time.
     pub fn next_expiry(&self) -> Option<Instant> {
         self.lock()
@@ -230,6 +251,7 @@ impl Lanes {
                 .map(|(id, _)| id.clone())
                 .collect();
             ids.shuffle(&mut rand::thread_rng());
+            let known = self.breakers.store().known_endpoints();
             'lanes: for id in ids {
                 let Some(lane) = lanes.get_mut(&id) else {
                     continue;
@@ -238,9 +260,9 @@ impl Lanes {
                     let Ok(permit) = self.slots.clone().try_acquire_owned() else {
                         break 'lanes;
                     };
-                    if let Some(d) =
-                        lane.next_startable(&self.sender, &self.breakers, now, &mut late)
-                    {
+                    let next =
+                        lane.next_startable(&self.sender, &self.breakers, &known, now, &mut late);
+                    if let Some(d) = next {
                         lane.in_flight += 1;
                         started.push((d, permit));
                     }
@@ -319,6 +341,7 @@ impl Lanes {
         keep: bool,
     ) -> (Option<ClaimedDelivery>, bool) {
         let mut late = Vec::new();
+        let known = self.breakers.store().known_endpoints();
         let next = {
             let mut lanes = self.lock();
             let Some(lane) = lanes.get_mut(endpoint) else {
@@ -326,7 +349,8 @@ impl Lanes {
             };
             lane.quick = quick;
             let next = if keep {
-                lane.next_startable(&self.sender, &self.breakers, Instant::now(), &mut late)
+                let now = Instant::now();
+                lane.next_startable(&self.sender, &self.breakers, &known, now, &mut late)
                     .map(|d| (d, (lane.waiting.len() as u32) < lane.max_in_flight))
             } else {
                 None

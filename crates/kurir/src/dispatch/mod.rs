@@ -161,6 +161,13 @@ impl Dispatcher {
         self.breakers.refresh().await?;
         self.lanes.divert_held();
         self.hand_back_late("circuit_open").await;
+        // Read at every step: a rotated secret or a disabled endpoint counts from the next
+        // claim, and what waits here for an endpoint that was deleted or disabled, or whose
+        // subscriber was, on any process, goes back uncharged, to wait in the database. Only what
+        // changed since the last read is read (see `store::directory`).
+        let endpoints = self.store.live_endpoints().await?;
+        self.lanes.divert_stopped(&endpoints);
+        self.hand_back_late("endpoint_stopped").await;
         // Claimed but not yet sent counts against room too.
         let free = room::free_room(&self.lanes, &self.config);
         if free == 0 {
@@ -168,7 +175,7 @@ impl Dispatcher {
         }
         // Held until the claimed deliveries are in their lanes: a relay batch meanwhile sees the
         // room as taken.
-        let mut room = self.reserve(free).await?;
+        let mut room = self.reserve(&endpoints, free).await?;
         let endpoint_slots = std::mem::take(&mut room.slots);
         let (endpoint_slots, taken, held) = rates::take(&self.store, endpoint_slots).await?;
         if endpoint_slots.is_empty() {
@@ -212,10 +219,11 @@ impl Dispatcher {
     /// Every endpoint that may have due deliveries (see `due`) with room left in this process,
     /// reserved, in random order so no endpoint is always first in line when the global cap
     /// binds (see `room` for each one's room).
-    async fn reserve(&self, free: usize) -> Result<Room, crate::store::StoreError> {
-        // Read at every claim: a rotated secret or a disabled endpoint counts from the next one.
-        // Only what changed since the last read is read (see `store::directory`).
-        let endpoints = self.store.live_endpoints().await?;
+    async fn reserve(
+        &self,
+        endpoints: &crate::store::directory::Endpoints,
+        free: usize,
+    ) -> Result<Room, crate::store::StoreError> {
         self.any_ordered.store(endpoints.any_ordered(), Relaxed);
         if self.due.look_due() {
             let found = self.store.endpoints_with_due_deliveries().await?;

@@ -96,7 +96,7 @@ const DESCRIPTIONS: &[(&str, &str)] = &[
     (INBOX_FORWARD_DURATION, "Duration of each inbox gateway forward attempt, in seconds."),
     (COMPLETIONS_REFUSED, "Delivery attempts whose record the database refused (logged at ERROR with the delivery id); the delivery is due again when its lease expires."),
     (ORPHANED_DELIVERIES, "Deliveries removed because their event (reason event_deleted) or endpoint (endpoint_deleted) was deleted outside kurir, e.g. pruned by hand."),
-    (HANDED_BACK, "Claimed deliveries given back unattempted and uncharged: reason lease (every slot was busy until the delivery could no longer finish within its lease) or shutdown, or circuit_open (the endpoint's circuit breaker opened before they started, or another process won its probe)."),
+    (HANDED_BACK, "Claimed deliveries given back unattempted and uncharged: reason lease (every slot was busy until the delivery could no longer finish within its lease) or shutdown, or circuit_open (the endpoint's circuit breaker opened before they started, or another process won its probe), or endpoint_stopped (the endpoint was deleted or disabled, or its subscriber was, before they started)."),
     (CIRCUIT_TRANSITIONS, "Circuit breaker transitions made by this process, by endpoint and from/to state (closed, open, half_open)."),
     (ENDPOINTS_AUTO_DISABLED, "Endpoints this process disabled after they failed, with no success, for KURIR_ENDPOINT_DISABLE_AFTER."),
     (PRUNED_ROWS, "Rows deleted by the retention pruner, by table (kurir_outbox, kurir_deliveries, kurir_attempts, kurir_inbox, kurir_replays)."),

@@ -7,8 +7,8 @@
 //! chart instead of every row, the same SQL shape on both dialects. Attempts are counted from
 //! their own table; latencies need each attempt's delivery and event, so a busy window reads
 //! them for an evenly spread sample ([`Store::latency_counts`]). Reads only; no locks. The
-//! windows are found through `kurir_outbox_created` and `kurir_attempts_started` (migration 0007),
-//! so their cost follows the window, not the history.
+//! windows are found through `kurir_event_list_created` (migration 0025) and
+//! `kurir_attempts_started`, so their cost follows the window, not the history.
 
 use std::sync::LazyLock;
 
@@ -213,9 +213,13 @@ static HEALTH_MYSQL: LazyLock<String> = LazyLock::new(|| {
         class = class_of("a.duration_ms", "SIGNED"),
     )
 });
-const EVENTS_MYSQL: &str = "\
-    SELECT CAST(FLOOR(UNIX_TIMESTAMP(created_at) / ?) AS SIGNED) AS bucket, COUNT(*) \
-    FROM kurir_outbox WHERE created_at >= ? GROUP BY 1 ORDER BY 1";
+const EVENTS_MYSQL: &str = concat!(
+    "SELECT CAST(FLOOR(UNIX_TIMESTAMP(created_at) / ?) AS SIGNED) AS bucket, COUNT(*) \
+     FROM (SELECT l.created_at FROM kurir_event_list l WHERE l.created_at >= ? \
+     UNION ALL SELECT w.created_at FROM ",
+    super::event_list::waiting!(mysql),
+    " WHERE w.created_at >= ?) e GROUP BY 1 ORDER BY 1"
+);
 
 const BUCKET_PG: &str = "floor(extract(epoch FROM a.started_at) / $2)::int8";
 const BUCKET_SQLITE: &str = "CAST(strftime('%s', a.started_at) AS INTEGER) / ?2";
@@ -259,12 +263,22 @@ static HEALTH_SQLITE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-const EVENTS_PG: &str = "\
-    SELECT floor(extract(epoch FROM created_at) / $2)::int8 AS bucket, count(*) FROM kurir_outbox \
-    WHERE created_at >= $1 GROUP BY 1 ORDER BY 1";
-const EVENTS_SQLITE: &str = "\
-    SELECT CAST(strftime('%s', created_at) AS INTEGER) / ?2 AS bucket, count(*) FROM kurir_outbox \
-    WHERE created_at >= ?1 GROUP BY 1 ORDER BY 1";
+/// Events written per bucket since the window's start: the listed ones through
+/// `kurir_event_list_created`, the waiting ones from the outbox past the relay's cursor.
+const EVENTS_PG: &str = concat!(
+    "SELECT floor(extract(epoch FROM created_at) / $2)::int8 AS bucket, count(*) \
+     FROM (SELECT l.created_at FROM kurir_event_list l WHERE l.created_at >= $1 \
+     UNION ALL SELECT w.created_at FROM ",
+    super::event_list::waiting!(postgres),
+    " WHERE w.created_at >= $1) e GROUP BY 1 ORDER BY 1"
+);
+const EVENTS_SQLITE: &str = concat!(
+    "SELECT CAST(strftime('%s', created_at) AS INTEGER) / ?2 AS bucket, count(*) \
+     FROM (SELECT l.created_at FROM kurir_event_list l WHERE l.created_at >= ?1 \
+     UNION ALL SELECT w.created_at FROM ",
+    super::event_list::waiting!(sqlite),
+    " WHERE w.created_at >= ?1) e GROUP BY 1 ORDER BY 1"
+);
 
 /// A health row: endpoint, duration class, attempts, delivered, timeouts, last failed attempt id,
 /// its error.
@@ -305,6 +319,7 @@ impl Store {
             Store::Mysql(s) => {
                 sqlx::query_as(EVENTS_MYSQL)
                     .bind(step_seconds)
+                    .bind(since.naive_utc())
                     .bind(since.naive_utc())
                     .fetch_all(s.pool())
                     .await?

@@ -4,8 +4,8 @@
 //!
 //! Read at scrape time, so every kurir process sharing a database reports the same numbers
 //! whichever of them did the work. One read-only statement per backend, served by the
-//! `(status, id)` index on deliveries and the partial indexes on undispatched and on refused
-//! outbox rows, so its cost follows the backlog, not the history. On PostgreSQL each status is its
+//! `(status, id)` index on deliveries, the relay's index on the outbox and the refused rows'
+//! index of `kurir_event_list` (migration 0025), so its cost follows the backlog, not the history. On PostgreSQL each status is its
 //! own branch with the status as a literal: the planner then sees from its statistics that a
 //! backlog status is rare and reads it through the index, whatever the session's planner costs
 //! (with the status taken from a `VALUES` list, on a pool with the server's default costs, it
@@ -80,7 +80,7 @@ const BACKLOG_SQL_PG: &str = concat!(
     super::cursor::unrelayed_rows!(postgres),
     " \
     UNION ALL \
-    SELECT 'refused', count(*), NULL FROM kurir_outbox WHERE refused_reason IS NOT NULL"
+    SELECT 'refused', count(*), NULL FROM kurir_event_list WHERE refused"
 );
 
 const BACKLOG_SQL_SQLITE: &str = concat!(
@@ -93,7 +93,7 @@ const BACKLOG_SQL_SQLITE: &str = concat!(
     super::cursor::unrelayed_rows!(sqlite),
     " \
     UNION ALL \
-    SELECT 'refused', count(*), NULL FROM kurir_outbox WHERE refused_reason IS NOT NULL"
+    SELECT 'refused', count(*), NULL FROM kurir_event_list WHERE refused"
 );
 
 /// As on PostgreSQL, ages by the database's clock; `TIMESTAMPDIFF` answers an integer, the
@@ -115,7 +115,7 @@ const BACKLOG_SQL_MYSQL: &str = "\
         CAST(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(3)) / 1000000 AS DOUBLE) \
     FROM kurir_outbox WHERE dispatched_at IS NULL \
     UNION ALL \
-    SELECT 'refused', COUNT(*), NULL FROM kurir_outbox WHERE refused_reason IS NOT NULL";
+    SELECT 'refused', COUNT(*), NULL FROM kurir_event_list WHERE refused = TRUE";
 
 impl Store {
     /// The backlog now. On PostgreSQL ages are measured by the database's clock, the one that
@@ -186,6 +186,9 @@ mod tests {
             "INSERT INTO kurir_deliveries (outbox_id, event_id, endpoint_id, status) \
              SELECT id, event_id, 'ep', CASE WHEN id > 39990 THEN 'pending' ELSE 'sent' END \
              FROM kurir_outbox",
+            // Listed, as the relay lists what it passes (migration 0025).
+            "INSERT INTO kurir_event_list (outbox_id, event_type, version, created_at) \
+             SELECT id, event_type, version, created_at FROM kurir_outbox",
             "ANALYZE",
         ] {
             sqlx::query(sql).execute(store.pool()).await.unwrap();

@@ -151,36 +151,55 @@ const PREDECESSORS: Sql = Sql {
 
 /// Events of (`$1`, `$2`) not yet delivered: still to be fanned out, refused (a recheck may
 /// deliver them), or with a delivery neither sent nor given up on for good (dead letters can
-/// be replayed). Read through the outbox's `event_type` index.
+/// be replayed). The listed ones through `kurir_event_list_event_type`, the waiting ones from
+/// the outbox past the relay's cursor (see `store::event_list`).
+macro_rules! undelivered {
+    ($dialect:tt, $p1:literal, $p2:literal) => {
+        concat!(
+            "SELECT (SELECT count(*) FROM kurir_event_list l WHERE l.event_type = ",
+            $p1,
+            " AND l.version = ",
+            $p2,
+            " AND (l.refused OR EXISTS (SELECT 1 FROM kurir_deliveries d \
+                 WHERE d.outbox_id = l.outbox_id AND d.status <> 'sent'))) \
+             + (SELECT count(*) FROM ",
+            super::event_list::waiting!($dialect),
+            " WHERE w.event_type = ",
+            $p1,
+            " AND w.version = ",
+            $p2,
+            ")"
+        )
+    };
+}
 const UNDELIVERED: Sql = Sql {
-    postgres: concat!(
-        "SELECT count(*) FROM kurir_outbox o WHERE o.event_type = $1 AND o.version = $2 AND (",
-        super::cursor::unrelayed!(postgres),
-        " OR o.refused_reason IS NOT NULL OR EXISTS (SELECT 1 FROM kurir_deliveries d \
-             WHERE d.outbox_id = o.id AND d.status <> 'sent'))"
-    ),
-    sqlite: concat!(
-        "SELECT count(*) FROM kurir_outbox o WHERE o.event_type = ?1 AND o.version = ?2 AND (",
-        super::cursor::unrelayed!(sqlite),
-        " OR o.refused_reason IS NOT NULL OR EXISTS (SELECT 1 FROM kurir_deliveries d \
-             WHERE d.outbox_id = o.id AND d.status <> 'sent'))"
-    ),
-    mysql: concat!(
-        "SELECT COUNT(*) FROM kurir_outbox o WHERE o.event_type = $1 AND o.version = $2 AND (",
-        super::cursor::unrelayed!(mysql),
-        " OR o.refused_reason IS NOT NULL OR EXISTS (SELECT 1 FROM kurir_deliveries d \
-             WHERE d.outbox_id = o.id AND d.status <> 'sent'))"
-    ),
+    postgres: undelivered!(postgres, "$1", "$2"),
+    sqlite: undelivered!(sqlite, "?1", "?2"),
+    mysql: undelivered!(mysql, "$1", "$2"),
 };
 
-/// Events per (type, version) written since `$1`, through the outbox's `created_at` index.
+/// Events per (type, version) written since `$1`: the listed ones through
+/// `kurir_event_list_created`, the waiting ones from the outbox past the relay's cursor.
+macro_rules! recent_counts {
+    ($dialect:tt, $type:literal, $p1:literal) => {
+        concat!(
+            "SELECT ",
+            $type,
+            ", version, count(*) FROM (SELECT l.event_type, l.version FROM kurir_event_list l \
+             WHERE l.created_at >= ",
+            $p1,
+            " UNION ALL SELECT w.event_type, w.version FROM ",
+            super::event_list::waiting!($dialect),
+            " WHERE w.created_at >= ",
+            $p1,
+            ") r GROUP BY event_type, version"
+        )
+    };
+}
 const RECENT_COUNTS: Sql = Sql {
-    postgres: "SELECT event_type, version, count(*) FROM kurir_outbox WHERE created_at >= $1 \
-        GROUP BY event_type, version",
-    sqlite: "SELECT event_type, version, count(*) FROM kurir_outbox WHERE created_at >= ?1 \
-        GROUP BY event_type, version",
-    mysql: "SELECT CAST(event_type AS CHAR), version, COUNT(*) FROM kurir_outbox \
-        WHERE created_at >= $1 GROUP BY event_type, version",
+    postgres: recent_counts!(postgres, "event_type", "$1"),
+    sqlite: recent_counts!(sqlite, "event_type", "?1"),
+    mysql: recent_counts!(mysql, "CAST(event_type AS CHAR)", "$1"),
 };
 
 /// A catalog row.

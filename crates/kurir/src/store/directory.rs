@@ -48,7 +48,8 @@ pub(super) const CHANGED: Sql = Sql {
         "SELECT ",
         super::rows::endpoint_columns!(postgres),
         ", change_seq, (deleted_at IS NOT NULL OR EXISTS (SELECT 1 FROM kurir_subscribers s \
-             WHERE s.id = kurir_endpoints.subscriber_id AND s.disabled_at IS NOT NULL))::int4::int8 \
+             WHERE s.id = kurir_endpoints.subscriber_id \
+             AND (s.disabled_at IS NOT NULL OR s.deleted_at IS NOT NULL)))::int4::int8 \
              AS deleted \
          FROM kurir_endpoints WHERE change_seq > $1"
     ),
@@ -56,14 +57,16 @@ pub(super) const CHANGED: Sql = Sql {
         "SELECT ",
         super::rows::endpoint_columns!(sqlite),
         ", change_seq, (deleted_at IS NOT NULL OR EXISTS (SELECT 1 FROM kurir_subscribers s \
-             WHERE s.id = kurir_endpoints.subscriber_id AND s.disabled_at IS NOT NULL)) AS deleted \
+             WHERE s.id = kurir_endpoints.subscriber_id \
+             AND (s.disabled_at IS NOT NULL OR s.deleted_at IS NOT NULL))) AS deleted \
          FROM kurir_endpoints WHERE change_seq > ?1"
     ),
     mysql: concat!(
         "SELECT ",
         super::rows::endpoint_columns!(mysql),
         ", change_seq, CAST(deleted_at IS NOT NULL OR EXISTS (SELECT 1 FROM kurir_subscribers s \
-             WHERE s.id = kurir_endpoints.subscriber_id AND s.disabled_at IS NOT NULL) AS SIGNED) \
+             WHERE s.id = kurir_endpoints.subscriber_id \
+             AND (s.disabled_at IS NOT NULL OR s.deleted_at IS NOT NULL)) AS SIGNED) \
              AS deleted \
          FROM kurir_endpoints WHERE change_seq > $1"
     ),
@@ -293,6 +296,11 @@ impl Directory {
         Ok(state.current.clone())
     }
 
+    /// The endpoints as of the last read, without reading.
+    pub(super) fn current(&self) -> Arc<Endpoints> {
+        self.lock().current.clone()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -345,6 +353,27 @@ impl super::Store {
                 read_directory!(s.directory, &s.secrets, s.pool(), mysql, SEQ.mysql)
             }
         })
+    }
+
+    /// Brings this process's copy up to date after one of its own endpoint or subscriber
+    /// writes, so that its lanes stop sending to an endpoint deleted or disabled here at once,
+    /// not at the dispatcher's next step. A failed read is not the write's failure: the next
+    /// step reads again.
+    pub(super) async fn refresh_directory(&self) {
+        if let Err(e) = self.live_endpoints().await {
+            tracing::debug!(error = %e, "reading the endpoints after a write failed; the dispatcher reads them again");
+        }
+    }
+
+    /// The live, enabled endpoints as this process last read them ([`Self::live_endpoints`]),
+    /// without a read: what a delivery waiting in a lane is checked against before it is sent.
+    /// Before the first read, none.
+    pub fn known_endpoints(&self) -> Arc<Endpoints> {
+        match self {
+            super::Store::Postgres(s) => s.directory.current(),
+            super::Store::Sqlite(s) => s.directory.current(),
+            super::Store::Mysql(s) => s.directory.current(),
+        }
     }
 }
 

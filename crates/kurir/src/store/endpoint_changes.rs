@@ -134,6 +134,7 @@ impl Store {
                 row
             }
         };
+        self.refresh_directory().await;
         row.map(|r| r.into_endpoint(self.secrets())).transpose()
     }
 

@@ -85,6 +85,31 @@ const RETRIES: Sql = Sql {
         WHERE source = ?1 AND event_id = ?2 ORDER BY id LIMIT ?3",
 };
 
+/// Every source's retries, newest first, below an id (the audit's page cursor): a walk down the
+/// primary key.
+const RECENT_RETRIES: Sql = Sql {
+    postgres: "SELECT id, source, event_id, actor, via, created_ms FROM kurir_inbox_retries \
+        WHERE id < $1 ORDER BY id DESC LIMIT $2",
+    mysql: "SELECT id, CAST(source AS CHAR), CAST(event_id AS CHAR), CAST(actor AS CHAR), \
+        CAST(via AS CHAR), created_ms FROM kurir_inbox_retries \
+        WHERE id < $1 ORDER BY id DESC LIMIT $2",
+    sqlite: "SELECT id, source, event_id, actor, via, created_ms FROM kurir_inbox_retries \
+        WHERE id < ?1 ORDER BY id DESC LIMIT ?2",
+};
+
+/// An operator's retry as the audit lists it: whose event, and its place in the list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditedInboxRetry {
+    /// Its row's id: the list's cursor (older retries have smaller ids).
+    pub id: i64,
+    /// The inbox source.
+    pub source: String,
+    /// The retried event.
+    pub event_id: String,
+    /// Who, from where and when.
+    pub retry: InboxRetry,
+}
+
 type AttemptRow = (i64, i64, i64, Option<i64>, Option<String>);
 
 fn at(ms: i64) -> DateTime<Utc> {
@@ -165,6 +190,37 @@ impl Store {
                 via,
                 created_at: at(created),
             })
+            .collect())
+    }
+
+    /// Every source's audited retries with an id below `before` (all of them when `None`),
+    /// newest first, at most `limit`. One range of the primary key; no locks.
+    pub async fn recent_inbox_retries(
+        &self,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<AuditedInboxRetry>> {
+        let rows: Vec<(i64, String, String, String, String, i64)> = query_as_on!(
+            self,
+            RECENT_RETRIES,
+            fetch_all,
+            before.unwrap_or(i64::MAX),
+            limit
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, source, event_id, actor, via, created)| AuditedInboxRetry {
+                    id,
+                    source,
+                    event_id,
+                    retry: InboxRetry {
+                        actor,
+                        via,
+                        created_at: at(created),
+                    },
+                },
+            )
             .collect())
     }
 }

@@ -10,7 +10,8 @@
 //! - `sql.rs`: `Sql`, one statement's text per dialect, and `query_as_on!`, which runs it on
 //!   whichever the store is. The reads that differ only in their SQL are written that way, one
 //!   file per concern with the dialects side by side: `records.rs` (endpoints, events,
-//!   deliveries, attempts, listings, replays, stats), [`sources`], [`activity`], [`inbox`],
+//!   deliveries, attempts, listings, replays, stats), `subscriber_log.rs` (one subscriber's
+//!   deliveries, through its endpoints' index), [`sources`], [`activity`], [`inbox`],
 //!   [`replay_preview`], [`waiting`], [`backlog`].
 //! - Writes whose steps are the same on every dialect are written once, each step a `Sql`,
 //!   with what differs (the transaction's start, how a lost race shows) named per dialect:
@@ -40,6 +41,7 @@ mod cursor;
 pub mod directory;
 mod endpoint_changes;
 mod enqueue;
+mod event_list;
 pub mod inbox;
 pub mod inbox_history;
 pub mod mysql;
@@ -47,6 +49,7 @@ pub mod notify;
 mod ordering;
 mod outcomes;
 mod pool;
+pub mod portal;
 pub mod postgres;
 mod publish;
 pub mod rates;
@@ -60,6 +63,7 @@ mod secrets;
 pub mod sources;
 mod sql;
 pub mod sqlite;
+mod subscriber_log;
 pub mod subscribers;
 mod time;
 pub mod tokens;

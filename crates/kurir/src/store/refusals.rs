@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use super::directory::{read_directory, SEQ};
+use super::event_list::UNREFUSE;
 use super::rows::{OutboxHead, Ts};
 use super::rules::{fan_out, FanOut};
 use super::sql::{execute_on, query_as_on, run_in, Sql};
@@ -22,38 +23,43 @@ use crate::catalog::{Checks, Verdict};
 /// Rows checked per round of a recheck.
 const RECHECK_PAGE: u32 = 200;
 
-/// Refused rows per event type, through the outbox's refused-rows index.
+/// Refused rows per event type, through the refused rows' index of `kurir_event_list` (the
+/// relay lists a row in the transaction that refuses it).
 const REFUSED_BY_TYPE: Sql = Sql {
-    postgres: "SELECT event_type, count(*) FROM kurir_outbox WHERE refused_reason IS NOT NULL \
+    postgres: "SELECT event_type, count(*) FROM kurir_event_list WHERE refused \
         GROUP BY event_type",
-    sqlite: "SELECT event_type, count(*) FROM kurir_outbox WHERE refused_reason IS NOT NULL \
+    sqlite: "SELECT event_type, count(*) FROM kurir_event_list WHERE refused \
         GROUP BY event_type",
-    mysql: "SELECT CAST(event_type AS CHAR), COUNT(*) FROM kurir_outbox \
-        WHERE refused_reason IS NOT NULL GROUP BY event_type",
+    mysql: "SELECT CAST(event_type AS CHAR), COUNT(*) FROM kurir_event_list \
+        WHERE refused = TRUE GROUP BY event_type",
 };
 
 /// Up to `$3` rows the catalog refused, with ids above `$1`, of type `$2` (`''`: any), in id
-/// order, through the refused-rows index.
+/// order, through the refused rows' index of `kurir_event_list`.
 const CANDIDATES: Sql = Sql {
-    postgres: "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
-            created_at, subscriber_id, payload::text AS payload, refused_reason FROM kurir_outbox \
-        WHERE refused_reason IS NOT NULL AND id > $1 AND ($2 = '' OR event_type = $2) \
-            AND (refused_reason LIKE 'schema:%' OR refused_reason LIKE 'catalog:%') \
-        ORDER BY id LIMIT $3",
-    sqlite: "SELECT id, event_id, event_type, version, aggregate_type, aggregate_id, \
-            created_at, subscriber_id, payload, refused_reason FROM kurir_outbox \
-        WHERE refused_reason IS NOT NULL AND id > ?1 AND (?2 = '' OR event_type = ?2) \
-            AND (refused_reason LIKE 'schema:%' OR refused_reason LIKE 'catalog:%') \
-        ORDER BY id LIMIT ?3",
-    mysql:
-        "SELECT id, CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, \
-            version, CAST(aggregate_type AS CHAR) AS aggregate_type, \
-            CAST(aggregate_id AS CHAR) AS aggregate_id, created_at, \
-            CAST(subscriber_id AS CHAR) AS subscriber_id, CAST(payload AS CHAR) AS payload, CAST(refused_reason AS CHAR) AS refused_reason \
-        FROM kurir_outbox \
-        WHERE refused_reason IS NOT NULL AND id > $1 AND ($2 = '' OR event_type = $2) \
-            AND (refused_reason LIKE 'schema:%' OR refused_reason LIKE 'catalog:%') \
-        ORDER BY id LIMIT $3",
+    postgres: "SELECT o.id, o.event_id, o.event_type, o.version, o.aggregate_type, \
+            o.aggregate_id, o.created_at, o.subscriber_id, o.payload::text AS payload, \
+            o.refused_reason \
+        FROM kurir_event_list l JOIN kurir_outbox o ON o.id = l.outbox_id \
+        WHERE l.refused AND l.outbox_id > $1 AND ($2 = '' OR l.event_type = $2) \
+            AND (o.refused_reason LIKE 'schema:%' OR o.refused_reason LIKE 'catalog:%') \
+        ORDER BY l.outbox_id LIMIT $3",
+    sqlite: "SELECT o.id, o.event_id, o.event_type, o.version, o.aggregate_type, \
+            o.aggregate_id, o.created_at, o.subscriber_id, o.payload, o.refused_reason \
+        FROM kurir_event_list l JOIN kurir_outbox o ON o.id = l.outbox_id \
+        WHERE l.refused AND l.outbox_id > ?1 AND (?2 = '' OR l.event_type = ?2) \
+            AND (o.refused_reason LIKE 'schema:%' OR o.refused_reason LIKE 'catalog:%') \
+        ORDER BY l.outbox_id LIMIT ?3",
+    mysql: "SELECT o.id, CAST(o.event_id AS CHAR) AS event_id, \
+            CAST(o.event_type AS CHAR) AS event_type, o.version, \
+            CAST(o.aggregate_type AS CHAR) AS aggregate_type, \
+            CAST(o.aggregate_id AS CHAR) AS aggregate_id, o.created_at, \
+            CAST(o.subscriber_id AS CHAR) AS subscriber_id, CAST(o.payload AS CHAR) AS payload, \
+            CAST(o.refused_reason AS CHAR) AS refused_reason \
+        FROM kurir_event_list l JOIN kurir_outbox o ON o.id = l.outbox_id \
+        WHERE l.refused = TRUE AND l.outbox_id > $1 AND ($2 = '' OR l.event_type = $2) \
+            AND (o.refused_reason LIKE 'schema:%' OR o.refused_reason LIKE 'catalog:%') \
+        ORDER BY l.outbox_id LIMIT $3",
 };
 
 /// A refused row's new reason (`$1`), where it is still refused (row `$2`).
@@ -200,6 +206,7 @@ impl Store {
                     if cleared.rows_affected() == 0 {
                         continue;
                     }
+                    run_in!($tx, $dialect, UNREFUSE, query, execute, id)?;
                     let (event_id, targets) = targets_of(&out, *id);
                     let inserted = run_in!(
                         $tx,

@@ -105,13 +105,27 @@ macro_rules! prunable_event {
     };
 }
 
-/// The outbox rows that may go, oldest first.
+/// The listed outbox rows written before `$p3`, as `o`, through `kurir_event_list_created`; a
+/// `WHERE` is open, for [`prunable_event`].
+macro_rules! prunable_from {
+    ($p3:literal) => {
+        concat!(
+            "kurir_event_list l JOIN kurir_outbox o ON o.id = l.outbox_id WHERE l.created_at < ",
+            $p3,
+            " AND "
+        )
+    };
+}
+
+/// The outbox rows that may go, oldest first, found through `kurir_event_list_created`
+/// (every row the relay has passed is listed there: see `store::event_list`).
 macro_rules! event_candidates {
     ($dialect:tt, $p1:literal, $p2:literal, $p3:literal, $p4:literal) => {
         concat!(
-            "SELECT o.id FROM kurir_outbox o WHERE ",
+            "SELECT o.id FROM ",
+            prunable_from!($p3),
             prunable_event!($dialect, $p1, $p2, $p3),
-            " ORDER BY o.created_at, o.id LIMIT ",
+            " ORDER BY l.created_at, l.outbox_id LIMIT ",
             $p4
         )
     };
@@ -128,12 +142,15 @@ macro_rules! count_events {
     ($dialect:tt, $p1:literal, $p2:literal, $p3:literal) => {
         concat!(
             "SELECT count(*), ",
-            "(SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
+            "(SELECT count(*) FROM kurir_deliveries d WHERE d.outbox_id IN (SELECT o.id FROM ",
+            prunable_from!($p3),
             prunable_event!($dialect, $p1, $p2, $p3),
             ")), (SELECT count(*) FROM kurir_attempts a JOIN kurir_deliveries d ON d.id = a.delivery_id ",
-            "WHERE d.outbox_id IN (SELECT o.id FROM kurir_outbox o WHERE ",
+            "WHERE d.outbox_id IN (SELECT o.id FROM ",
+            prunable_from!($p3),
             prunable_event!($dialect, $p1, $p2, $p3),
-            ")) FROM kurir_outbox o WHERE ",
+            ")) FROM ",
+            prunable_from!($p3),
             prunable_event!($dialect, $p1, $p2, $p3),
         )
     };
@@ -323,6 +340,15 @@ fn event_deletes(ids: &[i64], deliveries: &[i64], sqlite: bool) -> [(Table, Stri
     [first, second, (Table::Events, events_sql)]
 }
 
+/// Deletes the listing rows (`store::event_list`) of the batch's events that went.
+fn unlist(ids: &[i64]) -> String {
+    format!(
+        "DELETE FROM kurir_event_list WHERE outbox_id IN ({}) AND NOT EXISTS \
+         (SELECT 1 FROM kurir_outbox o WHERE o.id = kurir_event_list.outbox_id)",
+        literals(ids)
+    )
+}
+
 /// Which count of [`Pruned`] a delete adds to.
 #[derive(Clone, Copy)]
 enum Table {
@@ -371,6 +397,7 @@ macro_rules! prune_in {
                 let n = sqlx::query(&sql).execute(&mut *$tx).await?.rows_affected();
                 done.add(table, n);
             }
+            sqlx::query(&unlist(&ids)).execute(&mut *$tx).await?;
         }
         done.endpoints =
             run_in!($tx, $dialect, DELETE_TOMBSTONES, query, execute, limit)?.rows_affected();

@@ -10,8 +10,9 @@
 use chrono::{DateTime, Utc};
 
 use super::rows::Ts;
-use super::sql::{execute_on, query_as_on, Sql};
+use super::sql::{execute_on, query_as_on, run_in, Sql};
 use super::{Result, Store, StoreError};
+use crate::access::Actor;
 
 /// Longest subscriber id and name, in characters.
 pub const MAX_ID_CHARS: usize = 255;
@@ -185,6 +186,104 @@ const BURY: Sql = Sql {
             updated_at = UTC_TIMESTAMP(3) WHERE id = $1 AND deleted_at IS NULL",
 };
 
+/// One operator action on a subscriber, audited: binds the subscriber's id, the action, the
+/// actor's name, where from, when (unix milliseconds).
+const RECORD_ACTION: Sql = Sql {
+    postgres: "INSERT INTO kurir_subscriber_actions \
+        (subscriber_id, action, actor, via, created_ms) VALUES ($1, $2, $3, $4, $5)",
+    sqlite: "INSERT INTO kurir_subscriber_actions \
+        (subscriber_id, action, actor, via, created_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+    mysql: "INSERT INTO kurir_subscriber_actions \
+        (subscriber_id, action, actor, via, created_ms) VALUES ($1, $2, $3, $4, $5)",
+};
+
+/// A subscriber's newest actions first, at most `$2`: its part of the index.
+const ACTIONS: Sql = Sql {
+    postgres: "SELECT action, actor, via, created_ms FROM kurir_subscriber_actions \
+        WHERE subscriber_id = $1 ORDER BY id DESC LIMIT $2",
+    sqlite: "SELECT action, actor, via, created_ms FROM kurir_subscriber_actions \
+        WHERE subscriber_id = ?1 ORDER BY id DESC LIMIT ?2",
+    mysql: "SELECT CAST(action AS CHAR) AS action, CAST(actor AS CHAR) AS actor, \
+        CAST(via AS CHAR) AS via, created_ms FROM kurir_subscriber_actions \
+        WHERE subscriber_id = $1 ORDER BY id DESC LIMIT $2",
+};
+
+/// What an operator did to a subscriber, as audited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubscriberAction {
+    /// Disabled it: its endpoints get nothing, their deliveries wait.
+    Disable,
+    /// Enabled it again: the deliveries that waited go out.
+    Enable,
+    /// Deleted it.
+    Delete,
+}
+
+impl SubscriberAction {
+    /// `disable`, `enable` or `delete`, as stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Disable => "disable",
+            Self::Enable => "enable",
+            Self::Delete => "delete",
+        }
+    }
+}
+
+/// An audited operator action on a subscriber.
+#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+pub struct SubscriberActionRecord {
+    /// `disable`, `enable` or `delete`.
+    pub action: String,
+    /// The token's name (`admin` for the environment's token).
+    pub actor: String,
+    /// Where from (`api`, `cli`, `dashboard`).
+    pub via: String,
+    /// When, unix milliseconds.
+    pub created_ms: i64,
+}
+
+/// Runs `$sql` (a change of subscriber `$id`, binding `$binds`) on `$store` in one transaction
+/// with the audit of `$action` by `$actor`, written only if the change touched a row; the rows
+/// it touched. The change and its audit commit together or not at all.
+macro_rules! audited {
+    ($store:expr, $sql:expr, [$($bind:expr),*], $id:expr, $action:expr, $actor:expr) => {{
+        let (id, action, actor): (&str, SubscriberAction, &Actor) = ($id, $action, $actor);
+        let now = $store.clock().now_millis().timestamp_millis();
+        let (what, via) = (action.as_str(), actor.via.as_str());
+        let name = actor.name.as_str();
+        match $store {
+            Store::Postgres(s) => {
+                let mut tx = s.pool().begin().await?;
+                let n = run_in!(tx, postgres, $sql, query, execute $(, $bind)*)?.rows_affected();
+                if n > 0 {
+                    run_in!(tx, postgres, RECORD_ACTION, query, execute, id, what, name, via, now)?;
+                }
+                tx.commit().await?;
+                n
+            }
+            Store::Sqlite(s) => {
+                let mut tx = s.pool().begin_with("BEGIN IMMEDIATE").await?;
+                let n = run_in!(tx, sqlite, $sql, query, execute $(, $bind)*)?.rows_affected();
+                if n > 0 {
+                    run_in!(tx, sqlite, RECORD_ACTION, query, execute, id, what, name, via, now)?;
+                }
+                tx.commit().await?;
+                n
+            }
+            Store::Mysql(s) => {
+                let mut tx = s.pool().begin().await?;
+                let n = run_in!(tx, mysql, $sql, query, execute $(, $bind)*)?.rows_affected();
+                if n > 0 {
+                    run_in!(tx, mysql, RECORD_ACTION, query, execute, id, what, name, via, now)?;
+                }
+                tx.commit().await?;
+                n
+            }
+        }
+    }};
+}
+
 /// An endpoint update that changes nothing but its change number (the trigger's stamp).
 const TOUCH: Sql = Sql {
     postgres: "UPDATE kurir_endpoints SET updated_at = updated_at WHERE id = $1",
@@ -270,7 +369,7 @@ impl Store {
             metadata: Some(metadata.clone()),
             disabled: None,
         };
-        Ok(match self.update_subscriber(id, &update).await? {
+        Ok(match self.change_subscriber(id, &update, None).await? {
             Some(s) => PutSubscriber::Updated(s),
             None => PutSubscriber::Deleted,
         })
@@ -295,31 +394,58 @@ impl Store {
     }
 
     /// Changes a live subscriber; `None` when there is none with this id. Disabling or
-    /// enabling raises its endpoints' change number, so every process's directory drops or
-    /// takes them back at its next read.
+    /// enabling is audited with `actor`, in the change's transaction, and raises its endpoints'
+    /// change number, so every process's directory drops or takes them back at its next read
+    /// (this process's at once), and its lanes stop sending to them (see `dispatch::lanes`).
     pub async fn update_subscriber(
         &self,
         id: &str,
         update: &SubscriberUpdate,
+        actor: &Actor,
+    ) -> Result<Option<Subscriber>> {
+        self.change_subscriber(id, update, Some(actor)).await
+    }
+
+    /// [`Self::update_subscriber`]; without an `actor` (a `PUT`'s name and metadata), it must
+    /// not disable or enable.
+    async fn change_subscriber(
+        &self,
+        id: &str,
+        update: &SubscriberUpdate,
+        actor: Option<&Actor>,
     ) -> Result<Option<Subscriber>> {
         let meta = update.metadata.as_ref().map(|m| m.to_string());
         let disabled = update.disabled.map(i64::from);
-        let changed = execute_on!(self, UPDATE, id, update.name.as_deref(), meta, disabled)?;
+        let (name, meta) = (update.name.as_deref(), meta.as_deref());
+        let changed = match (update.disabled, actor) {
+            (None, _) | (Some(_), None) => execute_on!(self, UPDATE, id, name, meta, disabled)?,
+            (Some(off), Some(actor)) => {
+                let action = if off {
+                    SubscriberAction::Disable
+                } else {
+                    SubscriberAction::Enable
+                };
+                audited!(self, UPDATE, [id, name, meta, disabled], id, action, actor)
+            }
+        };
         if changed == 0 {
             return Ok(None);
         }
         if update.disabled.is_some() {
             let ids = self.subscriber_endpoint_ids(id).await?;
             self.touch_endpoints(&ids).await?;
+            self.refresh_directory().await;
         }
         self.subscriber(id).await
     }
 
     /// Deletes a subscriber, keeping its history: the row stays as a tombstone, and each of its
     /// endpoints is deleted as `delete_endpoint` deletes one (a tombstone, its undelivered
-    /// deliveries `cancelled`). `false` when there was no live subscriber with this id.
-    pub async fn delete_subscriber(&self, id: &str) -> Result<bool> {
-        if execute_on!(self, BURY, id)? == 0 {
+    /// deliveries `cancelled`). `false` when there was no live subscriber with this id. The
+    /// deletion is audited with `actor`, in the transaction that marks the subscriber deleted;
+    /// from then on its endpoints read as not live in every process's directory.
+    pub async fn delete_subscriber(&self, id: &str, actor: &Actor) -> Result<bool> {
+        if audited!(self, BURY, [id], id, SubscriberAction::Delete, actor) == 0 {
             return Ok(false);
         }
         for endpoint in self.subscriber_endpoint_ids(id).await? {
@@ -346,6 +472,16 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// The newest `limit` operator actions on subscriber `id` (disable, enable, delete), newest
+    /// first. One read of its index; no locks.
+    pub async fn subscriber_actions(
+        &self,
+        id: &str,
+        limit: i64,
+    ) -> Result<Vec<SubscriberActionRecord>> {
+        Ok(query_as_on!(self, ACTIONS, fetch_all, id, limit)?)
     }
 
     /// The backlog of a subscriber's endpoints (see [`SubscriberBacklog`]). One read.

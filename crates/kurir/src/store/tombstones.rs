@@ -131,6 +131,9 @@ impl Store {
                 buried
             }
         };
+        if buried {
+            self.refresh_directory().await;
+        }
         Ok(buried)
     }
 }

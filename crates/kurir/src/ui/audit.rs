@@ -1,4 +1,5 @@
-//! The replay audit: who replayed what, why, and how many deliveries, newest first.
+//! The audit: who replayed what, why, and how many deliveries, newest first; and who retried
+//! which inbox event (the inbox's own kind of replay), on a page of its own.
 
 use askama::Template;
 use axum::extract::{Query, State};
@@ -13,6 +14,10 @@ use super::view::{self, Chrome};
 use crate::api::extract::ApiQuery;
 use crate::api::replays::{self as api, ListReplays, ReplayView};
 use crate::api::state::AppState;
+use crate::store::inbox_history::AuditedInboxRetry;
+
+/// Inbox retries on one page of their audit.
+const RETRIES_PER_PAGE: i64 = 50;
 
 #[derive(Template)]
 #[template(path = "audit.html")]
@@ -48,7 +53,52 @@ async fn audit(
     })
 }
 
-/// The audit page's route.
+#[derive(Template)]
+#[template(path = "audit_inbox.html")]
+struct InboxRetriesPage {
+    chrome: Chrome,
+    rows: Vec<AuditedInboxRetry>,
+    next: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct InboxRetriesQuery {
+    /// The id of the last row of the page before (older rows have smaller ids).
+    before: Option<String>,
+}
+
+/// Every source's inbox retries, newest first: who retried which event, from where and when.
+async fn inbox_retries(
+    session: Session,
+    State(state): State<AppState>,
+    Query(q): Query<InboxRetriesQuery>,
+) -> Result<Response, UiError> {
+    let before = match view::given(&q.before) {
+        None => None,
+        Some(b) => Some(b.parse::<i64>().map_err(|_| {
+            UiError::Api(crate::api::error::ApiError::InvalidRequest(format!(
+                "before must be a row id (a whole number), not {b:?}"
+            )))
+        })?),
+    };
+    let mut rows = state
+        .store
+        .recent_inbox_retries(before, RETRIES_PER_PAGE + 1)
+        .await?;
+    let next = (rows.len() > RETRIES_PER_PAGE as usize).then(|| {
+        rows.truncate(RETRIES_PER_PAGE as usize);
+        format!("/ui/audit/inbox?before={}", rows[rows.len() - 1].id)
+    });
+    super::render(&InboxRetriesPage {
+        chrome: Chrome::new(&session, "audit", "Inbox retries"),
+        rows,
+        next,
+    })
+}
+
+/// The audit pages' routes.
 pub fn router() -> Router<AppState> {
-    Router::new().route("/ui/audit", get(audit))
+    Router::new()
+        .route("/ui/audit", get(audit))
+        .route("/ui/audit/inbox", get(inbox_retries))
 }

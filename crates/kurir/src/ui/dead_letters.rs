@@ -1,6 +1,7 @@
 //! Dead letters: filtered by endpoint (its id, typed or followed from the endpoint's page: a
 //! drop-down of every endpoint would read them all, and one of the first page would hide the
-//! rest), type and time, newest first; and the bulk replay, which
+//! rest), by subscriber (its id, likewise, or followed from the subscriber's page), type and
+//! time, newest first; and the bulk replay, which
 //! shows how many deliveries match (a dry run) and asks for a reason before replaying them.
 //! The replay is recorded in the audit, whose page it then shows. Each row has its own replay,
 //! with the same dry run and reason, taken by the event's replay (also audited).
@@ -29,6 +30,7 @@ use crate::endpoint::EndpointId;
 #[derive(Clone, Default, Deserialize)]
 struct Filters {
     endpoint_id: Option<String>,
+    subscriber_id: Option<String>,
     event_type: Option<String>,
     since: Option<String>,
     until: Option<String>,
@@ -40,6 +42,7 @@ impl Filters {
     fn query(&self) -> String {
         [
             ("endpoint_id", &self.endpoint_id),
+            ("subscriber_id", &self.subscriber_id),
             ("event_type", &self.event_type),
             ("since", &self.since),
             ("until", &self.until),
@@ -57,7 +60,7 @@ impl Filters {
             event_type: view::given(&self.event_type),
             since: view::form_time("since", &self.since)?,
             until: view::form_time("until", &self.until)?,
-            subscriber_id: None,
+            subscriber_id: view::given(&self.subscriber_id),
         })
     }
 }
@@ -80,6 +83,8 @@ struct Rows {
     filter_query: String,
     /// Whether the session may replay (the link is shown only then).
     can_change: bool,
+    /// The subscriber filtered by, when kurir has none of that id (the rows are empty then).
+    unknown_subscriber: Option<String>,
 }
 
 async fn list(
@@ -97,12 +102,15 @@ async fn list(
         until: replay.until,
         cursor: view::given(&q.cursor),
         limit: None,
-        subscriber_id: None,
+        subscriber_id: replay.subscriber_id,
     };
     let actor = Extension(session.actor().clone());
     let page = api::list(State(state.clone()), actor, ApiQuery(query))
         .await?
         .0;
+    let unknown_subscriber =
+        super::subscribers::unknown(&state, &session, &q.subscriber_id, page.data.is_empty())
+            .await?;
     let filter_query = q.query();
     let next = page
         .next_cursor
@@ -125,6 +133,7 @@ async fn list(
         next,
         filter_query,
         can_change: session.may(Action::Change),
+        unknown_subscriber,
     };
     let page = ListPage {
         chrome: Chrome::new(&session, "dead-letters", "Dead letters"),

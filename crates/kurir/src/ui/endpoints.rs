@@ -1,10 +1,11 @@
-//! Endpoints: the list, oldest first and paged, with each one's health over the last hour, creating one, and one
+//! Endpoints: the list, oldest first and paged, filtered by subscriber, with each one's health over the last hour, creating one, and one
 //! endpoint's page with its actions (edit, change its delivery settings, disable or enable,
 //! rotate the secret, send a test event, delete it). Every action goes through the admin API's
 //! own handler.
 
 use askama::Template;
 use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Form, Router};
@@ -23,22 +24,23 @@ use crate::api::state::AppState;
 use crate::probe::TestResult;
 use crate::store::activity::EndpointHealth;
 
-/// One endpoint's health, ready to show (here and on a subscriber's page).
-pub(super) struct Health {
-    pub(super) attempts: i64,
-    pub(super) success: String,
-    pub(super) timeouts: String,
-    pub(super) p95: String,
-    pub(super) last_error: String,
+/// One endpoint's health, ready to show (here, on a subscriber's page, and in the subscriber
+/// portal).
+pub(crate) struct Health {
+    pub(crate) attempts: i64,
+    pub(crate) success: String,
+    pub(crate) timeouts: String,
+    pub(crate) p95: String,
+    pub(crate) last_error: String,
     /// When the last failed attempt started.
-    pub(super) last_error_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub(crate) last_error_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Whether an attempt succeeded after it: the error is past.
-    pub(super) recovered: bool,
-    pub(super) good: bool,
+    pub(crate) recovered: bool,
+    pub(crate) good: bool,
 }
 
 impl Health {
-    pub(super) fn of(h: Option<&EndpointHealth>) -> Self {
+    pub(crate) fn of(h: Option<&EndpointHealth>) -> Self {
         let Some(h) = h else {
             return Self {
                 attempts: 0,
@@ -75,11 +77,28 @@ impl Health {
 #[template(path = "endpoints.html")]
 struct ListPage {
     chrome: Chrome,
+    q: ListQuery,
+    rows: String,
+}
+
+/// The rows and what depends on their filter (the pager), so that an htmx swap of the rows
+/// never leaves a link to another filter beside them.
+#[derive(Template)]
+#[template(path = "endpoints_rows.html")]
+struct Rows {
     rows: Vec<(EndpointView, Health)>,
     /// The link to the next page (newer endpoints), when there is one.
     next: Option<String>,
     /// Whether this is the first page: an empty one then means no endpoint at all.
     first: bool,
+    /// The first page of the same filter.
+    first_page: String,
+    /// The subscriber filtered by.
+    subscriber_id: Option<String>,
+    /// The subscriber filtered by, when kurir has none of that id (no endpoint then).
+    unknown_subscriber: Option<String>,
+    /// Whether the session may create an endpoint.
+    can_change: bool,
 }
 
 #[derive(Template)]
@@ -201,26 +220,32 @@ async fn health_since_an_hour(state: &AppState) -> Result<Vec<EndpointHealth>, U
         .await?)
 }
 
-/// The query of the endpoints page: which page.
+/// The query of the endpoints page: which subscriber's, which page.
 #[derive(Default, Deserialize)]
 struct ListQuery {
+    subscriber_id: Option<String>,
     cursor: Option<String>,
 }
 
 async fn list(
     session: Session,
     State(state): State<AppState>,
+    headers: HeaderMap,
     Query(q): Query<ListQuery>,
 ) -> Result<Response, UiError> {
+    let subscriber_id = view::given(&q.subscriber_id);
     let query = ListEndpoints {
         cursor: view::given(&q.cursor),
         limit: None,
-        subscriber_id: None,
+        subscriber_id: subscriber_id.clone(),
     };
     let actor = Extension(session.actor().clone());
     let page = api::list(State(state.clone()), actor, ApiQuery(query))
         .await?
         .0;
+    let unknown_subscriber =
+        super::subscribers::unknown(&state, &session, &q.subscriber_id, page.data.is_empty())
+            .await?;
     let health = health_since_an_hour(&state).await?;
     let rows = page
         .data
@@ -230,15 +255,29 @@ async fn list(
             (e, h)
         })
         .collect();
-    let next = page
-        .next_cursor
-        .map(|c| format!("/ui/endpoints?cursor={}", view::enc(&c)));
-    super::render(&ListPage {
-        chrome: Chrome::new(&session, "endpoints", "Endpoints"),
+    let first_page = match &subscriber_id {
+        Some(id) => format!("/ui/endpoints?subscriber_id={}", view::enc(id)),
+        None => "/ui/endpoints".to_owned(),
+    };
+    let next = page.next_cursor.map(|c| {
+        let sep = if subscriber_id.is_some() { '&' } else { '?' };
+        format!("{first_page}{sep}cursor={}", view::enc(&c))
+    });
+    let rows = Rows {
         rows,
         next,
-        first: q.cursor.is_none(),
-    })
+        first: view::given(&q.cursor).is_none(),
+        first_page,
+        subscriber_id,
+        unknown_subscriber,
+        can_change: session.may(Action::Change),
+    };
+    let page = ListPage {
+        chrome: Chrome::new(&session, "endpoints", "Endpoints"),
+        q,
+        rows: rows.render().map_err(super::events::internal)?,
+    };
+    super::page_or_rows(&headers, &page, &rows)
 }
 
 async fn new_form(session: Session) -> Result<Response, UiError> {

@@ -1,4 +1,4 @@
-//! Events: search by event id, type, aggregate and time (newest first, paged by cursor), and one
+//! Events: search by event id, type, aggregate, subscriber and time (newest first, paged by cursor), and one
 //! event's page: its payload, each delivery with the endpoint's URL, every attempt with its
 //! status, timing, error and captured response body, and replay with a reason.
 
@@ -23,6 +23,7 @@ struct SearchForm {
     event_id: Option<String>,
     event_type: Option<String>,
     aggregate_id: Option<String>,
+    subscriber_id: Option<String>,
     since: Option<String>,
     until: Option<String>,
     cursor: Option<String>,
@@ -42,6 +43,8 @@ struct Rows {
     /// Each event with what became of its deliveries.
     events: Vec<(EventView, String)>,
     next: Option<String>,
+    /// The subscriber searched by, when kurir has none of that id (no event then).
+    unknown_subscriber: Option<String>,
 }
 
 /// The words of each delivery status in the outcome column, in the order they are listed.
@@ -97,18 +100,22 @@ async fn list(
         until: view::form_time("until", &q.until)?,
         cursor: view::given(&q.cursor),
         limit: None,
-        subscriber_id: None,
+        subscriber_id: view::given(&q.subscriber_id),
     };
     let actor = Extension(session.actor().clone());
     let page = api::list(State(state.clone()), actor, ApiQuery(query))
         .await?
         .0;
+    let unknown_subscriber =
+        super::subscribers::unknown(&state, &session, &q.subscriber_id, page.data.is_empty())
+            .await?;
     let ids: Vec<String> = page.data.iter().map(|e| e.event_id.clone()).collect();
     let counts = state.store.delivery_outcomes(&ids).await?;
     let next = page.next_cursor.map(|c| {
         let keep = [
             ("event_type", &q.event_type),
             ("aggregate_id", &q.aggregate_id),
+            ("subscriber_id", &q.subscriber_id),
             ("since", &q.since),
             ("until", &q.until),
         ];
@@ -130,6 +137,7 @@ async fn list(
             })
             .collect(),
         next,
+        unknown_subscriber,
     };
     let page = ListPage {
         chrome: Chrome::new(&session, "events", "Events"),

@@ -25,7 +25,7 @@ pub mod view;
 mod audit;
 mod catalog;
 mod dead_letters;
-mod endpoints;
+pub(crate) mod endpoints;
 mod events;
 mod inbox;
 mod login;

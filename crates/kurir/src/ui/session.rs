@@ -171,7 +171,7 @@ pub async fn session(state: &AppState, claims: Claims) -> Result<Option<Session>
 }
 
 /// The value of cookie `name` in `headers`.
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(COOKIE)
         .iter()
@@ -183,7 +183,7 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 /// Whether the browser reached kurir over HTTPS (directly or through a TLS-terminating proxy).
-fn over_https(headers: &HeaderMap) -> bool {
+pub(crate) fn over_https(headers: &HeaderMap) -> bool {
     headers
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())

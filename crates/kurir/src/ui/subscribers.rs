@@ -23,11 +23,16 @@ use crate::api::deliveries::{self as deliveries_api, DeliveryView, ListDeliverie
 use crate::api::endpoints::{self as endpoints_api, EndpointView, ListEndpoints};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::api::state::AppState;
-use crate::api::subscribers::{self as api, ListSubscribers, SubscriberView, UpdateSubscriber};
+use crate::api::subscribers::{
+    self as api, ListSubscribers, SubscriberActionView, SubscriberView, UpdateSubscriber,
+};
 use crate::store::subscribers::{valid_id, SubscriberBacklog};
 
 /// How many of a subscriber's newest failed deliveries its page shows.
 const RECENT_FAILURES: usize = 10;
+
+/// How many of the newest audited actions on a subscriber its page shows.
+const RECENT_ACTIONS: usize = 10;
 
 #[derive(Default, Deserialize)]
 struct ListQuery {
@@ -105,6 +110,8 @@ struct SubscriberPage {
     s: SubscriberView,
     /// Its id, percent-encoded for links and form actions.
     path_id: String,
+    /// Its id, percent-encoded as a query's value: the links to the lists filtered by it.
+    query_id: String,
     metadata: String,
     endpoints: Vec<EndpointRow>,
     /// Deliveries waiting for a first attempt or being made (`pending`, `processing`).
@@ -112,6 +119,8 @@ struct SubscriberPage {
     /// Deliveries to be retried.
     retrying: i64,
     failures: Vec<DeliveryView>,
+    /// Who disabled, enabled or deleted it, newest first.
+    history: Vec<SubscriberActionView>,
 }
 
 async fn show(
@@ -148,6 +157,11 @@ async fn show(
         .await?;
     let backlog = state.store.subscriber_backlog(&id).await?;
     let failures = recent_failures(&state, actor, &id).await?;
+    let mut history = api::actions(State(state.clone()), ApiPath(id.clone()))
+        .await?
+        .0
+        .data;
+    history.truncate(RECENT_ACTIONS);
     let rows = endpoints
         .into_iter()
         .map(|e| EndpointRow {
@@ -160,13 +174,34 @@ async fn show(
     super::render(&SubscriberPage {
         chrome: Chrome::new(&session, "subscribers", s.name.clone()),
         path_id: view::enc(&s.id),
+        query_id: view::enc(&s.id),
         metadata: serde_json::to_string_pretty(&s.metadata).unwrap_or_default(),
         waiting: waiting(&backlog, None),
         retrying: backlog.count(None, "failed"),
         endpoints: rows,
         failures,
+        history,
         s,
     })
+}
+
+/// The subscriber a list was `filter`ed by, when its rows are `empty` because kurir has no
+/// subscriber of that id (a deleted one it has: its history is listed), so the page can say so
+/// rather than "nothing matches". Another subscriber's id is unknown to a subscriber's session,
+/// as the API answers it.
+pub(super) async fn unknown(
+    state: &AppState,
+    session: &Session,
+    filter: &Option<String>,
+    empty: bool,
+) -> Result<Option<String>, UiError> {
+    let Some(id) = view::given(filter).filter(|_| empty) else {
+        return Ok(None);
+    };
+    let known = valid_id(&id)
+        && session.actor().reaches(Some(&id))
+        && state.store.subscriber(&id).await?.is_some();
+    Ok((!known).then_some(id))
 }
 
 fn waiting(backlog: &SubscriberBacklog, endpoint: Option<&str>) -> i64 {
@@ -207,8 +242,7 @@ struct EnabledForm {
     enabled: String,
 }
 
-/// Disables or enables the subscriber, through the API's handler; recorded in the log with who
-/// did it.
+/// Disables or enables the subscriber, through the API's handler, which audits who did it.
 async fn set_enabled(
     session: Session,
     State(state): State<AppState>,
@@ -221,10 +255,8 @@ async fn set_enabled(
         enabled: Some(enabled),
         ..UpdateSubscriber::default()
     };
-    let _ = api::update(State(state), ApiPath(id.clone()), ApiJson(body)).await?;
-    let actor = session.actor();
-    tracing::info!(subscriber_id = %id, enabled, actor = %actor.name, via = %actor.via,
-        "subscriber {} by an operator", if enabled { "enabled" } else { "disabled" });
+    let actor = Extension(session.actor().clone());
+    let _ = api::update(State(state), actor, ApiPath(id.clone()), ApiJson(body)).await?;
     Ok(Redirect::to(&format!("/ui/subscribers/{}", view::enc(&id))).into_response())
 }
 
@@ -235,8 +267,8 @@ struct DeleteForm {
     confirm: Option<String>,
 }
 
-/// Deletes the subscriber once its id is typed again, through the API's handler; recorded in the
-/// log with who did it.
+/// Deletes the subscriber once its id is typed again, through the API's handler, which audits
+/// who did it.
 async fn delete(
     session: Session,
     State(state): State<AppState>,
@@ -251,10 +283,8 @@ async fn delete(
         )
         .into());
     }
-    let _ = api::delete(State(state), ApiPath(id.clone())).await?;
-    let actor = session.actor();
-    tracing::info!(subscriber_id = %id, actor = %actor.name, via = %actor.via,
-        "subscriber deleted by an operator");
+    let actor = Extension(session.actor().clone());
+    let _ = api::delete(State(state), actor, ApiPath(id.clone())).await?;
     Ok(Redirect::to(&format!("/ui/subscribers/{}", view::enc(&id))).into_response())
 }
 

@@ -131,7 +131,7 @@ pub(crate) async fn click(c: &Client, css: &str) {
 /// Checks the page has no horizontal overflow at 1280 and 390 px, and at 390 px that every
 /// navigation item and every table's key columns are in sight ([`crate::phone`]); saves a
 /// screenshot at 1280 when asked to.
-async fn check_widths(c: &Client, name: &str) {
+pub(crate) async fn check_widths(c: &Client, name: &str) {
     for width in [390, 1280] {
         c.set_window_size(width, 900).await.unwrap();
         if width == 390 && name == "overview" {
@@ -173,7 +173,7 @@ async fn screenshot(c: &Client, name: &str) {
 }
 
 /// Every labelled control's label points at it, and every input has a label.
-async fn check_labels(c: &Client, page: &str) {
+pub(crate) async fn check_labels(c: &Client, page: &str) {
     let unlabelled = c
         .execute(
             "return [...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
@@ -539,6 +539,48 @@ async fn filter_then_follow_the_bulk_replay_link(c: &Client, app: &TestApp) {
         json!({"status": "dead_letter", "endpoint_id": eb["id"]})
     );
     assert_eq!(audit["data"][0]["count"], 1);
+
+    // Issue 29: the subscriber filter, through htmx, into the address bar and the dry run.
+    let c_receiver = Receiver::start().await;
+    c_receiver.respond_with(500);
+    let subscriber = "cus/x&y+z%1";
+    let (status, body) = app
+        .post("/v1/subscribers", json!({"id": subscriber, "name": "Toko"}))
+        .await;
+    assert!(status.is_success(), "{body}");
+    app.create_endpoint(&c_receiver.url, json!({"subscriber_id": subscriber}))
+        .await;
+    let body = json!({"event_type": "invoice.paid", "data": {"n": 2}, "subscriber_id": subscriber});
+    let (_, sent) = app.post("/v1/events", body).await;
+    let event_c = sent["event_id"].as_str().unwrap().to_owned();
+    app.wait_for_deliveries(&event_c, "dead_letter").await;
+    c.goto(&format!("{base}/ui/dead-letters")).await.unwrap();
+    page_with(c, &c_receiver.url).await;
+    fill(c, "subscriber_id", subscriber).await;
+    click(c, "form.filters button[type=submit]").await;
+    eventually("the rows of one subscriber", || async {
+        let rows = c.find(Locator::Id("rows")).await.ok()?.text().await.ok()?;
+        (rows.contains(c_receiver.url.as_str()) && !rows.contains(a.url.as_str())).then_some(())
+    })
+    .await;
+    let encoded: String = url::form_urlencoded::byte_serialize(subscriber.as_bytes()).collect();
+    let query = c
+        .current_url()
+        .await
+        .unwrap()
+        .query()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        query.contains(&format!("subscriber_id={encoded}")),
+        "the address bar carries the subscriber: {query}"
+    );
+    click(c, "#bulk-replay").await;
+    let dry_run = page_with(c, "Replay dead letters").await;
+    assert!(
+        dry_run.contains("1 dead-lettered delivery matches") && dry_run.contains(subscriber),
+        "the dry run of the subscriber's dead letters: {dry_run}"
+    );
 }
 
 /// Issue 33: a viewer, signed in through the login form with a named token, sees who is signed

@@ -54,6 +54,35 @@ async fn a_test_event_is_sent_signed_at_once_and_its_answer_returned(app: TestAp
         .expect("the test event is signed with the endpoint's secret");
     assert_eq!(verified.event_id.as_deref(), result["event_id"].as_str());
     assert_eq!(got[0].json()["event_type"], "kurir.test");
+    // The request it answers with is the one the endpoint received: every header kurir set,
+    // signatures included, and the body byte for byte.
+    let request = &result["request"];
+    assert_eq!(
+        (&request["method"], &request["url"]),
+        (&json!("POST"), &json!(receiver.url))
+    );
+    let sent = request["headers"].as_array().unwrap();
+    for name in [
+        "content-type",
+        "x-webhook-signature",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+    ] {
+        let shown = sent
+            .iter()
+            .find(|h| h["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {request}"));
+        assert_eq!(
+            shown["value"].as_str(),
+            got[0].headers.get(name).and_then(|v| v.to_str().ok()),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        request["body"].as_str().unwrap().as_bytes(),
+        &got[0].body[..]
+    );
 
     receiver.respond_with(503);
     let (_, failed) = app

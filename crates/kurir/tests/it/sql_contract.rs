@@ -13,6 +13,7 @@ use crate::support::{test_delivery_config, Backend, TestDb, TestServer};
 
 on_both_backends!(
     the_readme_insert_with_bad_values_names_the_constraint,
+    an_outbox_insert_maintains_only_what_refuses_a_row_and_what_the_relay_reads,
     a_row_nested_deeper_than_128_levels_is_recorded_as_refused_not_delivered,
 );
 
@@ -362,4 +363,49 @@ async fn a_row_nested_deeper_than_128_levels_is_recorded_as_refused_not_delivere
         "the deep row was not delivered"
     );
     server.stop().await;
+}
+
+/// Issue 27, item 3: every index of `kurir_outbox` is paid by the application's INSERT, so it
+/// has only the primary key, the unique event id, what the relay reads by (PostgreSQL: the
+/// cursor's `(txid, id)`; MySQL: the undispatched rows) and, on MySQL, the index InnoDB requires
+/// for the subscriber foreign key. kurir's listings read `kurir_event_list` (migration 0025).
+async fn an_outbox_insert_maintains_only_what_refuses_a_row_and_what_the_relay_reads(db: TestDb) {
+    let mut indexes: Vec<String> = match &db.store {
+        Store::Postgres(pg) => sqlx::query_scalar(
+            "SELECT indexname::text FROM pg_indexes WHERE tablename = 'kurir_outbox'",
+        )
+        .fetch_all(pg.pool())
+        .await
+        .unwrap(),
+        Store::Sqlite(sq) => sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'kurir_outbox'",
+        )
+        .fetch_all(sq.pool())
+        .await
+        .unwrap(),
+        Store::Mysql(my) => sqlx::query_scalar(
+            "SELECT DISTINCT CAST(index_name AS CHAR) FROM information_schema.statistics \
+             WHERE table_schema = DATABASE() AND table_name = 'kurir_outbox'",
+        )
+        .fetch_all(my.pool())
+        .await
+        .unwrap(),
+    };
+    indexes.sort();
+    let expected: &[&str] = match db.backend {
+        Backend::Postgres => &[
+            "kurir_outbox_cursor",
+            "kurir_outbox_event_id_key",
+            "kurir_outbox_pkey",
+        ],
+        // SQLite names the UNIQUE constraint's index itself; the id is the rowid.
+        Backend::Sqlite => &["sqlite_autoindex_kurir_outbox_1"],
+        Backend::Mysql => &[
+            "PRIMARY",
+            "kurir_outbox_event_id_key",
+            "kurir_outbox_subscriber",
+            "kurir_outbox_undispatched",
+        ],
+    };
+    assert_eq!(indexes, expected);
 }

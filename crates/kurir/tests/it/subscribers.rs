@@ -90,6 +90,11 @@ async fn an_outbox_insert_naming_an_unknown_subscriber_fails_naming_the_rule(db:
     assert_eq!(stored[0].subscriber_id.as_deref(), Some("cus_8Hq2"));
 }
 
+/// Who the store's audit records for the changes these tests make.
+fn operator() -> kurir::access::Actor {
+    kurir::access::Actor::bootstrap("admin", kurir::access::Via::Cli)
+}
+
 fn endpoint(url: &str, filter: &str, subscriber: Option<&str>) -> NewEndpoint {
     NewEndpoint {
         event_types: EventFilter::parse(vec![filter.to_owned()]).unwrap(),
@@ -172,7 +177,7 @@ async fn a_disabled_subscribers_endpoints_get_nothing_and_a_deleted_ones_end_as_
         ..Default::default()
     };
     let off = s
-        .update_subscriber("cus_a", &disable)
+        .update_subscriber("cus_a", &disable, &operator())
         .await
         .unwrap()
         .unwrap();
@@ -185,7 +190,7 @@ async fn a_disabled_subscribers_endpoints_get_nothing_and_a_deleted_ones_end_as_
         disabled: Some(false),
         ..Default::default()
     };
-    s.update_subscriber("cus_a", &enable)
+    s.update_subscriber("cus_a", &enable, &operator())
         .await
         .unwrap()
         .unwrap();
@@ -193,8 +198,11 @@ async fn a_disabled_subscribers_endpoints_get_nothing_and_a_deleted_ones_end_as_
     s.relay_batch(100).await.unwrap();
     assert_eq!(targets(s, &sent[0]).await, vec![a1.id.to_string()]);
 
-    assert!(s.delete_subscriber("cus_a").await.unwrap());
-    assert!(!s.delete_subscriber("cus_a").await.unwrap(), "once");
+    assert!(s.delete_subscriber("cus_a", &operator()).await.unwrap());
+    assert!(
+        !s.delete_subscriber("cus_a", &operator()).await.unwrap(),
+        "once"
+    );
     let buried = s.endpoint_deleted_at(&a1.id).await.unwrap();
     assert!(buried.is_some(), "its endpoint is a tombstone");
     let empty = serde_json::json!({});

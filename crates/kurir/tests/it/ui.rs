@@ -18,6 +18,7 @@ on_both_backends!(
     the_event_page_replays_what_failed_and_resends_only_when_asked,
     the_endpoints_page_shows_a_page_at_a_time_and_links_the_next,
     a_viewer_sees_no_control_and_the_server_refuses_its_forms,
+    the_inbox_retries_audit_lists_every_retry_newest_first_a_page_at_a_time,
 );
 
 fn client() -> reqwest::Client {
@@ -503,4 +504,51 @@ async fn a_viewer_sees_no_control_and_the_server_refuses_its_forms(app: TestApp)
         "/ui/login?signed_out=1",
         "a viewer signs out"
     );
+}
+
+async fn the_inbox_retries_audit_lists_every_retry_newest_first_a_page_at_a_time(app: TestApp) {
+    use kurir::access::{Actor, Via};
+    let actor = Actor::bootstrap("admin", Via::Cli);
+    for n in 0..51 {
+        let event_id = format!("evt_{n:02}");
+        app.store
+            .record_inbox_retry("billing", &event_id, &actor)
+            .await
+            .unwrap();
+    }
+    let (cookie, _) = sign_in(&app, None).await;
+    let get = |path: String| {
+        let cookie = cookie.clone();
+        async move {
+            let response = client()
+                .get(path)
+                .header(COOKIE, cookie)
+                .send()
+                .await
+                .unwrap();
+            (response.status(), response.text().await.unwrap())
+        }
+    };
+    let (status, replays) = get(format!("{}/ui/audit", app.url)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(replays.contains("href=\"/ui/audit/inbox\""), "{replays}");
+    let (status, first) = get(format!("{}/ui/audit/inbox", app.url)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        first.contains("href=\"/ui/inbox/billing/events/evt_50\"")
+            && first.contains("/events/evt_01\""),
+        "the newest 50 link to their events: {first}"
+    );
+    assert!(!first.contains("/events/evt_00\""), "{first}");
+    assert!(first.contains(">cli<"), "from where: {first}");
+    let next = first
+        .split("href=\"/ui/audit/inbox?before=")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a link to the older page");
+    let (_, older) = get(format!("{}/ui/audit/inbox?before={next}", app.url)).await;
+    assert!(older.contains("/events/evt_00\""), "{older}");
+    assert!(!older.contains("/events/evt_01\""), "{older}");
+    let (status, bad) = get(format!("{}/ui/audit/inbox?before=soon", app.url)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
 }

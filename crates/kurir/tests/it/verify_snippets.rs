@@ -1,7 +1,9 @@
 //! Issue 33: the README's signature verification snippets (PHP and Python, the kurir scheme and
 //! Standard Webhooks), run as written against a real delivery: each accepts the delivery as it
 //! arrived and refuses it with one byte of the body changed. The snippets are read from the
-//! README at test time, so the two cannot drift apart.
+//! README at test time, so the two cannot drift apart. Issue 31: the snippet that calls a
+//! Standard Webhooks library (the subscriber portal's first example) runs on the real
+//! `standardwebhooks` package, in `KURIR_STANDARDWEBHOOKS_PYTHON` (a Python that has it).
 //!
 //! `php` (Debian's `php-cli`) and `python3` are found on the PATH (or `KURIR_PHP`,
 //! `KURIR_PYTHON`); without one the test is skipped with a notice, except under CI, where that
@@ -107,6 +109,71 @@ fn run(program: &str, script: &str, extension: &str, case: &serde_json::Value) -
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Python with the `standardwebhooks` package: the library snippet on the delivery in
+/// `KURIR_CASE`.
+const LIBRARY_RUN: &str = r#"
+import base64, json, os
+
+case = json.load(open(os.environ["KURIR_CASE"]))
+body = base64.b64decode(case["body"])
+try:
+    data = verify_with_library(case["headers"], body, case["secret"])
+    print("library: ok", data["event_type"])
+except WebhookVerificationError as e:
+    print(f"library: {e}")
+"#;
+
+/// A real delivery to an endpoint: its headers, body and the endpoint's secret.
+async fn a_delivery() -> (serde_json::Map<String, serde_json::Value>, Vec<u8>, String) {
+    let db = TestDb::sqlite().await;
+    let app = TestApp::spawn(&db).await;
+    let receiver = Receiver::start().await;
+    let endpoint = app.create_endpoint(&receiver.url, json!({})).await;
+    let secret = endpoint["secret"].as_str().unwrap().to_owned();
+    app.publish("order.paid", json!({"order_id": "98765", "total": 250000}))
+        .await;
+    let delivery = receiver.wait_for(1).await.remove(0);
+    app.stopper().stop().await;
+    let headers = delivery
+        .headers
+        .iter()
+        .map(|(name, value)| (name.as_str().to_owned(), value.to_str().unwrap().into()))
+        .collect();
+    (headers, delivery.body.to_vec(), secret)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_library_snippet_verifies_a_real_delivery_with_standardwebhooks() {
+    let Some(python) = interpreter("KURIR_STANDARDWEBHOOKS_PYTHON", "python3") else {
+        return;
+    };
+    let (headers, body, secret) = a_delivery().await;
+    let case = |body: &[u8]| {
+        use base64::Engine as _;
+        json!({
+            "headers": headers,
+            "body": base64::engine::general_purpose::STANDARD.encode(body),
+            "secret": secret,
+        })
+    };
+    let script = format!(
+        "{}\n{LIBRARY_RUN}",
+        readme_block("**Python, a Standard Webhooks library**", "python")
+    );
+    assert_eq!(
+        run(&python, &script, "py", &case(&body)),
+        "library: ok order.paid\n"
+    );
+    let mut changed = body.clone();
+    let at = changed.iter().position(|b| *b == b'9').unwrap();
+    changed[at] = b'8';
+    let refused = run(&python, &script, "py", &case(&changed));
+    assert!(
+        refused.starts_with("library: ") && !refused.contains("ok"),
+        "{refused}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,9 +13,11 @@ use crate::delivery::{Completion, Trigger};
 use crate::store::born::{births, Births};
 use crate::store::cursor::{suspect, Look};
 use crate::store::directory::read_directory;
+use crate::store::event_list::{ids_json, LIST_BATCH};
 use crate::store::ordering::EARLIER_BATCHES;
 use crate::store::rows::OutboxHead;
 use crate::store::rules::{fan_out, gone_endpoints, next_at, next_status, FanOut};
+use crate::store::sql::mysql_args;
 use crate::store::sql::positional;
 use crate::store::{BirthOffer, EndpointSlot, Leased, OutboxLook, Relayed, Result};
 
@@ -87,6 +89,23 @@ async fn refuse(tx: &mut sqlx::MySqlConnection, out: &FanOut) -> Result<()> {
     Ok(())
 }
 
+/// Records the batch's refusals, lists its rows (`store::event_list`) and marks them
+/// dispatched, in the relay's transaction.
+async fn pass(tx: &mut sqlx::MySqlConnection, out: &FanOut) -> Result<()> {
+    refuse(&mut *tx, out).await?;
+    let ids = ids_json(&out.dispatched);
+    let (list, args) = mysql_args!(LIST_BATCH, &ids);
+    sqlx::query_with(&list, args).execute(&mut *tx).await?;
+    let sql = format!(
+        "UPDATE kurir_outbox SET dispatched_at = UTC_TIMESTAMP(3) WHERE {}",
+        in_list("id", out.dispatched.len())
+    );
+    bind_all(sqlx::query(&sql), &out.dispatched)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
 impl MySqlStore {
     /// Whether the outbox has undispatched rows, and when a relay batch last ran: one index
     /// probe and the pace's row, no transaction, no lock.
@@ -105,7 +124,7 @@ impl MySqlStore {
     /// change or deletion raises it, so waits for this batch, and a batch that starts after it
     /// sees the change) and the endpoints changed since the last batch (`store::directory`),
     /// inserts the deliveries (those `offer` has room for born claimed, see `store::born`) and marks the
-    /// rows dispatched. A batch with deliveries to keep in
+    /// rows dispatched and lists them (`store::event_list`). A batch with deliveries to keep in
     /// order first waits for the earlier undispatched rows another transaction holds (see
     /// `store::ordering`): another relay's batch, or here also an application's insert of an
     /// earlier event not yet committed. With a `pace`, the batch first takes the row of
@@ -160,14 +179,7 @@ impl MySqlStore {
             .rows_affected();
         let leased = born_rows(&mut tx, &out, &births).await?;
         let events = super::leases::events_of(&mut tx, &leased).await?;
-        refuse(&mut tx, &out).await?;
-        let sql = format!(
-            "UPDATE kurir_outbox SET dispatched_at = UTC_TIMESTAMP(3) WHERE {}",
-            in_list("id", out.dispatched.len())
-        );
-        bind_all(sqlx::query(&sql), &out.dispatched)
-            .execute(&mut *tx)
-            .await?;
+        pass(&mut tx, &out).await?;
         sqlx::query(PACE_MOVED).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(Relayed {

@@ -13,6 +13,7 @@ use crate::delivery::{ClaimedDelivery, Trigger};
 use crate::store::born::{births, Births};
 use crate::store::cursor::{horizon_pg, past_cursor, suspect, Look, OUTBOX_PENDING_PG};
 use crate::store::directory::{read_directory, SEQ};
+use crate::store::event_list::LIST_BATCH;
 use crate::store::rows::OutboxHead;
 use crate::store::rules::{fan_out, FanOut};
 use crate::store::{BirthOffer, OutboxLook, Relayed, Result};
@@ -108,7 +109,7 @@ impl PgStore {
     /// Fans out up to `limit` outbox rows past the cursor (see `store::cursor`): takes the
     /// cursor's row lock without waiting (held by another process, which is relaying now: this
     /// one has nothing to do), reads the rows and the endpoints changed since the last batch,
-    /// inserts their deliveries (those `offer` has room for born claimed, see `store::born`) and moves the cursor past them, all in one transaction, which
+    /// inserts their deliveries (those `offer` has room for born claimed, see `store::born`), lists them (`store::event_list`) and moves the cursor past them, all in one transaction, which
     /// holds [`FAN_OUT_LOCK`] shared (waiting only for an endpoint's deletion). One relay at a
     /// time, each batch committing after the one before: batches are fanned out in cursor
     /// order, without waiting for each other (see `store::ordering`). With a `pace`, nothing
@@ -151,6 +152,10 @@ impl PgStore {
         );
         let fan_out = fan_out(events, &endpoints, checks);
         record_refusals(&mut tx, &fan_out).await?;
+        sqlx::query(LIST_BATCH.postgres)
+            .bind(&fan_out.dispatched)
+            .execute(&mut *tx)
+            .await?;
         let room = offer.and_then(|o| o.reserve(&fan_out.targets));
         let births = births(&fan_out, room);
         let (inserted, born) = if births.any() {

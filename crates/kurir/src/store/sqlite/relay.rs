@@ -8,6 +8,7 @@ use crate::catalog::Checks;
 use crate::store::born::{births, Births};
 use crate::store::cursor::{past_cursor, suspect, Look, OUTBOX_PENDING_SQLITE};
 use crate::store::directory::{read_directory, SEQ};
+use crate::store::event_list::{ids_json, LIST_BATCH};
 use crate::store::rows::OutboxHead;
 use crate::store::rules::{fan_out, FanOut};
 use crate::store::{sqlite_ts, BirthOffer, Leased, OutboxLook, Relayed, Result};
@@ -60,7 +61,8 @@ impl SqliteStore {
 
     /// One `BEGIN IMMEDIATE` transaction: reads a batch of rows past the cursor (see
     /// `store::cursor`), inserts their deliveries (one statement over a JSON array; those
-    /// `offer` has room for born claimed, see `store::born`) and moves the cursor past them.
+    /// `offer` has room for born claimed, see `store::born`), lists the rows
+    /// (`store::event_list`) and moves the cursor past them.
     pub(in crate::store) async fn relay_batch(
         &self,
         limit: u32,
@@ -88,6 +90,10 @@ impl SqliteStore {
         let births = births(&fan_out, room);
         let now = self.clock.now_millis();
         refuse(&mut tx, &fan_out, now).await?;
+        sqlx::query(LIST_BATCH.sqlite)
+            .bind(ids_json(&fan_out.dispatched))
+            .execute(&mut *tx)
+            .await?;
         let rows = sqlx::query(INSERT_SQL)
             .bind(json_rows(&fan_out, &births, now))
             .bind(sqlite_ts(now))

@@ -15,6 +15,7 @@ mod document_agrees;
 mod endpoints;
 mod events;
 mod openapi;
+mod portal;
 mod property;
 pub(crate) mod replays;
 mod rotation;

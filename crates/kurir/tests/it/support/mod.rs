@@ -337,6 +337,7 @@ impl TestServer {
             http: Default::default(),
             shutdown_timeout: kurir::config::DEFAULT_SHUTDOWN_TIMEOUT,
             retention: Default::default(),
+            portal: Default::default(),
         };
         let store = db.connect_again().await;
         let shutdown = CancellationToken::new();
