@@ -4,7 +4,8 @@
 //! passes a page whose navigation or table scrolls its content off-screen.
 //!
 //! Every table a page draws must mark its key columns, and a row's key cells must sit under the
-//! key headings: a table added without them fails here.
+//! key headings: a table added without them fails here. An action a row offers (a button in
+//! it, such as a dead letter's replay) is in sight too: hidden, the phone cannot do it at all.
 
 use std::time::Duration;
 
@@ -70,6 +71,7 @@ tables.forEach((table, t) => {
     if (marked.join() !== keys.join())
       problems.push(`table ${t + 1}: a row's key cells are columns ${marked} but its key headings ${keys}`);
     marked.forEach((i) => check(cells[i], `table ${t + 1}'s key cell (${heads[i] ? name(heads[i]) : i})`));
+    tr.querySelectorAll('a.button, button').forEach((b) => check(b, `table ${t + 1}'s row action`));
   });
 });
 if (document.documentElement.scrollWidth > window.innerWidth)
