@@ -90,6 +90,7 @@ pub mod relay;
 pub mod serve;
 pub mod store;
 pub mod telemetry;
+pub mod text;
 pub mod ui;
 pub mod wake;
 pub mod webhook_client;

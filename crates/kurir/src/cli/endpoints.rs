@@ -390,7 +390,7 @@ fn show_test(r: &Value) {
         output::cell(&r["event_id"])
     );
     if let Some(body) = r["response_body"].as_str().filter(|b| !b.is_empty()) {
-        out!("response body: {}", output::preview(body, 200));
+        out!("response body: {}", crate::text::preview(body, 200));
     }
 }
 

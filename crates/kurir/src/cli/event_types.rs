@@ -126,7 +126,7 @@ fn summary_row(e: &Value) -> Vec<String> {
         output::cell(&e["version"]),
         if e["schema"].is_null() { "-" } else { "yes" }.to_owned(),
         if e["deprecated"] == true { "yes" } else { "-" }.to_owned(),
-        output::preview(e["description"].as_str().unwrap_or_default(), 60),
+        crate::text::preview(e["description"].as_str().unwrap_or_default(), 60),
     ]
 }
 

@@ -319,7 +319,7 @@ fn show_event(event: &Value, data: &RawValue) {
             "dispatched_at",
         ],
     );
-    out!("data: {}", output::pretty_raw(data.get()));
+    out!("data: {}", crate::text::pretty_raw(data.get()));
     if let Some(reason) = event["refused_reason"].as_str() {
         out!("\nrefused, never delivered: {reason}");
         if reason.starts_with("schema:") || reason.starts_with("catalog:") {

@@ -126,13 +126,13 @@ pub fn input_time(at: &Option<DateTime<Utc>>) -> String {
 
 /// The first `max` characters of `text`, with `…` when cut.
 pub fn preview(text: &str, max: usize) -> String {
-    crate::cli::output::preview(text, max)
+    crate::text::preview(text, max)
 }
 
-/// JSON indented, its keys and numbers as written (see [`crate::cli::output::pretty_raw`]);
+/// JSON indented, its keys and numbers as written (see [`crate::text::pretty_raw`]);
 /// `text` itself when it is not JSON.
 pub fn pretty_json(text: &str) -> String {
-    crate::cli::output::pretty_raw(text)
+    crate::text::pretty_raw(text)
 }
 
 /// Percent-encodes a query value.
