@@ -281,18 +281,6 @@ impl Actor {
         }
     }
 
-    /// The actor a stored token stands for: its name and role, confined to its subscriber if
-    /// it has one.
-    pub fn of_token(t: crate::store::tokens::TokenRecord, via: Via) -> Self {
-        Self {
-            token_id: Some(t.id.to_string()),
-            name: t.name,
-            role: t.role,
-            scope: t.subscriber_id.map_or(Scope::All, Scope::Subscriber),
-            via,
-        }
-    }
-
     /// Whether this actor may do `action`. The one place that decides: the API's middleware,
     /// the dashboard's forms and what the dashboard shows all ask here. A subscriber-scoped
     /// actor may only do [`Action::ReadOwn`] and [`Action::ChangeOwn`] (its role permitting):

@@ -62,7 +62,7 @@ pub async fn authenticate(
         return Ok(None);
     }
     let found = state.store.active_token(&token_hash(token)).await?;
-    Ok(found.map(|t| Actor::of_token(t, via)))
+    Ok(found.map(|t| t.actor(via)))
 }
 
 /// The token of an `Authorization: Bearer <token>` header, if there is one.

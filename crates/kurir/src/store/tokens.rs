@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use super::rows::Ts;
 use super::sql::{execute_on, query_as_on, Sql};
 use super::{Result, Store, StoreError};
-use crate::access::{Role, Via};
+use crate::access::{Actor, Role, Scope, Via};
 
 /// What a token starts with, so secret scanners and people can tell one when they see it.
 pub const TOKEN_PREFIX: &str = "kurir_";
@@ -95,6 +95,20 @@ pub struct TokenRecord {
     pub revoked_via: Option<String>,
     /// The subscriber it is confined to; `None`: an operator token.
     pub subscriber_id: Option<String>,
+}
+
+impl TokenRecord {
+    /// The actor this token stands for, acting through `via`: its name and role, confined to
+    /// its subscriber if it has one.
+    pub fn actor(self, via: Via) -> Actor {
+        Actor {
+            token_id: Some(self.id.to_string()),
+            name: self.name,
+            role: self.role,
+            scope: self.subscriber_id.map_or(Scope::All, Scope::Subscriber),
+            via,
+        }
+    }
 }
 
 /// What [`Store::create_token`] did.

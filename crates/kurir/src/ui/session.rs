@@ -155,7 +155,7 @@ pub async fn session(state: &AppState, claims: Claims) -> Result<Option<Session>
         Actor::bootstrap(state.admin.name(), Via::Dashboard)
     } else {
         match state.store.active_token_by_id(&claims.who).await? {
-            Some(t) => Actor::of_token(t, Via::Dashboard),
+            Some(t) => t.actor(Via::Dashboard),
             None => return Ok(None),
         }
     };
