@@ -215,24 +215,11 @@ async fn create(
 ) -> Result<Response, PortalError> {
     let f = Fields::parse(&body);
     visitor.check(&f.csrf(), &Method::POST, "/endpoints")?;
-    let request = CreateEndpoint {
-        url: f.one("url").unwrap_or_default(),
-        description: f.one("description").unwrap_or_default(),
-        event_types: f.all("event_types"),
-        secret: None,
-        max_in_flight: None,
-        connect_timeout_ms: None,
-        request_timeout_ms: None,
-        retry_initial_delay_ms: None,
-        retry_max_delay_ms: None,
-        retry_max_attempts: None,
-        circuit_failure_threshold: None,
-        circuit_cooldown_ms: None,
-        rate_limit_per_second: None,
-        ordering: None,
-        ordering_on_dead_letter: None,
-        subscriber_id: None,
-    };
+    let request = CreateEndpoint::basic(
+        f.one("url").unwrap_or_default(),
+        f.one("description").unwrap_or_default(),
+        f.all("event_types"),
+    );
     let actor = Extension(visitor.actor().clone());
     match api::create(State(state.clone()), actor, ApiJson(request)).await {
         Ok((_, created)) => {
