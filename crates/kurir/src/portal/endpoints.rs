@@ -27,7 +27,6 @@ use crate::api::endpoints::{
     DEFAULT_GRACE_PERIOD_SECONDS,
 };
 use crate::api::error::ApiError;
-use crate::api::event_types::{self as catalog_api, ListEventTypes};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::api::state::AppState;
 use crate::ui::endpoints::Health;
@@ -76,33 +75,20 @@ struct TypeChoice {
     checked: bool,
 }
 
-/// The checkboxes: every type of the catalog (its newest version's description), then every
-/// pattern of `chosen` the catalog lacks (a wildcard, say), so saving keeps it.
+/// The checkboxes: every type the subscriber may receive ([`super::event_types::receivable`],
+/// its newest version's description), then every pattern of `chosen` the catalog lacks (a
+/// wildcard, say), so saving keeps it.
 async fn type_choices(state: &AppState, chosen: &[String]) -> Result<Vec<TypeChoice>, PortalError> {
     let mut choices: Vec<TypeChoice> = Vec::new();
-    let mut cursor = None;
-    loop {
-        let query = ListEventTypes {
-            cursor,
-            limit: Some(200),
-        };
-        let page = catalog_api::list(State(state.clone()), ApiQuery(query))
-            .await?
-            .0;
-        for entry in page.data {
-            match choices.iter_mut().find(|c| c.name == entry.event_type) {
-                // Entries come in (type, version) order: a later one is newer.
-                Some(c) => c.description = entry.spec.description,
-                None => choices.push(TypeChoice {
-                    checked: chosen.contains(&entry.event_type),
-                    name: entry.event_type,
-                    description: entry.spec.description,
-                }),
-            }
-        }
-        cursor = page.next_cursor;
-        if cursor.is_none() {
-            break;
+    for entry in super::event_types::receivable(state).await? {
+        match choices.iter_mut().find(|c| c.name == entry.event_type) {
+            // Entries come in (type, version) order: a later one is newer.
+            Some(c) => c.description = entry.spec.description,
+            None => choices.push(TypeChoice {
+                checked: chosen.contains(&entry.event_type),
+                name: entry.event_type,
+                description: entry.spec.description,
+            }),
         }
     }
     for pattern in chosen {
