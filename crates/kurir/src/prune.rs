@@ -64,6 +64,11 @@ pub enum RoundOutcome {
     Busy,
 }
 
+/// How long after its end a portal link (its expiry) or session (its expiry or revocation) is
+/// kept: neither can be used any more, and a day leaves time to look into a sign-in that went
+/// wrong. Not a setting: the rows hold no history anyone reads.
+pub const PORTAL_GRACE: Duration = Duration::from_secs(24 * 3600);
+
 /// The cutoffs of `retention` at `now`.
 pub fn cutoffs(retention: &RetentionConfig, now: DateTime<Utc>) -> Cutoffs {
     let before = |d: Duration| now - chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX);
@@ -72,6 +77,7 @@ pub fn cutoffs(retention: &RetentionConfig, now: DateTime<Utc>) -> Cutoffs {
         dead_letters: before(retention.dead_letters),
         inbox: before(retention.inbox),
         replays: retention.replay_audit.map(before),
+        portal: before(PORTAL_GRACE),
     }
 }
 
@@ -122,6 +128,8 @@ fn add(a: Pruned, b: Pruned) -> Pruned {
         inbox_retries: a.inbox_retries + b.inbox_retries,
         replays: a.replays + b.replays,
         endpoints: a.endpoints + b.endpoints,
+        portal_links: a.portal_links + b.portal_links,
+        portal_sessions: a.portal_sessions + b.portal_sessions,
     }
 }
 
@@ -142,6 +150,8 @@ pub async fn run(
                 inbox = p.inbox,
                 replays = p.replays,
                 endpoints = p.endpoints,
+                portal_links = p.portal_links,
+                portal_sessions = p.portal_sessions,
                 "pruned history past its retention"
             ),
             Ok(_) => {}

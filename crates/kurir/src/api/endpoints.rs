@@ -92,7 +92,7 @@ pub const MAX_GRACE_PERIOD_SECONDS: u64 = 30 * 86_400;
 
 each_override!(api_struct! { create
 /// Body of `POST /v1/endpoints`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"url": "https://example.com/webhooks", "description": "billing", "event_types": ["order.*"], "max_in_flight": 16, "ordering": "aggregate"}))]
 pub struct CreateEndpoint {
@@ -130,6 +130,20 @@ pub struct CreateEndpoint {
     pub subscriber_id: Option<String>,
 } {}
 });
+
+impl CreateEndpoint {
+    /// What the dashboard's and the portal's forms create: a URL, a description and the event
+    /// types, every other setting the global one, a generated secret, and no subscriber named
+    /// (the actor's scope decides: a portal session's endpoint is its subscriber's).
+    pub fn basic(url: String, description: String, event_types: Vec<String>) -> Self {
+        Self {
+            url,
+            description,
+            event_types,
+            ..Self::default()
+        }
+    }
+}
 
 each_override!(api_struct! { update
 /// Body of `PATCH /v1/endpoints/{id}`: absent fields stay; an override set to `null` goes back

@@ -364,6 +364,9 @@ impl From<SubscriberActionRecord> for SubscriberActionView {
 pub struct SubscriberActions {
     /// The actions, newest first.
     pub data: Vec<SubscriberActionView>,
+    /// How many actions the subscriber has in all: more than `data` holds when older ones were
+    /// left out.
+    pub total: u64,
 }
 
 /// The newest actions `GET /v1/subscribers/{id}/actions` answers.
@@ -373,7 +376,7 @@ pub const ACTIONS_SHOWN: i64 = 50;
 /// first (the newest 50). A deleted subscriber's too.
 #[utoipa::path(get, path = "/v1/subscribers/{id}/actions", operation_id = "list_subscriber_actions", tag = "subscribers",
     params(("id" = String, Path, pattern = "^[\\x21-\\x7e]{1,255}$", description = "Your id for the subscriber")),
-    responses((status = 200, description = "`{\"data\": [...]}`, newest first, at most 50", body = SubscriberActions),
+    responses((status = 200, description = "`{\"data\": [...], \"total\": n}`: newest first, at most 50, and how many there are in all", body = SubscriberActions),
               (status = 404, description = "No such subscriber", body = ErrorBody)))]
 pub async fn actions(
     State(state): State<AppState>,
@@ -383,7 +386,9 @@ pub async fn actions(
         return Err(not_found(&id));
     }
     let rows = state.store.subscriber_actions(&id, ACTIONS_SHOWN).await?;
+    let total = state.store.subscriber_action_count(&id).await?;
     Ok(Json(SubscriberActions {
+        total,
         data: rows.into_iter().map(SubscriberActionView::from).collect(),
     }))
 }

@@ -54,6 +54,6 @@ pub async fn run(args: PruneArgs) -> anyhow::Result<()> {
 
 fn print(pruned: &Pruned, what: &str) {
     for (table, n) in pruned.by_table() {
-        output::out!("{table:<18} {n:>10} rows {what}");
+        output::out!("{table:<21} {n:>10} rows {what}");
     }
 }

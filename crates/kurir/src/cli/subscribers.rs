@@ -157,7 +157,7 @@ pub async fn run(args: SubscribersArgs) -> anyhow::Result<()> {
             output::shown(&page, as_json, list_table);
             return Ok(());
         }
-        SubscribersCommand::Show { id } => client.send(Method::GET, path(&id)?, None, &[]).await?.1,
+        SubscribersCommand::Show { id } => with_actions(&client, &id).await?,
         SubscribersCommand::Disable { id } => set_enabled(&client, path(&id)?, false).await?,
         SubscribersCommand::Enable { id } => set_enabled(&client, path(&id)?, true).await?,
         SubscribersCommand::PortalLink {
@@ -190,6 +190,19 @@ pub async fn run(args: SubscribersArgs) -> anyhow::Result<()> {
     };
     output::shown(&shown, as_json, show);
     Ok(())
+}
+
+/// Subscriber `id` with its action history (`GET /v1/subscribers/{id}/actions`) under
+/// `actions`.
+async fn with_actions(client: &Client, id: &str) -> anyhow::Result<Value> {
+    let url = client.url_of(&["v1", "subscribers", id])?;
+    let mut shown = client.send(Method::GET, url, None, &[]).await?.1;
+    let actions = client.url_of(&["v1", "subscribers", id, "actions"])?;
+    let actions = client.send(Method::GET, actions, None, &[]).await?.1;
+    if let Value::Object(fields) = &mut shown {
+        fields.insert("actions".into(), actions);
+    }
+    Ok(shown)
 }
 
 /// `POST /v1/subscribers/{id}/portal-links` with the options given.
@@ -228,6 +241,9 @@ fn list_table(page: &Value) {
     output::next_page(page);
 }
 
+/// The newest actions `subscribers show` lists; `--json` has every one the API answered.
+const ACTIONS_LISTED: usize = 10;
+
 fn show(s: &Value) {
     output::fields(
         s,
@@ -242,6 +258,48 @@ fn show(s: &Value) {
             "metadata",
         ],
     );
+    // Subscriber answers of `disable`, `enable` and `create` have no history.
+    if s.get("actions").is_some() {
+        actions(&s["actions"]);
+    }
+}
+
+/// The subscriber's action history (`GET /v1/subscribers/{id}/actions`): who disabled, enabled
+/// or deleted it, from where and when, newest first, and how many older ones are not listed.
+fn actions(answer: &Value) {
+    let all = answer["data"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let total = answer["total"]
+        .as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(all.len());
+    output::out!();
+    if all.is_empty() {
+        output::out!("actions: none (nobody has disabled, enabled or deleted it)");
+        return;
+    }
+    let listed = &all[..all.len().min(ACTIONS_LISTED)];
+    output::out!("actions (newest first):");
+    output::objects(
+        &Value::Array(listed.to_vec()),
+        &[
+            ("WHEN", "created_at"),
+            ("ACTION", "action"),
+            ("BY", "actor"),
+            ("VIA", "via"),
+        ],
+    );
+    let more = total.saturating_sub(listed.len());
+    if more > 0 {
+        let older = if more == 1 { "action" } else { "actions" };
+        let json = match all.len() >= total {
+            true => format!("--json lists all {total}"),
+            false => format!("--json lists the newest {}", all.len()),
+        };
+        output::out!("({more} older {older} not listed; {json})");
+    }
 }
 
 /// Whether the operator, asked on a terminal, agrees to delete subscriber `id`; `true` without a

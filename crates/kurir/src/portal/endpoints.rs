@@ -27,7 +27,6 @@ use crate::api::endpoints::{
     DEFAULT_GRACE_PERIOD_SECONDS,
 };
 use crate::api::error::ApiError;
-use crate::api::event_types::{self as catalog_api, ListEventTypes};
 use crate::api::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::api::state::AppState;
 use crate::ui::endpoints::Health;
@@ -76,33 +75,20 @@ struct TypeChoice {
     checked: bool,
 }
 
-/// The checkboxes: every type of the catalog (its newest version's description), then every
-/// pattern of `chosen` the catalog lacks (a wildcard, say), so saving keeps it.
+/// The checkboxes: every type the subscriber may receive ([`super::event_types::receivable`],
+/// its newest version's description), then every pattern of `chosen` the catalog lacks (a
+/// wildcard, say), so saving keeps it.
 async fn type_choices(state: &AppState, chosen: &[String]) -> Result<Vec<TypeChoice>, PortalError> {
     let mut choices: Vec<TypeChoice> = Vec::new();
-    let mut cursor = None;
-    loop {
-        let query = ListEventTypes {
-            cursor,
-            limit: Some(200),
-        };
-        let page = catalog_api::list(State(state.clone()), ApiQuery(query))
-            .await?
-            .0;
-        for entry in page.data {
-            match choices.iter_mut().find(|c| c.name == entry.event_type) {
-                // Entries come in (type, version) order: a later one is newer.
-                Some(c) => c.description = entry.spec.description,
-                None => choices.push(TypeChoice {
-                    checked: chosen.contains(&entry.event_type),
-                    name: entry.event_type,
-                    description: entry.spec.description,
-                }),
-            }
-        }
-        cursor = page.next_cursor;
-        if cursor.is_none() {
-            break;
+    for entry in super::event_types::receivable(state).await? {
+        match choices.iter_mut().find(|c| c.name == entry.event_type) {
+            // Entries come in (type, version) order: a later one is newer.
+            Some(c) => c.description = entry.spec.description,
+            None => choices.push(TypeChoice {
+                checked: chosen.contains(&entry.event_type),
+                name: entry.event_type,
+                description: entry.spec.description,
+            }),
         }
     }
     for pattern in chosen {
@@ -215,24 +201,11 @@ async fn create(
 ) -> Result<Response, PortalError> {
     let f = Fields::parse(&body);
     visitor.check(&f.csrf(), &Method::POST, "/endpoints")?;
-    let request = CreateEndpoint {
-        url: f.one("url").unwrap_or_default(),
-        description: f.one("description").unwrap_or_default(),
-        event_types: f.all("event_types"),
-        secret: None,
-        max_in_flight: None,
-        connect_timeout_ms: None,
-        request_timeout_ms: None,
-        retry_initial_delay_ms: None,
-        retry_max_delay_ms: None,
-        retry_max_attempts: None,
-        circuit_failure_threshold: None,
-        circuit_cooldown_ms: None,
-        rate_limit_per_second: None,
-        ordering: None,
-        ordering_on_dead_letter: None,
-        subscriber_id: None,
-    };
+    let request = CreateEndpoint::basic(
+        f.one("url").unwrap_or_default(),
+        f.one("description").unwrap_or_default(),
+        f.all("event_types"),
+    );
     let actor = Extension(visitor.actor().clone());
     match api::create(State(state.clone()), actor, ApiJson(request)).await {
         Ok((_, created)) => {

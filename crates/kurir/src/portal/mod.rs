@@ -21,7 +21,8 @@
 //! [`session::Visitor`] (which signs out a session no longer in force). [`endpoints`] is the
 //! endpoints and their secrets; [`deliveries`] (the log, attempts, replay, test sends) and
 //! [`verify`] (how to verify a signature) are the second half of the portal (issue 31's
-//! deliveries, replay, test and "how to verify" pages) and start as placeholders. A form that
+//! deliveries, replay, test and "how to verify" pages) and start as placeholders. [`event_types`]
+//! documents the catalog's types the subscriber may receive (issue 30). A form that
 //! changes something carries `csrf` and is checked with [`session::Visitor::check`] against the
 //! API route its handler calls.
 
@@ -34,6 +35,7 @@ pub mod view;
 mod deliveries;
 mod endpoints;
 mod enter;
+mod event_types;
 mod test_send;
 mod verify;
 
@@ -54,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .merge(endpoints::router())
         .merge(deliveries::router())
         .merge(verify::router())
+        .merge(event_types::router())
         .merge(test_send::router())
         .layer(axum::middleware::map_response_with_state(
             state.clone(),

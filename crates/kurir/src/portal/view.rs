@@ -10,7 +10,7 @@ use crate::api::state::AppState;
 pub struct Chrome {
     /// The page's title.
     pub title: String,
-    /// `endpoints`, `deliveries` or `verify`: the section to highlight.
+    /// `endpoints`, `deliveries`, `event-types` or `verify`: the section to highlight.
     pub section: &'static str,
     /// The portal's title (`KURIR_PORTAL_TITLE`).
     pub brand: String,
@@ -70,10 +70,11 @@ impl Chrome {
     }
 
     /// The navigation: `(section, label, href)`.
-    pub fn links(&self) -> [(&'static str, &'static str, &'static str); 3] {
+    pub fn links(&self) -> [(&'static str, &'static str, &'static str); 4] {
         [
             ("endpoints", "Endpoints", "/portal/endpoints"),
             ("deliveries", "Deliveries", "/portal/deliveries"),
+            ("event-types", "Event types", "/portal/event-types"),
             ("verify", "Verify", "/portal/verify"),
         ]
     }

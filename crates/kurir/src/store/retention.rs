@@ -9,7 +9,11 @@
 //! candidates were read is never deleted, nor its attempts, nor its event. The tombstone of a
 //! deleted endpoint goes once none of its deliveries is left.
 //! Completed inbox events go by their `updated_at`, with their history (forward attempts and
-//! retries, `store::inbox_history`); the replay audit by its `created_at`.
+//! retries, `store::inbox_history`); the replay audit by its `created_at`. The subscriber
+//! portal's rows (`store::portal`) go once [`Cutoffs::portal`] is past their end: a link, used or
+//! not, by its `expires_at` (a used link says so in plain words to whoever opens it again until
+//! then); a session by its `expires_at` or its `revoked_at`, whichever comes first. Neither can
+//! open or be in force any more by then.
 //!
 //! A batch is one short transaction over at most `limit` rows per table. On PostgreSQL it first
 //! takes a transaction-level advisory lock without waiting ([`PRUNE_LOCK`]): one process prunes
@@ -38,6 +42,9 @@ pub struct Cutoffs {
     pub inbox: DateTime<Utc>,
     /// Replay audit rows; `None`: kept forever.
     pub replays: Option<DateTime<Utc>>,
+    /// Portal links that expired, and portal sessions that expired or were revoked, before
+    /// this ([`crate::prune::PORTAL_GRACE`] ago).
+    pub portal: DateTime<Utc>,
 }
 
 /// Rows deleted (or, for a dry run, that would be), per table.
@@ -59,11 +66,15 @@ pub struct Pruned {
     pub replays: u64,
     /// `kurir_endpoints`: tombstones of deleted endpoints whose last delivery went.
     pub endpoints: u64,
+    /// `kurir_portal_links`: expired portal links, used or not.
+    pub portal_links: u64,
+    /// `kurir_portal_sessions`: expired or revoked portal sessions.
+    pub portal_sessions: u64,
 }
 
 impl Pruned {
     /// Each table's name with its count, for metrics and output.
-    pub fn by_table(&self) -> [(&'static str, u64); 8] {
+    pub fn by_table(&self) -> [(&'static str, u64); 10] {
         [
             ("kurir_outbox", self.events),
             ("kurir_deliveries", self.deliveries),
@@ -73,6 +84,8 @@ impl Pruned {
             ("kurir_inbox_retries", self.inbox_retries),
             ("kurir_replays", self.replays),
             ("kurir_endpoints", self.endpoints),
+            ("kurir_portal_links", self.portal_links),
+            ("kurir_portal_sessions", self.portal_sessions),
         ]
     }
 
@@ -277,6 +290,59 @@ const DELETE_REPLAYS: Sql = Sql {
     mysql: "DELETE FROM kurir_replays WHERE created_at < $1 ORDER BY id LIMIT $2",
 };
 
+/// Deletes at most `$2` rows of a portal table whose `$column` is before `$1`, oldest first,
+/// through the column's index (migration 0026).
+macro_rules! delete_portal {
+    ($table:literal, $column:literal) => {
+        Sql {
+            postgres: concat!(
+                "DELETE FROM ",
+                $table,
+                " WHERE id IN (SELECT id FROM ",
+                $table,
+                " WHERE ",
+                $column,
+                " < $1 ORDER BY ",
+                $column,
+                " LIMIT $2)"
+            ),
+            sqlite: concat!(
+                "DELETE FROM ",
+                $table,
+                " WHERE id IN (SELECT id FROM ",
+                $table,
+                " WHERE ",
+                $column,
+                " < ?1 ORDER BY ",
+                $column,
+                " LIMIT ?2)"
+            ),
+            mysql: concat!(
+                "DELETE FROM ",
+                $table,
+                " WHERE ",
+                $column,
+                " < $1 ORDER BY ",
+                $column,
+                " LIMIT $2"
+            ),
+        }
+    };
+}
+
+const DELETE_PORTAL_LINKS: Sql = delete_portal!("kurir_portal_links", "expires_at");
+const DELETE_EXPIRED_PORTAL_SESSIONS: Sql = delete_portal!("kurir_portal_sessions", "expires_at");
+const DELETE_REVOKED_PORTAL_SESSIONS: Sql = delete_portal!("kurir_portal_sessions", "revoked_at");
+
+const COUNT_PORTAL: Sql = Sql {
+    postgres: "SELECT (SELECT count(*) FROM kurir_portal_links WHERE expires_at < $1), \
+        (SELECT count(*) FROM kurir_portal_sessions WHERE expires_at < $1 OR revoked_at < $1)",
+    sqlite: "SELECT (SELECT count(*) FROM kurir_portal_links WHERE expires_at < ?1), \
+        (SELECT count(*) FROM kurir_portal_sessions WHERE expires_at < ?1 OR revoked_at < ?1)",
+    mysql: "SELECT (SELECT count(*) FROM kurir_portal_links WHERE expires_at < $1), \
+        (SELECT count(*) FROM kurir_portal_sessions WHERE expires_at < $1 OR revoked_at < $1)",
+};
+
 /// A batch's deliveries: every delivery of its events (`ids`, outbox ids read from the
 /// database, written as integer literals), whatever its status; the deletes re-check that.
 fn delivery_ids_of(ids: &[i64]) -> String {
@@ -417,6 +483,24 @@ macro_rules! prune_in {
             limit
         )?
         .rows_affected();
+        let portal = Ts(c.portal);
+        done.portal_links = run_in!(
+            $tx,
+            $dialect,
+            DELETE_PORTAL_LINKS,
+            query,
+            execute,
+            portal,
+            limit
+        )?
+        .rows_affected();
+        for sql in [
+            DELETE_EXPIRED_PORTAL_SESSIONS,
+            DELETE_REVOKED_PORTAL_SESSIONS,
+        ] {
+            done.portal_sessions +=
+                run_in!($tx, $dialect, sql, query, execute, portal, limit)?.rows_affected();
+        }
         if let Some(replays) = c.replays {
             done.replays = run_in!(
                 $tx,
@@ -538,6 +622,8 @@ impl Store {
             None => 0,
         };
         let (endpoints,): (i64,) = query_as_on!(self, COUNT_TOMBSTONES, fetch_one)?;
+        let (portal_links, portal_sessions): (i64, i64) =
+            query_as_on!(self, COUNT_PORTAL, fetch_one, Ts(c.portal))?;
         let n = |v: i64| u64::try_from(v).unwrap_or(0);
         Ok(Pruned {
             endpoints: n(endpoints),
@@ -548,6 +634,170 @@ impl Store {
             inbox_attempts: n(inbox_attempts),
             inbox_retries: n(inbox_retries),
             replays: n(replays),
+            portal_links: n(portal_links),
+            portal_sessions: n(portal_sessions),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The portal's deletes find their rows through migration 0026's indexes, with many live
+    //! rows beside them, on each database.
+
+    use super::{
+        Sql, DELETE_EXPIRED_PORTAL_SESSIONS, DELETE_PORTAL_LINKS, DELETE_REVOKED_PORTAL_SESSIONS,
+    };
+    use crate::store::subscriber_log::tests::{drop_database, fresh, run};
+    use crate::store::Store;
+
+    /// Live links and sessions, expiring far ahead, none revoked.
+    const LIVE: i64 = 20_000;
+
+    /// `LIVE` rows of numbers `i` from 1, and the dialect's literals for a time far ahead and
+    /// one long ago, and `false`.
+    fn dialect(store: &Store) -> (String, &'static str, &'static str) {
+        match store {
+            Store::Mysql(_) => (
+                format!(
+                    "(SELECT a.i * 10000 + b.i * 1000 + c.i * 100 + d.i * 10 + e.i + 1 AS i \
+                     FROM {d} a, {d} b, {d} c, {d} d, {d} e) n WHERE i <= {LIVE}",
+                    d = "(SELECT 0 AS i UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 \
+                         UNION ALL SELECT 4 UNION ALL SELECT 5 UNION ALL SELECT 6 \
+                         UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+                ),
+                "'2999-01-01 00:00:00.000'",
+                "'2020-01-01 00:00:00.000'",
+            ),
+            Store::Postgres(_) => (
+                format!("generate_series(1, {LIVE}) n(i)"),
+                "'2999-01-01T00:00:00.000Z'",
+                "'2020-01-01T00:00:00.000Z'",
+            ),
+            Store::Sqlite(_) => (
+                format!(
+                    "(WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r \
+                     WHERE i < {LIVE}) SELECT i FROM r) n"
+                ),
+                "'2999-01-01T00:00:00.000Z'",
+                "'2020-01-01T00:00:00.000Z'",
+            ),
+        }
+    }
+
+    /// `sql` of `store`'s dialect with its two binds written in: the cutoff and the batch size.
+    fn with_binds(store: &Store, sql: &Sql, cutoff: &str) -> String {
+        let (text, first, second) = match store {
+            Store::Postgres(_) => (sql.postgres, "$1", "$2"),
+            Store::Sqlite(_) => (sql.sqlite, "?1", "?2"),
+            Store::Mysql(_) => (sql.mysql, "$1", "$2"),
+        };
+        text.replace(first, cutoff).replace(second, "500")
+    }
+
+    async fn plan(store: &Store, statement: &str) -> String {
+        match store {
+            Store::Postgres(s) => {
+                let plan: serde_json::Value =
+                    sqlx::query_scalar(&format!("EXPLAIN (FORMAT JSON) {statement}"))
+                        .fetch_one(s.pool())
+                        .await
+                        .unwrap();
+                plan.to_string()
+            }
+            Store::Sqlite(s) => {
+                let rows: Vec<(i64, i64, i64, String)> =
+                    sqlx::query_as(&format!("EXPLAIN QUERY PLAN {statement}"))
+                        .fetch_all(s.pool())
+                        .await
+                        .unwrap();
+                rows.into_iter()
+                    .map(|(.., detail)| detail)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+            Store::Mysql(s) => sqlx::query_scalar(&format!("EXPLAIN FORMAT=JSON {statement}"))
+                .fetch_one(s.pool())
+                .await
+                .unwrap(),
+        }
+    }
+
+    /// Whether `plan` reads its table through `index` and never reads a table whole.
+    fn through(store: &Store, plan: &str, index: &str) -> bool {
+        match store {
+            Store::Postgres(_) => plan.contains(index) && !plan.contains("Seq Scan"),
+            Store::Sqlite(_) => {
+                plan.contains(&format!("INDEX {index} ("))
+                    && !plan.lines().any(|l| l.starts_with("SCAN "))
+            }
+            Store::Mysql(_) => {
+                plan.contains(&format!(r#""key": "{index}""#))
+                    && !plan.contains(r#""access_type": "ALL""#)
+                    && !plan.contains(r#""access_type": "index""#)
+            }
+        }
+    }
+
+    async fn portal_pruning_reads_the_expiry_indexes(backend: &str) {
+        let Some((store, admin)) = fresh(backend).await else {
+            return;
+        };
+        let (numbers, ahead, long_ago) = dialect(&store);
+        let id = |prefix: &str| match store {
+            Store::Mysql(_) => format!("CONCAT('{prefix}', i)"),
+            _ => format!("'{prefix}' || i"),
+        };
+        let (link, hash, session) = (id("pl_"), id("h_"), id("ps_"));
+        for sql in [
+            "INSERT INTO kurir_subscribers (id, name) VALUES ('cus_a', 'A')".to_owned(),
+            format!(
+                "INSERT INTO kurir_portal_links (id, token_hash, subscriber_id, read_only, \
+                 created_by, created_via, expires_at) \
+                 SELECT {link}, {hash}, 'cus_a', 1 = 0, 'admin', 'api', {ahead} FROM {numbers}"
+            ),
+            format!(
+                "INSERT INTO kurir_portal_sessions (id, subscriber_id, link_id, read_only, \
+                 expires_at) SELECT {session}, 'cus_a', {link}, 1 = 0, {ahead} FROM {numbers}"
+            ),
+        ] {
+            run(&store, &sql).await;
+        }
+        let analyze = match store {
+            Store::Mysql(_) => "ANALYZE TABLE kurir_portal_links, kurir_portal_sessions",
+            _ => "ANALYZE",
+        };
+        run(&store, analyze).await;
+        for (sql, index) in [
+            (DELETE_PORTAL_LINKS, "kurir_portal_links_expires"),
+            (
+                DELETE_EXPIRED_PORTAL_SESSIONS,
+                "kurir_portal_sessions_expires",
+            ),
+            (
+                DELETE_REVOKED_PORTAL_SESSIONS,
+                "kurir_portal_sessions_revoked",
+            ),
+        ] {
+            let plan = plan(&store, &with_binds(&store, &sql, long_ago)).await;
+            assert!(through(&store, &plan, index), "{backend}, {index}: {plan}");
+        }
+        store.close().await;
+        drop_database(admin).await;
+    }
+
+    #[tokio::test]
+    async fn portal_pruning_reads_the_expiry_indexes_on_sqlite() {
+        portal_pruning_reads_the_expiry_indexes("sqlite").await;
+    }
+
+    #[tokio::test]
+    async fn portal_pruning_reads_the_expiry_indexes_on_postgres() {
+        portal_pruning_reads_the_expiry_indexes("postgres").await;
+    }
+
+    #[tokio::test]
+    async fn portal_pruning_reads_the_expiry_indexes_on_mysql() {
+        portal_pruning_reads_the_expiry_indexes("mysql").await;
     }
 }

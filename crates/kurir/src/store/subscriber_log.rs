@@ -188,7 +188,7 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::store) mod tests {
     //! The plans of a subscriber's log on each database, with the history of others far larger
     //! than the subscriber's: each reads the subscriber's endpoints' index, never every
     //! delivery. Rows are inserted in SQL (thousands, for the planners' statistics), and the
@@ -204,7 +204,7 @@ mod tests {
 
     /// A fresh, migrated database on `backend` (`None`: its server not configured, outside CI),
     /// and how to drop it.
-    async fn fresh(backend: &str) -> Option<(Store, Option<(Store, String)>)> {
+    pub(in crate::store) async fn fresh(backend: &str) -> Option<(Store, Option<(Store, String)>)> {
         let var = match backend {
             "sqlite" => {
                 let dir = std::env::temp_dir()
@@ -247,7 +247,7 @@ mod tests {
         Some((store, Some((admin, name))))
     }
 
-    async fn drop_database(admin: Option<(Store, String)>) {
+    pub(in crate::store) async fn drop_database(admin: Option<(Store, String)>) {
         let Some((admin, name)) = admin else { return };
         match &admin {
             Store::Postgres(s) => sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
@@ -264,7 +264,7 @@ mod tests {
         admin.close().await;
     }
 
-    async fn run(store: &Store, sql: &str) {
+    pub(in crate::store) async fn run(store: &Store, sql: &str) {
         match store {
             Store::Postgres(s) => sqlx::query(sql).execute(s.pool()).await.map(drop),
             Store::Sqlite(s) => sqlx::query(sql).execute(s.pool()).await.map(drop),

@@ -208,6 +208,13 @@ const ACTIONS: Sql = Sql {
         WHERE subscriber_id = $1 ORDER BY id DESC LIMIT $2",
 };
 
+/// How many actions subscriber `$1` has: its part of the index, read alone.
+const COUNT_ACTIONS: Sql = Sql {
+    postgres: "SELECT count(*) FROM kurir_subscriber_actions WHERE subscriber_id = $1",
+    sqlite: "SELECT count(*) FROM kurir_subscriber_actions WHERE subscriber_id = ?1",
+    mysql: "SELECT count(*) FROM kurir_subscriber_actions WHERE subscriber_id = $1",
+};
+
 /// What an operator did to a subscriber, as audited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SubscriberAction {
@@ -482,6 +489,13 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<SubscriberActionRecord>> {
         Ok(query_as_on!(self, ACTIONS, fetch_all, id, limit)?)
+    }
+
+    /// How many operator actions subscriber `id` has in all (of which
+    /// [`Store::subscriber_actions`] reads the newest). One count over its part of the index.
+    pub async fn subscriber_action_count(&self, id: &str) -> Result<u64> {
+        let (n,): (i64,) = query_as_on!(self, COUNT_ACTIONS, fetch_one, id)?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// The backlog of a subscriber's endpoints (see [`SubscriberBacklog`]). One read.

@@ -333,24 +333,11 @@ async fn create(
     Form(f): Form<EndpointForm>,
 ) -> Result<Response, UiError> {
     session.check_csrf(&f.csrf)?;
-    let body = CreateEndpoint {
-        url: view::given(&f.url).unwrap_or_default(),
-        description: view::given(&f.description).unwrap_or_default(),
-        event_types: patterns(&f.event_types),
-        secret: None,
-        max_in_flight: None,
-        connect_timeout_ms: None,
-        request_timeout_ms: None,
-        retry_initial_delay_ms: None,
-        retry_max_delay_ms: None,
-        retry_max_attempts: None,
-        circuit_failure_threshold: None,
-        circuit_cooldown_ms: None,
-        rate_limit_per_second: None,
-        ordering: None,
-        ordering_on_dead_letter: None,
-        subscriber_id: None,
-    };
+    let body = CreateEndpoint::basic(
+        view::given(&f.url).unwrap_or_default(),
+        view::given(&f.description).unwrap_or_default(),
+        patterns(&f.event_types),
+    );
     let actor = Extension(session.actor().clone());
     let (_, created) = api::create(State(state.clone()), actor, ApiJson(body)).await?;
     let mut e = created.0;

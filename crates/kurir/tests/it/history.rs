@@ -187,6 +187,7 @@ async fn a_replay_under_the_pruner_keeps_its_attempts(db: TestDb) {
         dead_letters: chrono::Utc::now() + chrono::Duration::hours(1),
         inbox: chrono::Utc::now() - chrono::Duration::hours(1),
         replays: None,
+        portal: chrono::Utc::now() - chrono::Duration::days(1),
     };
     let pruner = tokio::spawn({
         let s = s.clone();

@@ -244,3 +244,129 @@ async fn one_mysql_process_prunes_at_a_time() {
         .unwrap();
     assert_eq!(again, 1);
 }
+
+on_both_backends!(portal_links_and_sessions_go_a_day_after_they_end_and_live_ones_stay);
+
+/// The portal's rows (migration 0021) go with retention once a day past their end (issue 31):
+/// a link, used or not, by its expiry; a session by its expiry or its revocation. A session in
+/// force, a link that may still open, and rows within the day stay.
+async fn portal_links_and_sessions_go_a_day_after_they_end_and_live_ones_stay(db: TestDb) {
+    use kurir::access::Via;
+    use kurir::store::portal::{NewPortalLink, Opened};
+
+    let s = &db.store;
+    let now = chrono::Utc::now();
+    // Times as each dialect reads them (MySQL: no `T`, no zone; its sessions are UTC).
+    let at = |t: chrono::DateTime<chrono::Utc>| match db.backend {
+        Backend::Mysql => format!("'{}'", t.format("%Y-%m-%d %H:%M:%S%.3f")),
+        Backend::Postgres | Backend::Sqlite => format!("'{}'", t.format("%Y-%m-%dT%H:%M:%S%.3fZ")),
+    };
+    let long_ago = at(now - chrono::Duration::days(400));
+    let an_hour_ago = at(now - chrono::Duration::hours(1));
+    let ahead = at(now + chrono::Duration::hours(8));
+    let no = "1 = 0";
+    let mut statements =
+        vec!["INSERT INTO kurir_subscribers (id, name) VALUES ('cus_a', 'A')".to_owned()];
+    // (id, expires_at, used_at): the first two go.
+    for (id, expires, used) in [
+        ("pl_expired_unused", &long_ago, "NULL"),
+        ("pl_expired_used", &long_ago, long_ago.as_str()),
+        ("pl_expired_within_the_day", &an_hour_ago, "NULL"),
+        ("pl_used_not_expired", &ahead, long_ago.as_str()),
+    ] {
+        statements.push(format!(
+            "INSERT INTO kurir_portal_links (id, token_hash, subscriber_id, read_only, \
+             created_by, created_via, created_at, expires_at, used_at) VALUES \
+             ('{id}', 'hash_{id}', 'cus_a', {no}, 'admin', 'api', {long_ago}, {expires}, {used})"
+        ));
+    }
+    // (id, expires_at, revoked_at): the first three go.
+    for (id, expires, revoked) in [
+        ("ps_expired", &long_ago, "NULL"),
+        ("ps_revoked", &ahead, long_ago.as_str()),
+        ("ps_expired_and_revoked", &long_ago, long_ago.as_str()),
+        ("ps_expired_within_the_day", &an_hour_ago, "NULL"),
+        ("ps_revoked_within_the_day", &ahead, an_hour_ago.as_str()),
+    ] {
+        statements.push(format!(
+            "INSERT INTO kurir_portal_sessions (id, subscriber_id, link_id, read_only, \
+             created_at, expires_at, revoked_at) VALUES \
+             ('{id}', 'cus_a', 'pl_x', {no}, {long_ago}, {expires}, {revoked})"
+        ));
+    }
+    for sql in &statements {
+        match s {
+            Store::Postgres(p) => sqlx::query(sql).execute(p.pool()).await.map(drop),
+            Store::Sqlite(p) => sqlx::query(sql).execute(p.pool()).await.map(drop),
+            Store::Mysql(p) => sqlx::query(sql).execute(p.pool()).await.map(drop),
+        }
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    // A link opened just now: its session is in force; and one not yet opened.
+    let new_link = |read_only| NewPortalLink {
+        subscriber_id: "cus_a".into(),
+        read_only,
+        return_url: None,
+        expires_at: now + chrono::Duration::minutes(15),
+        created_by: "admin".into(),
+        created_via: Via::Api,
+    };
+    let opened = s.create_portal_link(&new_link(false)).await.unwrap();
+    let hash = kurir::store::tokens::token_hash(opened.token.expose());
+    let Opened::Session(session) = s
+        .open_portal_link(&hash, now + chrono::Duration::hours(8))
+        .await
+        .unwrap()
+    else {
+        panic!("the new link opens");
+    };
+    let waiting = s.create_portal_link(&new_link(true)).await.unwrap();
+
+    let retention = TestApp::config(&db, SHORT).retention;
+    let at = cutoffs(&retention, chrono::Utc::now());
+    let expected = Pruned {
+        portal_links: 2,
+        portal_sessions: 3,
+        ..Pruned::default()
+    };
+    assert_eq!(s.prunable(&at).await.unwrap(), expected);
+    assert_eq!(s.prune_batch(&at, 10).await.unwrap(), Some(expected));
+    assert_eq!(s.prunable(&at).await.unwrap(), Pruned::default());
+
+    let left = |table: &'static str| async move {
+        // MySQL's binary collation needs the cast to read as text.
+        let id = match db.backend {
+            Backend::Mysql => "CAST(id AS CHAR)",
+            Backend::Postgres | Backend::Sqlite => "id",
+        };
+        let sql = format!("SELECT {id} FROM {table}");
+        let mut ids: Vec<String> = match s {
+            Store::Postgres(p) => sqlx::query_scalar(&sql).fetch_all(p.pool()).await,
+            Store::Sqlite(p) => sqlx::query_scalar(&sql).fetch_all(p.pool()).await,
+            Store::Mysql(p) => sqlx::query_scalar(&sql).fetch_all(p.pool()).await,
+        }
+        .unwrap();
+        ids.sort();
+        ids
+    };
+    let mut links = vec![
+        opened.id.clone(),
+        waiting.id.clone(),
+        "pl_expired_within_the_day".to_owned(),
+        "pl_used_not_expired".to_owned(),
+    ];
+    links.sort();
+    assert_eq!(left("kurir_portal_links").await, links);
+    let mut sessions = vec![
+        session.id.clone(),
+        "ps_expired_within_the_day".to_owned(),
+        "ps_revoked_within_the_day".to_owned(),
+    ];
+    sessions.sort();
+    assert_eq!(left("kurir_portal_sessions").await, sessions);
+    assert_eq!(
+        s.portal_session(&session.id).await.unwrap(),
+        Some(session),
+        "the session in force still is"
+    );
+}

@@ -22,6 +22,7 @@ on_both_backends!(
     the_cli_manages_subscribers_and_addresses_endpoints_and_events_to_them,
     the_subscriber_pages_search_page_and_show_endpoints_backlog_and_failures,
     a_subscribers_controls_are_refused_to_a_viewer_and_work_for_an_operator,
+    subscribers_show_lists_its_actions_newest_first_and_says_how_many_more,
 );
 
 /// Regression: on MySQL the list sorted by the select list's `CAST(id AS CHAR)` (the
@@ -511,4 +512,71 @@ async fn a_subscribers_controls_are_refused_to_a_viewer_and_work_for_an_operator
         1,
         "a deleted subscriber has no controls: {shown}"
     );
+}
+
+/// Issue 29: `kurir subscribers show` prints the subscriber's action history (who disabled,
+/// enabled or deleted it, from where, when), newest first, the newest ten, and says how many
+/// older ones it left out; `--json` carries the API's answer whole.
+async fn subscribers_show_lists_its_actions_newest_first_and_says_how_many_more(app: TestApp) {
+    let id = "cus/act?1";
+    create_subscriber(&app, id, "Acts").await;
+    let shown = cli_ok(&app, &["subscribers", "show", id]).await;
+    assert!(
+        shown.contains("actions: none") && !shown.contains("ACTION"),
+        "{shown}"
+    );
+
+    // The oldest through the API, the twelve after it through the CLI: thirteen in all.
+    let (status, body) = app
+        .patch(
+            &format!("/v1/subscribers/{}", view_enc(id)),
+            json!({"enabled": false}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for step in 0..12 {
+        let verb = if step % 2 == 0 { "enable" } else { "disable" };
+        cli_ok(&app, &["subscribers", verb, id]).await;
+    }
+
+    let shown = cli_ok(&app, &["subscribers", "show", id]).await;
+    let lines: Vec<&str> = shown.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("WHEN"))
+        .unwrap_or_else(|| panic!("a table of actions: {shown}"));
+    let columns: Vec<&str> = lines[header].split_whitespace().collect();
+    assert_eq!(columns, ["WHEN", "ACTION", "BY", "VIA"], "{shown}");
+    let rows: Vec<Vec<&str>> = lines[header + 1..]
+        .iter()
+        .take_while(|l| !l.starts_with('('))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 10, "the newest ten: {shown}");
+    // Newest first: the last CLI step was a disable, and they alternate back from it.
+    for (i, row) in rows.iter().enumerate() {
+        let action = if i % 2 == 0 { "disable" } else { "enable" };
+        assert_eq!(row[1..], [action, "admin", "cli"], "row {i}: {shown}");
+        assert!(
+            row[0].parse::<chrono::DateTime<chrono::Utc>>().is_ok(),
+            "{shown}"
+        );
+    }
+    let times: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    let mut newest_first = times.clone();
+    newest_first.sort_by(|a, b| b.cmp(a));
+    assert_eq!(times, newest_first, "{shown}");
+    assert!(
+        shown.contains("(3 older actions not listed; --json lists all 13)"),
+        "{shown}"
+    );
+
+    let json = json_of(&cli_ok(&app, &["subscribers", "show", id, "--json"]).await);
+    assert_eq!(json["id"], id, "{json}");
+    assert_eq!(json["actions"]["total"], 13, "{json}");
+    let all = json["actions"]["data"].as_array().unwrap();
+    assert_eq!(all.len(), 13, "{json}");
+    assert_eq!(all[0]["action"], "disable");
+    assert_eq!(all[12]["action"], "disable");
+    assert_eq!(all[12]["via"], "api", "the oldest, through the API: {json}");
 }

@@ -16,6 +16,7 @@ mod endpoints;
 mod events;
 mod openapi;
 mod portal;
+mod portal_types;
 mod property;
 pub(crate) mod replays;
 mod rotation;

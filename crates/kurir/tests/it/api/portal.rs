@@ -21,7 +21,7 @@ fn browser() -> reqwest::Client {
         .unwrap()
 }
 
-async fn link(app: &TestApp, subscriber: &str, body: Value) -> String {
+pub(super) async fn link(app: &TestApp, subscriber: &str, body: Value) -> String {
     let (status, made) = app
         .post(&format!("/v1/subscribers/{subscriber}/portal-links"), body)
         .await;
@@ -31,7 +31,7 @@ async fn link(app: &TestApp, subscriber: &str, body: Value) -> String {
 }
 
 /// Opens `url`; the status and the session cookie (`name=value`) it set, if any.
-async fn open(url: &str) -> (StatusCode, Option<String>, String) {
+pub(super) async fn open(url: &str) -> (StatusCode, Option<String>, String) {
     let resp = browser().get(url).send().await.unwrap();
     let status = resp.status();
     let cookie = resp
@@ -48,7 +48,7 @@ async fn open(url: &str) -> (StatusCode, Option<String>, String) {
     (status, cookie, resp.text().await.unwrap())
 }
 
-async fn page(
+pub(super) async fn page(
     app: &TestApp,
     cookie: &str,
     method: Method,
