@@ -304,6 +304,85 @@ pub struct AttemptRecord {
     pub response_body: Option<String>,
 }
 
+/// How an attempt ended, for logs and metrics (the dispatcher decides it, the metrics count it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// 2xx.
+    Sent,
+    /// Failed; another attempt is scheduled.
+    Retry,
+    /// Failed for the last time (or 410), whatever the failure: the delivery is dead-lettered.
+    DeadLetter,
+    /// The SSRF guard refused the destination; another attempt is scheduled.
+    Refused,
+}
+
+impl Outcome {
+    /// Lower-case label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sent => "sent",
+            Self::Retry => "retry",
+            Self::DeadLetter => "dead_letter",
+            Self::Refused => "refused",
+        }
+    }
+}
+
+/// What came back from an attempt, coarsely, for metrics: a status class or why there was no
+/// response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResponseClass {
+    /// An HTTP response; the status code divided by 100 (1 to 5; anything else is 0).
+    Status(u8),
+    /// The response (or the connection) did not come in time.
+    Timeout,
+    /// The connection could not be made (refused, reset, DNS, TLS).
+    ConnectError,
+    /// The SSRF guard refused the destination; nothing was sent.
+    Refused,
+    /// Anything else: an invalid URL, a stored payload that is not JSON, a broken request.
+    RequestError,
+}
+
+impl ResponseClass {
+    /// The class of an HTTP status code.
+    pub fn of_status(code: u16) -> Self {
+        Self::Status(if (100..600).contains(&code) {
+            (code / 100) as u8
+        } else {
+            0
+        })
+    }
+
+    /// Lower-case label: `2xx`…`5xx`, `timeout`, `connect_error`, `refused`, `request_error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Status(1) => "1xx",
+            Self::Status(2) => "2xx",
+            Self::Status(3) => "3xx",
+            Self::Status(4) => "4xx",
+            Self::Status(5) => "5xx",
+            Self::Status(_) => "other",
+            Self::Timeout => "timeout",
+            Self::ConnectError => "connect_error",
+            Self::Refused => "refused",
+            Self::RequestError => "request_error",
+        }
+    }
+}
+
+/// One attempt, made: what to record, and how it ended for logs and metrics.
+#[derive(Clone, Debug)]
+pub struct Attempted {
+    /// What the store records.
+    pub completion: Completion,
+    /// How the attempt ended.
+    pub outcome: Outcome,
+    /// What came back.
+    pub class: ResponseClass,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,8 +28,8 @@ use tokio::sync::mpsc;
 
 mod unrecorded;
 
-use super::deliver::ResponseClass;
 use crate::delivery::ClaimedDelivery;
+use crate::delivery::ResponseClass;
 use crate::endpoint::Endpoint;
 use crate::metrics::Metrics;
 use crate::store::{Store, StoreError};

@@ -14,100 +14,23 @@ use kurir_core::Clock;
 use serde_json::value::RawValue;
 
 use crate::config::DeliveryConfig;
-use crate::delivery::{ClaimedDelivery, Completion, NextState, WireText};
+use crate::delivery::{
+    Attempted, ClaimedDelivery, Completion, NextState, Outcome, ResponseClass, WireText,
+};
 use crate::endpoint::Endpoint;
 use crate::pauses::OwnTime;
 use crate::webhook_client::{PostError, Response, Timeouts, WebhookClient};
 
 pub use crate::webhook_client::RESPONSE_CAPTURE_BYTES;
 
-/// How an attempt ended, for logs and metrics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// 2xx.
-    Sent,
-    /// Failed; another attempt is scheduled.
-    Retry,
-    /// Failed for the last time (or 410), whatever the failure: the delivery is dead-lettered.
-    DeadLetter,
-    /// The SSRF guard refused the destination; another attempt is scheduled.
-    Refused,
-}
-
-impl Outcome {
-    /// Lower-case label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Sent => "sent",
-            Self::Retry => "retry",
-            Self::DeadLetter => "dead_letter",
-            Self::Refused => "refused",
-        }
+/// The class of a request that got no response: why there was none.
+fn class_of_error(error: &PostError) -> ResponseClass {
+    match error {
+        PostError::Refused(_) => ResponseClass::Refused,
+        PostError::Timeout(_) => ResponseClass::Timeout,
+        PostError::Connect(_) => ResponseClass::ConnectError,
+        PostError::Request(_) => ResponseClass::RequestError,
     }
-}
-
-/// What came back from an attempt, coarsely, for metrics: a status class or why there was no
-/// response.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResponseClass {
-    /// An HTTP response; the status code divided by 100 (1 to 5; anything else is 0).
-    Status(u8),
-    /// The response (or the connection) did not come in time.
-    Timeout,
-    /// The connection could not be made (refused, reset, DNS, TLS).
-    ConnectError,
-    /// The SSRF guard refused the destination; nothing was sent.
-    Refused,
-    /// Anything else: an invalid URL, a stored payload that is not JSON, a broken request.
-    RequestError,
-}
-
-impl ResponseClass {
-    /// The class of an HTTP status code.
-    pub fn of_status(code: u16) -> Self {
-        Self::Status(if (100..600).contains(&code) {
-            (code / 100) as u8
-        } else {
-            0
-        })
-    }
-
-    /// The class of a request that got no response.
-    pub fn of_error(error: &PostError) -> Self {
-        match error {
-            PostError::Refused(_) => Self::Refused,
-            PostError::Timeout(_) => Self::Timeout,
-            PostError::Connect(_) => Self::ConnectError,
-            PostError::Request(_) => Self::RequestError,
-        }
-    }
-
-    /// Lower-case label: `2xx`…`5xx`, `timeout`, `connect_error`, `refused`, `request_error`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Status(1) => "1xx",
-            Self::Status(2) => "2xx",
-            Self::Status(3) => "3xx",
-            Self::Status(4) => "4xx",
-            Self::Status(5) => "5xx",
-            Self::Status(_) => "other",
-            Self::Timeout => "timeout",
-            Self::ConnectError => "connect_error",
-            Self::Refused => "refused",
-            Self::RequestError => "request_error",
-        }
-    }
-}
-
-/// One attempt, made: what to record, and how it ended for logs and metrics.
-#[derive(Clone, Debug)]
-pub struct Attempted {
-    /// What the store records.
-    pub completion: Completion,
-    /// How the attempt ended.
-    pub outcome: Outcome,
-    /// What came back.
-    pub class: ResponseClass,
 }
 
 /// Sends deliveries, through the shared [`WebhookClient`].
@@ -157,7 +80,7 @@ impl Sender {
                 (Some(resp.status), error, Some(resp.body), o, class)
             }
             Err(e) => {
-                let class = ResponseClass::of_error(&e);
+                let class = class_of_error(&e);
                 (
                     None,
                     Some(WireText::from(e.to_string())),

@@ -23,8 +23,7 @@ use metrics_exporter_prometheus::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::delivery::ClaimedDelivery;
-use crate::dispatch::deliver::{Attempted, Outcome};
+use crate::delivery::{Attempted, ClaimedDelivery, Outcome};
 use crate::endpoint::EndpointId;
 use crate::store::{Orphan, OrphanReason, RelayOutcome};
 
