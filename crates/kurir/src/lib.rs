@@ -76,6 +76,7 @@ pub mod dispatch;
 pub mod encryption;
 pub mod endpoint;
 pub mod gateway;
+pub mod inbox_source;
 pub mod ingest;
 pub mod limits;
 pub mod listener;

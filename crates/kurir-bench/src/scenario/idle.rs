@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use kurir::gateway::source::NewSource;
+use kurir::inbox_source::NewSource;
 
 use super::{result, Ctx, Rig, Via};
 use crate::child::UnderTest;

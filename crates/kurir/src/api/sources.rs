@@ -16,7 +16,7 @@ use super::extract::{whole, ApiJson, ApiPath};
 use kurir_receiver::WebhookSource;
 
 use crate::api::state::AppState;
-use crate::gateway::source::{InboxSource, InvalidSource, NewSource, SourceUpdate};
+use crate::inbox_source::{InboxSource, InvalidSource, NewSource, SourceUpdate};
 use crate::redact::Sensitive;
 
 /// An inbox source as the API shows it.

@@ -5,7 +5,7 @@
 //! which fails it for good; see [`forward`]).
 //!
 //! All of it is kurir-receiver's machinery (verification, the inbox store, the runner and its
-//! processor) with kurir's parts plugged in: sources from `kurir_inbox_sources` ([`source`]),
+//! processor) with kurir's parts plugged in: sources from `kurir_inbox_sources` ([`crate::inbox_source`]),
 //! forwards through the dispatcher's HTTP client ([`forward`]), and two routes ([`routes`]).
 //! Every forward attempt is also kept in the event's history (`store::inbox_history`), which
 //! outlives a retry's reset of the inbox row.
@@ -16,7 +16,6 @@
 
 pub mod forward;
 pub mod routes;
-pub mod source;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@ use kurir_core::Scheme;
 use super::rows::Ts;
 use super::sql::{execute_on, query_as_on, Sql};
 use super::{Result, Store, StoreError};
-use crate::gateway::source::InboxSource;
+use crate::inbox_source::InboxSource;
 
 /// A `kurir_inbox_sources` row before its scheme and secrets are decoded.
 #[derive(sqlx::FromRow)]

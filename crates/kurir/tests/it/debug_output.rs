@@ -6,7 +6,7 @@ use clap::Parser;
 use kurir::api::endpoints::{CreateEndpoint, EndpointView, RotateSecret};
 use kurir::api::sources::{CreateSource, SourceView, UpdateSource};
 use kurir::config::{Config, RawConfig};
-use kurir::gateway::source::{NewSource, SourceUpdate};
+use kurir::inbox_source::{NewSource, SourceUpdate};
 
 const TOKEN: &str = "admin-token-c0ffee-never-printed";
 const PASSWORD: &str = "db-pa55word-never-printed";

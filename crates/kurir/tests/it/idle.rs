@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use kurir::endpoint::NewEndpoint;
-use kurir::gateway::source::NewSource;
+use kurir::inbox_source::NewSource;
 use kurir::store::Store;
 use kurir_core::Secret;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::Utc;
 use kurir::delivery::{DeliveryStatus, NextState};
 use kurir::endpoint::NewEndpoint;
-use kurir::gateway::source::InboxSource;
+use kurir::inbox_source::InboxSource;
 use kurir::outbox::NewEvent;
 use kurir::store::{
     DeliveryQuery, EndpointSlot, EventQuery, IdempotencyKey, Published, ReplayFilter,

@@ -2,8 +2,8 @@
 //! requests are verified (scheme, secrets, tolerance), and where each accepted event is forwarded
 //! (the forward URL, signed with the source's generated forward secret).
 //!
-//! This module owns the source model and its rules. Storing sources is the store's job;
-//! receiving and forwarding are [`super::routes`]' and [`super::forward`]'s.
+//! This module owns the source model and its rules, below everything that uses them. Storing
+//! sources is the store's job; receiving and forwarding are [`crate::gateway`]'s.
 
 use std::time::Duration;
 
