@@ -144,8 +144,9 @@ async fn screenshots(c: &Client, name: &str, anchor: &str) {
     if std::env::var_os("KURIR_SCREENSHOTS").is_none() {
         return;
     }
+    // The section's heading in sight too, above its card.
     let scroll =
-        format!("document.querySelector('{anchor}').scrollIntoView(); window.scrollBy(0, -16);");
+        format!("document.querySelector('{anchor}').scrollIntoView(); window.scrollBy(0, -72);");
     for (width, file) in [(390, format!("{name}-390")), (1280, name.to_owned())] {
         c.set_window_size(width, 900).await.unwrap();
         c.execute(&scroll, vec![]).await.unwrap();
@@ -203,7 +204,8 @@ async fn endpoints_flow(c: &Client, app: &TestApp) {
     );
     check_labels(c, "portal new endpoint").await;
     check_widths(c, "portal-endpoint-new").await;
-    fill(c, "url", &receiver.url).await;
+    let url = format!("{}/webhooks/erp/orders", receiver.url);
+    fill(c, "url", &url).await;
     fill(c, "description", "Our ERP").await;
     click(c, "input[name=event_types][value='order.paid']").await;
     click(c, "form[action='/portal/endpoints'] button[type=submit]").await;
@@ -217,7 +219,7 @@ async fn endpoints_flow(c: &Client, app: &TestApp) {
         .to_owned();
     let (status, shown) = app.get(&format!("/v1/endpoints/{id}")).await;
     assert_eq!(status, StatusCode::OK, "{shown}");
-    assert_eq!(shown["url"], receiver.url.as_str(), "{shown}");
+    assert_eq!(shown["url"], url.as_str(), "{shown}");
     assert_eq!(shown["description"], "Our ERP", "{shown}");
     assert_eq!(shown["event_types"], json!(["order.paid"]), "{shown}");
     assert_eq!(shown["subscriber_id"], "cus_a", "{shown}");
@@ -301,7 +303,7 @@ async fn endpoints_flow(c: &Client, app: &TestApp) {
         .collect();
     types.sort_unstable();
     assert_eq!(types, ["invoice.sent", "order.paid"], "{shown}");
-    assert_eq!(shown["url"], receiver.url.as_str(), "{shown}");
+    assert_eq!(shown["url"], url.as_str(), "{shown}");
 
     // Disable, then enable.
     click(c, "#disable").await;
@@ -317,8 +319,9 @@ async fn endpoints_flow(c: &Client, app: &TestApp) {
     // The list with each one's health: one delivered, one failing.
     let down = Receiver::start().await;
     down.respond_with(500);
+    let staging = format!("{}/webhooks/staging/orders", down.url);
     app.create_endpoint(
-        &down.url,
+        &staging,
         json!({"subscriber_id": "cus_a", "description": "Staging"}),
     )
     .await;
@@ -341,6 +344,33 @@ async fn endpoints_flow(c: &Client, app: &TestApp) {
     );
     check_labels(c, "portal endpoints").await;
     check_widths(c, "portal-endpoints").await;
+    // On a phone each URL is shown whole (wrapped), not cut to its first characters: two
+    // endpoints on one host must not read the same.
+    c.set_window_size(390, 900).await.unwrap();
+    let cut = c
+        .execute(
+            "return [...document.querySelectorAll('td a.url')]
+                .filter(a => a.scrollWidth > a.clientWidth + 1 || a.getClientRects().length === 0
+                    || [...a.getClientRects()].some(r => r.right > window.innerWidth))
+                .map(a => a.title);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(cut, json!([]), "URLs cut at 390 px");
+    let shown = c
+        .find(Locator::Css("main table"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .replace('\n', "");
+    assert!(
+        shown.contains(&url) && shown.contains(&staging),
+        "both URLs whole at 390 px: {shown}"
+    );
+    c.set_window_size(1280, 900).await.unwrap();
     screenshots(c, "portal-endpoints", "main h1").await;
 
     // Delete, after the confirmation.
