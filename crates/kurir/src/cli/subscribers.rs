@@ -87,11 +87,23 @@ pub enum SubscribersCommand {
     },
 }
 
-/// `15m` as seconds.
+/// `15m` as seconds, within the range the API takes (1m to 7d): refused here, in the flag's own
+/// words, rather than as the API's `expires_in` in seconds.
 fn parse_expires_in(s: &str) -> Result<u64, String> {
-    humantime::parse_duration(s)
+    let seconds = humantime::parse_duration(s)
         .map(|d| d.as_secs())
-        .map_err(|e| format!("{e}; e.g. 15m, 1h"))
+        .map_err(|e| format!("{e}; e.g. 15m, 1h"))?;
+    let range = crate::limits::PORTAL_LINK_EXPIRES_IN;
+    let shown = |n: u64| humantime::format_duration(std::time::Duration::from_secs(n));
+    match u32::try_from(seconds).is_ok_and(|n| range.contains(&n)) {
+        true => Ok(seconds),
+        false => Err(format!(
+            "{} is out of range: a link may wait from {} to {} to be opened",
+            shown(seconds),
+            shown((*range.start()).into()),
+            shown((*range.end()).into()),
+        )),
+    }
 }
 
 /// Arguments of `subscribers create`.

@@ -10,7 +10,7 @@ use axum::Router;
 use crate::api::state::AppState;
 
 /// Where the portal's stylesheet is served.
-pub const CSS_PATH: &str = "/portal/assets/portal-1.css";
+pub const CSS_PATH: &str = "/portal/assets/portal-2.css";
 
 const CSS: &str = include_str!("../../assets/portal.css");
 

@@ -120,6 +120,16 @@ struct ListPage {
     deleted: bool,
 }
 
+impl ListPage {
+    /// `url` for its cell: escaped, breakable after each "/" and "." (`<wbr>`). The portal's
+    /// stylesheet shows it whole, wrapped there, rather than cut to its first characters as in
+    /// the dashboard's long lists: a subscriber tells its few endpoints apart by URL, and a
+    /// phone shows no `title`.
+    fn url_wrapped(&self, url: &str) -> String {
+        view::url_breaks(url).replace('.', ".<wbr>")
+    }
+}
+
 #[derive(Default, Deserialize)]
 struct ListQuery {
     cursor: Option<String>,

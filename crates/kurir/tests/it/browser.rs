@@ -163,7 +163,7 @@ pub(crate) async fn check_widths(c: &Client, name: &str) {
 
 /// Saves a screenshot of the window as `docs/screenshots/<name>.png` when `KURIR_SCREENSHOTS` is
 /// set.
-async fn screenshot(c: &Client, name: &str) {
+pub(crate) async fn screenshot(c: &Client, name: &str) {
     if std::env::var_os("KURIR_SCREENSHOTS").is_some() {
         let png = c.screenshot().await.unwrap();
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/screenshots");
