@@ -38,9 +38,15 @@ pub(crate) struct Serve {
 
 /// Starts `kurir serve` in `dir` with only `args`; waits for its "kurir serving" log line.
 pub(crate) async fn serve(dir: &Path, args: &[&str]) -> Serve {
+    serve_with_env(dir, args, &[]).await
+}
+
+/// [`serve`] with the environment variables `env` set too (`KURIR_LOG`, say).
+pub(crate) async fn serve_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Serve {
     let mut child = kurir(dir)
         .arg("serve")
         .args(args)
+        .envs(env.iter().copied())
         .env("KURIR_LOG_FORMAT", "json")
         .stderr(Stdio::piped())
         .stdout(Stdio::null())

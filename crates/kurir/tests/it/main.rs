@@ -43,6 +43,7 @@ mod portal_browser;
 mod portal_cli;
 mod portal_deliveries;
 mod portal_embed;
+mod portal_isolation;
 mod rate_limit;
 mod recording;
 mod retention;
