@@ -1,4 +1,4 @@
-//! The inbox store: `kurir_inbox` on PostgreSQL or SQLite, behind one [`Inbox`] handle.
+//! The inbox store: `kurir_inbox` on PostgreSQL, SQLite or MySQL/MariaDB, behind one [`Inbox`] handle.
 //!
 //! Owns every SQL statement the crate runs and the migrations that create the table. A statement
 //! whose dialects differ only in text is written once per dialect side by side in `sql.rs`; the
