@@ -96,6 +96,7 @@ pub use store::migrate_postgres;
 #[cfg(feature = "sqlite")]
 pub use store::migrate_sqlite;
 pub use store::{
-    database_unavailable, ClaimedEvent, Completion, Fence, Inbox, Receipt, RetryNow, StoreError,
+    database_unavailable, ClaimedEvent, Completion, Fence, Inbox, ListQuery, Listed, Receipt,
+    RetryNow, SourceCount, StoreError,
 };
 pub use tokio_util::sync::CancellationToken;

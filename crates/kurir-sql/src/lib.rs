@@ -8,7 +8,7 @@
 //! - It runs on a store's pool with [`query_as_on!`] (rows decoded with `sqlx::FromRow`) or
 //!   [`execute_on!`] (a write: the number of rows it touched); the store names its pool through
 //!   [`OnPool`]. Inside a transaction, where the code already knows its dialect, it runs with
-//!   [`run_in!`]. None of them builds SQL: they pick the dialect's text, bind, and run.
+//!   [`run_in!`] (or [`run!`] on any executor). None of them builds SQL: they pick the dialect's text, bind, and run.
 //! - Binds are the same values on every dialect, given once each in the order of their numbers
 //!   (`$1`, `$2`, …). Timestamps are bound and read as [`Ts`], which each dialect keeps its own way.
 //! - The placeholder rule ([`mysql`]): PostgreSQL's text uses `$n`, SQLite's `?n`, and MySQL's is

@@ -1,6 +1,7 @@
-//! The runner: [`run_in!`] runs a [`Sql`](crate::Sql) on an executor of a dialect the caller
-//! names (a transaction, a connection); [`query_as_on!`] and [`execute_on!`] pick the dialect from
-//! a store's [`Pool`] and run it there. They choose the dialect's text and bind; none builds SQL.
+//! The runner: [`run!`] runs a [`Sql`](crate::Sql) on an executor of a dialect the caller names;
+//! [`run_in!`] is it on a transaction or connection; [`query_as_on!`] and [`execute_on!`] pick the
+//! dialect from a store's [`Pool`] and run it there. They choose the dialect's text and bind; none
+//! builds SQL.
 
 /// An uninhabited stand-in for the pool of a dialect this build leaves out (its feature is off),
 /// so [`Pool`] has the same variants in every build.
@@ -57,13 +58,13 @@ macro_rules! query_as_on {
     ($store:expr, $sql:expr, $fetch:ident $(, $bind:expr)* $(,)?) => {
         match $crate::OnPool::sql_pool(&$store) {
             $crate::Pool::Postgres(pool) => $crate::__postgres!(pool => {
-                $crate::__run!(pool, postgres, $sql, query_as, $fetch $(, $bind)*)
+                $crate::run!(pool, postgres, $sql, query_as, $fetch $(, $bind)*)
             }),
             $crate::Pool::Sqlite(pool) => $crate::__sqlite!(pool => {
-                $crate::__run!(pool, sqlite, $sql, query_as, $fetch $(, $bind)*)
+                $crate::run!(pool, sqlite, $sql, query_as, $fetch $(, $bind)*)
             }),
             $crate::Pool::Mysql(pool) => $crate::__mysql!(pool => {
-                $crate::__run!(pool, mysql, $sql, query_as, $fetch $(, $bind)*)
+                $crate::run!(pool, mysql, $sql, query_as, $fetch $(, $bind)*)
             }),
         }
     };
@@ -76,38 +77,39 @@ macro_rules! execute_on {
     ($store:expr, $sql:expr $(, $bind:expr)* $(,)?) => {
         match $crate::OnPool::sql_pool(&$store) {
             $crate::Pool::Postgres(pool) => $crate::__postgres!(pool => {
-                $crate::__run!(pool, postgres, $sql, query, execute $(, $bind)*)
+                $crate::run!(pool, postgres, $sql, query, execute $(, $bind)*)
                     .map(|done| done.rows_affected())
             }),
             $crate::Pool::Sqlite(pool) => $crate::__sqlite!(pool => {
-                $crate::__run!(pool, sqlite, $sql, query, execute $(, $bind)*)
+                $crate::run!(pool, sqlite, $sql, query, execute $(, $bind)*)
                     .map(|done| done.rows_affected())
             }),
             $crate::Pool::Mysql(pool) => $crate::__mysql!(pool => {
-                $crate::__run!(pool, mysql, $sql, query, execute $(, $bind)*)
+                $crate::run!(pool, mysql, $sql, query, execute $(, $bind)*)
                     .map(|done| done.rows_affected())
             }),
         }
     };
 }
 
-/// Runs `$sql`'s text for `$dialect` (`postgres`, `sqlite` or `mysql`) on `$tx` (a transaction
-/// or connection, reborrowed as `&mut *tx`) with `$make` (`query`, `query_scalar` or `query_as`)
-/// and `$run` (`execute`, `fetch_one`, …), binding each `$bind` in number order. MySQL's `$n`
-/// placeholders are made positional ([`mysql::positional`](crate::mysql::positional)), so each
-/// bind is used wherever its number stands, as on the other dialects. A `sqlx::Result`.
+/// [`run!`] on a transaction or connection `$tx`, reborrowed as `&mut *tx` (so one can be used for
+/// several statements).
 #[macro_export]
 macro_rules! run_in {
     ($tx:expr, $dialect:ident, $sql:expr, $make:ident, $run:ident $(, $bind:expr)* $(,)?) => {
-        $crate::__run!(&mut *$tx, $dialect, $sql, $make, $run $(, $bind)*)
+        $crate::run!(&mut *$tx, $dialect, $sql, $make, $run $(, $bind)*)
     };
 }
 
-/// [`run_in!`] on any executor, taken as it is (a pool by reference, `&mut *tx`).
-#[doc(hidden)]
+/// The runner: `$sql`'s text for `$dialect` (`postgres`, `sqlite` or `mysql`) run on `$exec`, any
+/// sqlx executor taken as it is (a pool by reference, `&mut *tx`), with `$make` (`query`,
+/// `query_scalar` or `query_as`) and `$run` (`execute`, `fetch_one`, …), binding each `$bind` in
+/// number order. MySQL's `$n` placeholders are made positional
+/// ([`mysql::positional`](crate::mysql::positional)), so each bind is used wherever its number
+/// stands, as on the other dialects. A `sqlx::Result`.
 #[macro_export]
-macro_rules! __run {
-    ($exec:expr, mysql, $sql:expr, $make:ident, $run:ident $(, $bind:expr)*) => {
+macro_rules! run {
+    ($exec:expr, mysql, $sql:expr, $make:ident, $run:ident $(, $bind:expr)* $(,)?) => {
         async {
             let (text, order) = $crate::mysql::positional($sql.mysql);
             let args = $crate::mysql::arguments(&order, &[
@@ -119,7 +121,7 @@ macro_rules! __run {
         }
         .await
     };
-    ($exec:expr, $dialect:ident, $sql:expr, $make:ident, $run:ident $(, $bind:expr)*) => {
+    ($exec:expr, $dialect:ident, $sql:expr, $make:ident, $run:ident $(, $bind:expr)* $(,)?) => {
         $crate::__sqlx::$make($sql.$dialect)$(.bind($bind))*.$run($exec).await
     };
 }

@@ -11,7 +11,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use kurir_sql::Ts;
 
-use super::{ClaimedEvent, Completion, StoreError};
+use super::{ClaimedEvent, Completion, SourceCount, StoreError};
 use crate::event::{EventRecord, InboxEvent, InboxStatus, VerifiedEvent};
 
 /// `available_at` of an event whose attempts are exhausted: the column is `NOT NULL`, so "never" is
@@ -183,6 +183,12 @@ pub(crate) struct RecordRow {
 }
 
 impl RecordRow {
+    pub(crate) fn into_listed(self) -> Result<super::Listed, StoreError> {
+        let id = self.id;
+        let record = self.into_record()?;
+        Ok(super::Listed { id, record })
+    }
+
     pub(crate) fn into_record(self) -> Result<EventRecord, StoreError> {
         let status: InboxStatus = self.status.parse().map_err(|e| StoreError::Corrupt {
             event_id: self.event_id.clone(),
@@ -202,6 +208,30 @@ impl RecordRow {
             last_error: self.last_error,
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,
+        })
+    }
+}
+
+/// A source's count of rows in one status, as [`COUNTS`](super::sql) reads it.
+#[derive(sqlx::FromRow)]
+pub(crate) struct CountRow {
+    pub source: String,
+    pub status: String,
+    pub n: i64,
+    pub oldest: Option<Ts>,
+}
+
+impl CountRow {
+    pub(crate) fn into_count(self) -> Result<SourceCount, StoreError> {
+        let status = self.status.parse().map_err(|e| StoreError::Corrupt {
+            event_id: format!("(any of source {})", self.source),
+            message: format!("{e}"),
+        })?;
+        Ok(SourceCount {
+            source: self.source,
+            status,
+            count: self.n,
+            oldest_created_at: self.oldest.map(|t| t.0),
         })
     }
 }

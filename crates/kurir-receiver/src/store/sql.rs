@@ -12,8 +12,8 @@
 use chrono::{DateTime, Utc};
 use kurir_sql::{execute_on, query_as_on, Sql, Ts};
 
-use super::row::{NewRow, RecordRow};
-use super::{Inbox, Result};
+use super::row::{CountRow, NewRow, RecordRow};
+use super::{Inbox, ListQuery, Result};
 
 impl kurir_sql::OnPool for Inbox {
     fn sql_pool(&self) -> kurir_sql::Pool<'_> {
@@ -75,6 +75,48 @@ const GET_EVENT: Sql = Sql {
             attempts, available_at, last_attempt_at, CAST(last_error AS CHAR) AS last_error, \
             created_at, updated_at \
         FROM kurir_inbox WHERE source = $1 AND event_id = $2",
+};
+
+/// One source's rows, newest first, paged by a keyset on `id`; each filter's bind `NULL` matches
+/// all. Served by `kurir_inbox_source_id (source, id)` and, with a status,
+/// `kurir_inbox_source_status_id (source, status, id)` (migration 1001).
+const LIST: Sql = Sql {
+    postgres: "SELECT id, source, event_id, event_type, idempotency_key, status, attempts, \
+            available_at, last_attempt_at, last_error, created_at, updated_at \
+        FROM kurir_inbox \
+        WHERE source = $1 AND ($2::text IS NULL OR status = $2) \
+          AND ($3::text IS NULL OR event_type = $3) \
+          AND ($4::timestamptz IS NULL OR created_at >= $4) \
+          AND ($5::timestamptz IS NULL OR created_at < $5) AND ($6::int8 IS NULL OR id < $6) \
+        ORDER BY id DESC LIMIT $7",
+    sqlite: "SELECT id, source, event_id, event_type, idempotency_key, status, attempts, \
+            available_at, last_attempt_at, last_error, created_at, updated_at \
+        FROM kurir_inbox \
+        WHERE source = ?1 AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR event_type = ?3) \
+          AND (?4 IS NULL OR created_at >= ?4) AND (?5 IS NULL OR created_at < ?5) \
+          AND (?6 IS NULL OR id < ?6) \
+        ORDER BY id DESC LIMIT ?7",
+    mysql: "SELECT id, CAST(source AS CHAR) AS source, \
+            CAST(event_id AS CHAR) AS event_id, CAST(event_type AS CHAR) AS event_type, \
+            CAST(idempotency_key AS CHAR) AS idempotency_key, CAST(status AS CHAR) AS status, \
+            attempts, available_at, last_attempt_at, CAST(last_error AS CHAR) AS last_error, \
+            created_at, updated_at \
+        FROM kurir_inbox \
+        WHERE source = $1 AND ($2 IS NULL OR status = $2) AND ($3 IS NULL OR event_type = $3) \
+          AND ($4 IS NULL OR created_at >= $4) AND ($5 IS NULL OR created_at < $5) \
+          AND ($6 IS NULL OR id < $6) \
+        ORDER BY id DESC LIMIT $7",
+};
+
+/// Per source and status: how many rows, and the oldest's `created_at`.
+const COUNTS: Sql = Sql {
+    postgres: "SELECT source, status, count(*) AS n, min(created_at) AS oldest \
+        FROM kurir_inbox GROUP BY source, status ORDER BY source, status",
+    sqlite: "SELECT source, status, count(*) AS n, min(created_at) AS oldest \
+        FROM kurir_inbox GROUP BY source, status ORDER BY source, status",
+    mysql: "SELECT CAST(source AS CHAR) AS source, CAST(status AS CHAR) AS status, \
+            COUNT(*) AS n, MIN(created_at) AS oldest \
+        FROM kurir_inbox GROUP BY source, status ORDER BY source, status",
 };
 
 const COMPLETE: Sql = Sql {
@@ -216,4 +258,25 @@ pub(super) async fn reschedule_failed(
 ) -> Result<bool> {
     let done = execute_on!(inbox, RESCHEDULE_FAILED, Ts(now), source, event_id)?;
     Ok(done == 1)
+}
+
+/// One source's rows matching `q`, newest first. A plain read, no locks.
+pub(super) async fn list(inbox: &Inbox, q: &ListQuery) -> Result<Vec<RecordRow>> {
+    Ok(query_as_on!(
+        inbox,
+        LIST,
+        fetch_all,
+        &q.source,
+        q.status.map(|s| s.as_str()),
+        q.event_type.as_deref(),
+        q.since.map(Ts),
+        q.until.map(Ts),
+        q.before_id,
+        i64::from(q.limit),
+    )?)
+}
+
+/// How many rows each source has per status. A plain read of every row, no locks.
+pub(super) async fn counts(inbox: &Inbox) -> Result<Vec<CountRow>> {
+    Ok(query_as_on!(inbox, COUNTS, fetch_all)?)
 }
