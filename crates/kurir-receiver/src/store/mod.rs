@@ -1,11 +1,14 @@
-//! The inbox store: `kurir_inbox` on PostgreSQL, SQLite or MySQL/MariaDB, behind one [`Inbox`] handle.
+//! The inbox store: `kurir_inbox` on PostgreSQL, SQLite or MySQL/MariaDB, behind one [`Inbox`]
+//! handle.
 //!
-//! Owns every SQL statement the crate runs and the migrations that create the table. A statement
-//! whose dialects differ only in text is written once per dialect side by side in `sql.rs`; the
-//! claim, whose shape differs, has one implementation per backend (`postgres.rs`, `sqlite.rs`,
-//! `mysql.rs`); each with a doc line on its locking. This file composes them ([`Inbox::receive`]
-//! is insert, then read on a conflict) and turns rows into the crate's types. Deciding *when* to claim or retry is the
-//! [`Runner`](crate::Runner)'s and the [`Processor`](crate::Processor)'s job, not the store's.
+//! Owns every SQL statement that reads or writes the table (kurir's operator pages list it through
+//! [`Inbox::list`], [`Inbox::find`] and [`Inbox::counts`]) and the migrations that create it. A
+//! statement whose dialects differ only in text is written once per dialect side by side in
+//! `sql.rs` and run by kurir-sql's runner; the claim, whose shape differs, has one implementation
+//! per backend (`postgres.rs`, `sqlite.rs`, `mysql.rs`); each with a doc line on its locking. This
+//! file composes them ([`Inbox::receive`] is insert, then read on a conflict) and turns rows into
+//! the crate's types. Deciding *when* to claim or retry is the [`Runner`](crate::Runner)'s and the
+//! [`Processor`](crate::Processor)'s job, not the store's.
 //!
 //! Rows move `pending` → `processing` (leased: `lease_owner`, `lease_expires_at`, `attempts` + 1) →
 //! `completed` | `failed`. A completion is fenced on `(lease_owner, attempts)`, so a worker whose lease

@@ -1,7 +1,8 @@
-//! What crosses between the backend-neutral [`Inbox`](super::Inbox) and the two SQL backends: the
+//! What crosses between the backend-neutral [`Inbox`](super::Inbox) and the SQL backends: the
 //! values of a new row, rows read back, and the `headers` column's JSON form.
 //!
-//! Keeping these conversions here is what lets `postgres.rs` and `sqlite.rs` be nothing but SQL.
+//! Keeping these conversions here is what lets `postgres.rs`, `sqlite.rs` and `mysql.rs` be
+//! nothing but SQL.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,12 +16,12 @@ use super::{ClaimedEvent, Completion, SourceCount, StoreError};
 use crate::event::{EventRecord, InboxEvent, InboxStatus, VerifiedEvent};
 
 /// `available_at` of an event whose attempts are exhausted: the column is `NOT NULL`, so "never" is
-/// the last millisecond of year 9999, which both backends store and order correctly.
+/// the last millisecond of year 9999, which every backend stores and orders correctly.
 pub(crate) fn never() -> DateTime<Utc> {
     DateTime::from_timestamp_millis(253_402_300_799_999).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
-/// The current time truncated to milliseconds, the precision both backends keep alike.
+/// The current time truncated to milliseconds, the precision every backend keeps alike.
 pub(crate) fn now_millis() -> DateTime<Utc> {
     let now = Utc::now();
     DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
@@ -69,7 +70,7 @@ pub(crate) fn headers_from_json(json: &str) -> HeaderMap {
     headers
 }
 
-/// The values of a row about to be inserted, in both backends' bind order.
+/// The values of a row about to be inserted, in the insert's bind order.
 pub(crate) struct NewRow<'a> {
     pub source: &'a str,
     pub event_id: &'a str,

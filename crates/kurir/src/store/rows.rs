@@ -1,11 +1,12 @@
 //! The row types every dialect decodes into, one struct per kind of row (`sqlx::FromRow`).
 //!
-//! What differs between dialects is absorbed here, so the structs serve them all: [`Ts`] (kurir-sql's) reads a
-//! timestamp however the dialect keeps it, and integer columns are read as `i32` where the
-//! PostgreSQL column is `int4` (SQLite's and MySQL's integers decode into any width), `i64`
-//! where the SQL selects them as `int8`. MySQL's text columns are binary-collated, which sqlx
-//! will not decode into a `String`: its statements select them through `CAST(… AS CHAR)`. A new dialect implements
-//! `sqlx::Type` and `sqlx::Decode` for [`Ts`] and reuses every row below.
+//! What differs between dialects is absorbed here, so the structs serve them all: [`Ts`]
+//! (kurir-sql's) reads a timestamp however the dialect keeps it, and integer columns are read as
+//! `i32` where the PostgreSQL column is `int4` (SQLite's and MySQL's integers decode into any
+//! width), `i64` where the SQL selects them as `int8`. MySQL's text columns are binary-collated,
+//! which sqlx will not decode into a `String`: its statements select them through
+//! `CAST(… AS CHAR)`. A new dialect implements `sqlx::Type` and `sqlx::Decode` for [`Ts`] and
+//! reuses every row below.
 
 use super::{Result, StoreError, StoredEvent};
 use crate::delivery::{AttemptRecord, DeliveryRecord, EventSnapshot, Trigger};

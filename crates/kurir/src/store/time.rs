@@ -1,9 +1,8 @@
 //! Time as the backends keep it (milliseconds; on SQLite a fixed-width UTC text form that sorts
-//! as it should: kurir-sql's), and the SQLite file's directory, made when missing. The current time is the
-//! store's clock's (`store::clock`).
+//! as it should: kurir-sql's), and the SQLite file's directory, made when missing. The current
+//! time is the store's clock's (`store::clock`).
 
 use std::path::Path;
-
 
 pub use kurir_sql::{parse_sqlite_ts, sqlite_ts};
 
