@@ -13,24 +13,11 @@ use kurir_receiver::InboxStatus;
 
 use super::{Result, Store};
 
-/// Filters of the inbox listing; every `None` matches all.
-#[derive(Clone, Debug, Default)]
-pub struct InboxQuery {
-    /// The source (required).
-    pub source: String,
-    /// Exact status.
-    pub status: Option<InboxStatus>,
-    /// Exact event type.
-    pub event_type: Option<String>,
-    /// Received at or after.
-    pub since: Option<DateTime<Utc>>,
-    /// Received before.
-    pub until: Option<DateTime<Utc>>,
-    /// Only rows with a smaller id (the cursor).
-    pub before_id: Option<i64>,
-    /// At most this many rows.
-    pub limit: u32,
-}
+/// Filters of the inbox listing; every `None` matches all (kurir-receiver's).
+pub use kurir_receiver::ListQuery as InboxQuery;
+
+/// Events of one source in one status (kurir-receiver's).
+pub use kurir_receiver::SourceCount as InboxCount;
 
 /// One received event as the listing shows it (never its payload or headers).
 #[derive(Clone, Debug, PartialEq)]
@@ -56,32 +43,10 @@ pub struct InboxListItem {
     pub created_at: DateTime<Utc>,
 }
 
-/// Events of one source in one status.
-#[derive(Clone, Debug, PartialEq)]
-pub struct InboxCount {
-    /// The source.
-    pub source: String,
-    /// The status.
-    pub status: InboxStatus,
-    /// How many.
-    pub count: i64,
-    /// When the oldest of them was received.
-    pub oldest_created_at: Option<DateTime<Utc>>,
-}
-
 impl Store {
     /// One source's events matching `query`, newest first.
     pub async fn list_inbox_events(&self, q: &InboxQuery) -> Result<Vec<InboxListItem>> {
-        let query = kurir_receiver::ListQuery {
-            source: q.source.clone(),
-            status: q.status,
-            event_type: q.event_type.clone(),
-            since: q.since,
-            until: q.until,
-            before_id: q.before_id,
-            limit: q.limit,
-        };
-        let rows = self.inbox().list(&query).await?;
+        let rows = self.inbox().list(q).await?;
         Ok(rows.into_iter().map(InboxListItem::from).collect())
     }
 
@@ -99,16 +64,7 @@ impl Store {
     /// Per source and status: how many events, and when the oldest was received. A read over
     /// every inbox row, for the stats and the dashboard's inbox page.
     pub async fn inbox_counts(&self) -> Result<Vec<InboxCount>> {
-        let counts = self.inbox().counts().await?;
-        Ok(counts
-            .into_iter()
-            .map(|c| InboxCount {
-                source: c.source,
-                status: c.status,
-                count: c.count,
-                oldest_created_at: c.oldest_created_at,
-            })
-            .collect())
+        Ok(self.inbox().counts().await?)
     }
 }
 
