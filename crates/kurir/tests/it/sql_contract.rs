@@ -434,18 +434,24 @@ async fn postgres_refuses_through_domains_by_the_same_rule_names(db: TestDb) {
 
     let refused = |sql: &'static str| async move {
         let mut tx = pool.begin().await.unwrap();
-        sqlx::query("INSERT INTO kurir_outbox (event_id, event_type, payload) \
-                     VALUES ('kept', 'order.paid', '{}')")
-            .execute(&mut *tx)
-            .await
-            .unwrap();
+        sqlx::query(
+            "INSERT INTO kurir_outbox (event_id, event_type, payload) \
+                     VALUES ('kept', 'order.paid', '{}')",
+        )
+        .execute(&mut *tx)
+        .await
+        .unwrap();
         let err = sqlx::query(sql).execute(&mut *tx).await.expect_err(sql);
         // The application's transaction is the one that fails: nothing of it commits.
         drop(tx);
         let sqlx::Error::Database(e) = err else {
             panic!("{sql}: {err}")
         };
-        assert_eq!(e.code().as_deref(), Some("23514"), "{sql}: a check violation");
+        assert_eq!(
+            e.code().as_deref(),
+            Some("23514"),
+            "{sql}: a check violation"
+        );
         (e.constraint().map(str::to_owned), e.message().to_owned())
     };
     for (sql, rule) in [
