@@ -11,9 +11,11 @@
 //! and their database CPU per event the application's own cost.
 //!
 //! On PostgreSQL the rows kurir wrote per delivery are counted from `pg_stat_user_tables`, read
-//! once kurir has stopped (a backend reports its counts at the latest as it exits).
+//! once kurir has stopped (a backend reports its counts at the latest as it exits), and the
+//! statements it ran per delivery from `pg_stat_statements` when the server loads it.
 
 mod meter;
+mod statements;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -48,20 +50,26 @@ enum Path {
 /// The two ceilings around the four delivery runs, then the ratios between them.
 pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     let events = ctx.sizes.events;
-    let before = ceiling(ctx, events, "before").await?;
+    // A smoke run (a few hundred events) checks the harness: E=1 only, one ceiling.
+    let smoke = events <= 1_000;
+    let mut ceilings = vec![ceiling(ctx, events, "before").await?];
     let mut runs = Vec::new();
     for (path, e) in [(Path::Sql, 1), (Path::Sql, 10), (Path::Api, 1), (Path::Api, 10)] {
+        if smoke && e > 1 {
+            continue;
+        }
         // Ten deliveries per event: a fifth of the events keeps the run's length comparable.
         let n = if e == 1 { events } else { (events / 5).max(1) };
         runs.push(one(ctx, path, e, n).await?);
     }
-    let after = ceiling(ctx, events, "after").await?;
-    let ceilings = [before, after];
+    if !smoke {
+        ceilings.push(ceiling(ctx, events, "after").await?);
+    }
     compare(&mut runs, &ceilings, ctx.backend);
-    let [before, after] = ceilings;
-    let mut out = vec![before];
+    let after = if smoke { None } else { ceilings.pop() };
+    let mut out = ceilings;
     out.extend(runs);
-    out.push(after);
+    out.extend(after);
     Ok(out)
 }
 
@@ -143,6 +151,10 @@ async fn one(
     let base_url = rig.start_kurir(ctx).await?;
     let monitor = rig.db.app_pool(1).await?;
     let rows_before = table_writes(&monitor).await?;
+    let statements_before = match &monitor {
+        AppPool::Postgres(pool) => statements::read(pool).await?,
+        _ => None,
+    };
     let meter = Meter::start(monitor.clone(), &rig.app, APP_POOL).await?;
     let kurir_cpu = || rig.kurir.as_ref().map_or(0.0, |k| k.sample().cpu_seconds);
     let (kurir_before, own, busy) = (
@@ -185,6 +197,13 @@ async fn one(
         wait_backends_gone(pool, &shares.harness_ids, ctx.sizes.patience).await?;
         let after = table_writes(&monitor).await?;
         record_writes(&mut r, &rows_before, &after, d.received);
+        if let (Some(before), Some(after)) = (statements_before, statements::read(pool).await?) {
+            let app_transactions = match path {
+                Path::Sql => events.div_ceil(PER_TX) as i64,
+                Path::Api => 0,
+            };
+            statements::record(&mut r, &before, &after, app_transactions, d.received);
+        }
     }
     r.notes.push(match path {
         Path::Sql => format!(

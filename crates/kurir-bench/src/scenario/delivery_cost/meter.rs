@@ -75,6 +75,10 @@ pub struct Meter {
     /// MySQL's server process, whose threads are read.
     server_pid: Option<u32>,
     server_first: u64,
+    /// MySQL: every thread of the server at the first reading, with its CPU then. The server
+    /// keeps finished connections' threads for new ones, so a connection that first shows up
+    /// later may run on a thread that worked before the run.
+    threads_first: HashMap<i64, u64>,
     seen: HashMap<i64, Seen>,
     polls: u64,
 }
@@ -101,6 +105,7 @@ impl Meter {
             own: own.unwrap_or(-1),
             server_pid,
             server_first: 0,
+            threads_first: HashMap::new(),
             seen: HashMap::new(),
             polls: 0,
         };
@@ -126,12 +131,21 @@ impl Meter {
             AppPool::Mysql(pool) => self.mysql_threads(pool).await?,
             AppPool::Sqlite(_) => return Ok(()),
         };
+        if first {
+            if let Some(pid) = self.server_pid {
+                self.threads_first = server_threads(pid);
+            }
+        }
         for (id, owner, ticks) in listed {
             let Some(ticks) = ticks else { continue };
+            let before = match first {
+                true => ticks,
+                // Listed after the first reading: its CPU since the run began.
+                false => self.threads_first.get(&id).copied().unwrap_or(0),
+            };
             let entry = self.seen.entry(id).or_insert(Seen {
                 owner,
-                // Listed after the first reading: started during the run, all of it in it.
-                first: if first { ticks } else { 0 },
+                first: before,
                 last: ticks,
             });
             // A cached MySQL thread may serve another connection later; it stays its first
@@ -273,6 +287,19 @@ async fn mysql_server_pid(pool: &sqlx::MySqlPool) -> Option<u32> {
         .ok()?;
     let pid: u32 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
     process_ticks(pid).map(|_| pid)
+}
+
+/// Every thread of process `pid` with its CPU ticks so far.
+fn server_threads(pid: u32) -> HashMap<i64, u64> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return HashMap::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let tid: i64 = e.file_name().to_str()?.parse().ok()?;
+            Some((tid, stat_ticks(e.path().join("stat").to_str()?)?))
+        })
+        .collect()
 }
 
 /// User plus system CPU ticks of process `pid` (all its threads).
