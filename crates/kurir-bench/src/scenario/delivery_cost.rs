@@ -54,7 +54,12 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
     let smoke = events <= 1_000;
     let mut ceilings = vec![ceiling(ctx, events, "before").await?];
     let mut runs = Vec::new();
-    for (path, e) in [(Path::Sql, 1), (Path::Sql, 10), (Path::Api, 1), (Path::Api, 10)] {
+    for (path, e) in [
+        (Path::Sql, 1),
+        (Path::Sql, 10),
+        (Path::Api, 1),
+        (Path::Api, 10),
+    ] {
         if smoke && e > 1 {
             continue;
         }
@@ -94,7 +99,12 @@ fn compare(runs: &mut [ScenarioResult], ceilings: &[ScenarioResult], backend: Ba
         r.metric("app_insert_alone_core_ms_per_event", alone, "core-ms");
         if backend == Backend::Postgres && r.label == "SQL E=1" {
             let cost = r.get("core_ms_per_delivery").unwrap_or(f64::INFINITY);
-            r.at_most("kurir + its database work per delivery", cost, 0.15, "core-ms");
+            r.at_most(
+                "kurir + its database work per delivery",
+                cost,
+                0.15,
+                "core-ms",
+            );
             r.at_least("delivered/s ÷ insert-only ceiling", ratio, 0.5, "");
         }
     }
@@ -121,7 +131,11 @@ async fn ceiling(ctx: &Ctx, events: usize, when: &str) -> anyhow::Result<Scenari
         Backend::Postgres | Backend::Mysql => shares.core_ms(Owner::Writer),
     };
     r.metric("app_insert_core_ms_per_event", per_event(app_ms), "core-ms");
-    r.metric("harness_core_ms_per_event", per_event(harness_ms), "core-ms");
+    r.metric(
+        "harness_core_ms_per_event",
+        per_event(harness_ms),
+        "core-ms",
+    );
     note_unread(&mut r, &shares);
     r.notes.push(format!(
         "transactions of {PER_TX} plain SQL INSERTs from {WRITERS} connections, kurir not running; \
@@ -232,11 +246,19 @@ fn record_cost(
     let per = |ms: f64| ms / deliveries.max(1) as f64;
     let db_ms = shares.core_ms(Owner::Kurir);
     r.metric("core_ms_per_delivery", per(kurir_ms + db_ms), "core-ms");
-    r.metric("kurir_process_core_ms_per_delivery", per(kurir_ms), "core-ms");
+    r.metric(
+        "kurir_process_core_ms_per_delivery",
+        per(kurir_ms),
+        "core-ms",
+    );
     r.metric("kurir_db_core_ms_per_delivery", per(db_ms), "core-ms");
     let writer = shares.core_ms(Owner::Writer) / events.max(1) as f64;
     r.metric("app_insert_core_ms_per_event", writer, "core-ms");
-    r.metric("autovacuum_core_ms_per_delivery", per(shares.core_ms(Owner::Vacuum)), "core-ms");
+    r.metric(
+        "autovacuum_core_ms_per_delivery",
+        per(shares.core_ms(Owner::Vacuum)),
+        "core-ms",
+    );
     let server = per(shares.core_ms(Owner::Server));
     r.metric("db_server_shared_core_ms_per_delivery", server, "core-ms");
     r.metric("harness_core_ms_per_delivery", per(harness_ms), "core-ms");

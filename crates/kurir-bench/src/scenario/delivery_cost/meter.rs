@@ -236,10 +236,13 @@ impl Running {
                 let total = meter.server_pid.and_then(process_ticks).unwrap_or(0);
                 let threads: u64 = shares.ticks.values().sum();
                 let own = total.saturating_sub(meter.server_first);
-                shares.ticks.insert(Owner::Server, own.saturating_sub(threads));
+                shares
+                    .ticks
+                    .insert(Owner::Server, own.saturating_sub(threads));
             }
             AppPool::Postgres(_) if meter.seen.values().all(|s| s.last == 0) => {
-                shares.unread = Some("the PostgreSQL server's processes were not found here".into());
+                shares.unread =
+                    Some("the PostgreSQL server's processes were not found here".into());
             }
             AppPool::Postgres(_) => {}
         }

@@ -85,7 +85,10 @@ pub fn record(
         .map(|(q, calls, rows)| {
             let q: String = q.chars().take(90).collect();
             let rows_per_call = *rows as f64 / *calls as f64;
-            format!("{:.3}/delivery ({rows_per_call:.1} rows/call) {q}", per(*calls))
+            format!(
+                "{:.3}/delivery ({rows_per_call:.1} rows/call) {q}",
+                per(*calls)
+            )
         })
         .collect();
     r.notes.push(format!(
