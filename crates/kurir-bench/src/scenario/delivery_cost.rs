@@ -164,11 +164,7 @@ async fn one(
     let mut rig = Rig::new(ctx, base, events, &paths).await?;
     let base_url = rig.start_kurir(ctx).await?;
     let monitor = rig.db.app_pool(1).await?;
-    let rows_before = table_writes(&monitor).await?;
-    let statements_before = match &monitor {
-        AppPool::Postgres(pool) => statements::read(pool).await?,
-        _ => None,
-    };
+    let counts_before = Counts::read(&monitor).await?;
     let meter = Meter::start(monitor.clone(), &rig.app, APP_POOL).await?;
     let kurir_cpu = || rig.kurir.as_ref().map_or(0.0, |k| k.sample().cpu_seconds);
     let (kurir_before, own, busy) = (
@@ -176,18 +172,7 @@ async fn one(
         machine::own_cpu_seconds(),
         machine::machine_cpu_ticks(),
     );
-    match path {
-        Path::Sql => write_sql(&rig.app, &rig.recorder, base, events).await?,
-        Path::Api => {
-            let via = Via::Api(super::ceiling::kurir_like_client()?, base_url);
-            let pace = Pace {
-                tx_size: 1,
-                producers: super::api::CONNECTIONS,
-                rate: None,
-            };
-            produce(&rig.app, &via, &rig.recorder, base, events, pace).await?
-        }
-    };
+    send(&rig, path, base_url, base, events).await?;
     let expected = (events * endpoints) as u64;
     rig.wait_or_note(&mut r, expected, ctx.sizes.patience).await;
     // Until kurir has recorded every delivery: its completions are part of the cost.
@@ -209,15 +194,11 @@ async fn one(
     }
     if let AppPool::Postgres(pool) = &monitor {
         wait_backends_gone(pool, &shares.harness_ids, ctx.sizes.patience).await?;
-        let after = table_writes(&monitor).await?;
-        record_writes(&mut r, &rows_before, &after, d.received);
-        if let (Some(before), Some(after)) = (statements_before, statements::read(pool).await?) {
-            let app_transactions = match path {
-                Path::Sql => events.div_ceil(PER_TX) as i64,
-                Path::Api => 0,
-            };
-            statements::record(&mut r, &before, &after, app_transactions, d.received);
-        }
+        let app_transactions = match path {
+            Path::Sql => events.div_ceil(PER_TX) as i64,
+            Path::Api => 0,
+        };
+        (counts_before.record(&mut r, &monitor, app_transactions, d.received)).await?;
     }
     r.notes.push(match path {
         Path::Sql => format!(
@@ -232,6 +213,64 @@ async fn one(
     rig.finish(&mut r, 0).await?;
     r.load_end = machine::load_average();
     Ok(r)
+}
+
+/// Writes events `base .. base + events` through `path`.
+async fn send(
+    rig: &Rig,
+    path: Path,
+    base_url: String,
+    base: u64,
+    events: usize,
+) -> anyhow::Result<()> {
+    match path {
+        Path::Sql => write_sql(&rig.app, &rig.recorder, base, events).await?,
+        Path::Api => {
+            let via = Via::Api(super::ceiling::kurir_like_client()?, base_url);
+            let pace = Pace {
+                tx_size: 1,
+                producers: super::api::CONNECTIONS,
+                rate: None,
+            };
+            produce(&rig.app, &via, &rig.recorder, base, events, pace).await?
+        }
+    };
+    Ok(())
+}
+
+/// PostgreSQL's counts of rows and statements, read before a run and after kurir stopped.
+struct Counts {
+    rows: Vec<(String, [i64; 4])>,
+    statements: Option<statements::Counts>,
+}
+
+impl Counts {
+    async fn read(monitor: &AppPool) -> anyhow::Result<Self> {
+        let statements = match monitor {
+            AppPool::Postgres(pool) => statements::read(pool).await?,
+            _ => None,
+        };
+        Ok(Self {
+            rows: table_writes(monitor).await?,
+            statements,
+        })
+    }
+
+    /// Adds to `r` what was written and run since `self` was read, per delivery.
+    async fn record(
+        self,
+        r: &mut ScenarioResult,
+        monitor: &AppPool,
+        app_transactions: i64,
+        deliveries: usize,
+    ) -> anyhow::Result<()> {
+        let after = Self::read(monitor).await?;
+        record_writes(r, &self.rows, &after.rows, deliveries);
+        if let (Some(before), Some(after)) = (self.statements, after.statements) {
+            statements::record(r, &before, &after, app_transactions, deliveries);
+        }
+        Ok(())
+    }
 }
 
 /// The CPU figures of a delivery run, per delivery.

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use crate::report::ScenarioResult;
 
 /// The harness's monitoring queries, which kurir does not run.
-const HARNESS: [&str; 5] = [
+const HARNESS: [&str; 6] = [
+    "shared_preload_libraries",
     "pg_stat_activity",
     "pg_backend_pid",
     "pg_stat_user_tables",
