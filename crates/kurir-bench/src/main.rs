@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, `idle`,
-//!   `soak`, `api`, `endpoints`, `subscribers`, `scale-out`, `app-cost`, `noisy`, `chaos`, and the rig they share (fresh database, sink, endpoints, kurir under test).
+//!   `soak`, `api`, `endpoints`, `subscribers`, `scale-out`, `app-cost`, `delivery-cost`, `noisy`, `chaos`, and the rig they share (fresh database, sink, endpoints, kurir under test).
 //! - [`child`]: the process under test: this executable re-entered as `kurir serve`, so its
 //!   memory and CPU are measured on their own.
 //! - [`sink`]: the loopback HTTP sink that records when each delivery arrived.
@@ -108,6 +108,7 @@ enum Scenario {
     Subscribers,
     ScaleOut,
     AppCost,
+    DeliveryCost,
     Noisy,
     Chaos,
     All,
@@ -307,6 +308,7 @@ fn scenarios(s: Scenario) -> Vec<Scenario> {
             Scenario::Subscribers,
             Scenario::ScaleOut,
             Scenario::AppCost,
+            Scenario::DeliveryCost,
             Scenario::Noisy,
             Scenario::Chaos,
         ],
@@ -331,6 +333,7 @@ async fn run_scenario(ctx: &Ctx, s: Scenario) -> anyhow::Result<Vec<ScenarioResu
         Scenario::Subscribers => scenario::subscribers::run(ctx).await,
         Scenario::ScaleOut => scenario::scale_out::run(ctx).await,
         Scenario::AppCost => scenario::app_cost::run(ctx).await,
+        Scenario::DeliveryCost => scenario::delivery_cost::run(ctx).await,
         Scenario::Noisy => scenario::noisy::run(ctx).await,
         Scenario::Chaos => scenario::chaos::run(ctx).await,
         Scenario::All => unreachable!("expanded by scenarios()"),

@@ -6,6 +6,7 @@ pub mod app_cost;
 pub mod backlog;
 pub mod ceiling;
 pub mod chaos;
+pub mod delivery_cost;
 pub mod endpoints;
 pub mod idle;
 pub mod inbox;
