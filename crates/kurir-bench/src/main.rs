@@ -89,6 +89,11 @@ struct Args {
     /// removed after a successful run].
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
+    /// The first event's number. The partners of `noisy` and `chaos` choose which requests fail
+    /// by event number, so a run's choices depend on the events before it: `all` numbers on from
+    /// the scenarios before; this repeats another run's choices.
+    #[arg(long, default_value_t = 1)]
+    first_event: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -248,6 +253,7 @@ async fn bench_database(
         server_url.clone(),
         work_dir.join(backend.name()),
         sizes(args, backend),
+        args.first_event,
     );
     std::fs::create_dir_all(&ctx.dir)?;
     let version = db::server_version(backend, server_url).await?;
