@@ -4,7 +4,7 @@
 //! # Layout
 //!
 //! - [`scenario`]: `ceiling`, `throughput`, `latency`, `backlog`, `isolation`, `inbox`, `idle`,
-//!   `soak`, `api`, `endpoints`, `subscribers`, `scale-out`, `app-cost`, `noisy`, `chaos`, and the rig they share (fresh database, sink, endpoints, kurir under test).
+//!   `soak`, `api`, `endpoints`, `subscribers`, `scale-out`, `app-cost`, `delivery-cost`, `noisy`, `chaos`, and the rig they share (fresh database, sink, endpoints, kurir under test).
 //! - [`child`]: the process under test: this executable re-entered as `kurir serve`, so its
 //!   memory and CPU are measured on their own.
 //! - [`sink`]: the loopback HTTP sink that records when each delivery arrived.
@@ -89,6 +89,11 @@ struct Args {
     /// removed after a successful run].
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
+    /// The first event's number. The partners of `noisy` and `chaos` choose which requests fail
+    /// by event number, so a run's choices depend on the events before it: `all` numbers on from
+    /// the scenarios before; this repeats another run's choices.
+    #[arg(long, default_value_t = 1)]
+    first_event: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -108,6 +113,7 @@ enum Scenario {
     Subscribers,
     ScaleOut,
     AppCost,
+    DeliveryCost,
     Noisy,
     Chaos,
     All,
@@ -247,6 +253,7 @@ async fn bench_database(
         server_url.clone(),
         work_dir.join(backend.name()),
         sizes(args, backend),
+        args.first_event,
     );
     std::fs::create_dir_all(&ctx.dir)?;
     let version = db::server_version(backend, server_url).await?;
@@ -307,6 +314,7 @@ fn scenarios(s: Scenario) -> Vec<Scenario> {
             Scenario::Subscribers,
             Scenario::ScaleOut,
             Scenario::AppCost,
+            Scenario::DeliveryCost,
             Scenario::Noisy,
             Scenario::Chaos,
         ],
@@ -331,6 +339,7 @@ async fn run_scenario(ctx: &Ctx, s: Scenario) -> anyhow::Result<Vec<ScenarioResu
         Scenario::Subscribers => scenario::subscribers::run(ctx).await,
         Scenario::ScaleOut => scenario::scale_out::run(ctx).await,
         Scenario::AppCost => scenario::app_cost::run(ctx).await,
+        Scenario::DeliveryCost => scenario::delivery_cost::run(ctx).await,
         Scenario::Noisy => scenario::noisy::run(ctx).await,
         Scenario::Chaos => scenario::chaos::run(ctx).await,
         Scenario::All => unreachable!("expanded by scenarios()"),

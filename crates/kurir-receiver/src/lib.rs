@@ -1,5 +1,5 @@
 //! Receive webhooks without processing any event twice: verify the signature on the raw body, store
-//! each event once in `kurir_inbox` (PostgreSQL or SQLite), answer the sender at once, and process
+//! each event once in `kurir_inbox` (PostgreSQL, SQLite or MySQL/MariaDB), answer the sender at once, and process
 //! the event with your handler, retrying with backoff until it succeeds. Senders may retry, duplicate
 //! and reorder; the inbox key `(source, event_id)` makes that harmless.
 //!
@@ -96,6 +96,7 @@ pub use store::migrate_postgres;
 #[cfg(feature = "sqlite")]
 pub use store::migrate_sqlite;
 pub use store::{
-    database_unavailable, ClaimedEvent, Completion, Fence, Inbox, Receipt, RetryNow, StoreError,
+    database_unavailable, ClaimedEvent, Completion, Fence, Inbox, ListQuery, Listed, Receipt,
+    RetryNow, SourceCount, StoreError,
 };
 pub use tokio_util::sync::CancellationToken;

@@ -6,6 +6,7 @@ pub mod app_cost;
 pub mod backlog;
 pub mod ceiling;
 pub mod chaos;
+pub mod delivery_cost;
 pub mod endpoints;
 pub mod idle;
 pub mod inbox;
@@ -106,15 +107,21 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// A context for `backend`.
-    pub fn new(backend: Backend, server_url: String, dir: PathBuf, sizes: Sizes) -> Self {
+    /// A context for `backend`, whose first event is numbered `first_event`.
+    pub fn new(
+        backend: Backend,
+        server_url: String,
+        dir: PathBuf,
+        sizes: Sizes,
+        first_event: u64,
+    ) -> Self {
         Self {
             backend,
             server_url,
             dir,
             sizes,
             shared: Mutex::default(),
-            next_event: AtomicU64::new(1),
+            next_event: AtomicU64::new(first_event),
         }
     }
 

@@ -58,9 +58,11 @@ pub async fn run(ctx: &Ctx) -> anyhow::Result<Vec<ScenarioResult>> {
         stop.clone(),
     ));
     let start_ns = now_ns();
-    enqueue(&app, ctx.events(events), events).await?;
+    let first_event = ctx.events(events);
+    enqueue(&app, first_event, events).await?;
     let healthy_done = wait_for(&partners, HEALTHY, events, ctx.sizes.patience).await;
     let seen = Seen {
+        first_event,
         events,
         noisy: partners.delivered(NOISY),
         elapsed_s: (now_ns() - start_ns) as f64 / 1e9,
@@ -110,6 +112,7 @@ async fn create_endpoints(
 /// The events, and what the 30 %-failing partner had when the healthy one had them all.
 #[derive(Clone, Copy)]
 struct Seen {
+    first_event: u64,
     events: usize,
     noisy: usize,
     elapsed_s: f64,
@@ -117,6 +120,7 @@ struct Seen {
 
 fn report(r: &mut ScenarioResult, seen: &Seen, circuits: &Circuits, partners: &Partners) {
     let Seen {
+        first_event,
         events,
         noisy,
         elapsed_s,
@@ -154,8 +158,9 @@ fn report(r: &mut ScenarioResult, seen: &Seen, circuits: &Circuits, partners: &P
         "s",
     );
     r.notes.push(format!(
-        "{events} events enqueued in transactions of {TX_SIZE}; the 30 %-failing partner had \
-         {noisy} when the healthy one had them all, {elapsed_s:.1} s after the first"
+        "{events} events (from ev-{first_event}) enqueued in transactions of {TX_SIZE}; the \
+         30 %-failing partner had {noisy} when the healthy one had them all, {elapsed_s:.1} s \
+         after the first"
     ));
 }
 

@@ -1,11 +1,14 @@
-//! The inbox store: `kurir_inbox` on PostgreSQL or SQLite, behind one [`Inbox`] handle.
+//! The inbox store: `kurir_inbox` on PostgreSQL, SQLite or MySQL/MariaDB, behind one [`Inbox`]
+//! handle.
 //!
-//! Owns every SQL statement the crate runs and the migrations that create the table. A statement
-//! whose dialects differ only in text is written once per dialect side by side in `sql.rs`; the
-//! claim, whose shape differs, has one implementation per backend (`postgres.rs`, `sqlite.rs`,
-//! `mysql.rs`); each with a doc line on its locking. This file composes them ([`Inbox::receive`]
-//! is insert, then read on a conflict) and turns rows into the crate's types. Deciding *when* to claim or retry is the
-//! [`Runner`](crate::Runner)'s and the [`Processor`](crate::Processor)'s job, not the store's.
+//! Owns every SQL statement that reads or writes the table (kurir's operator pages list it through
+//! [`Inbox::list`], [`Inbox::find`] and [`Inbox::counts`]) and the migrations that create it. A
+//! statement whose dialects differ only in text is written once per dialect side by side in
+//! `sql.rs` and run by kurir-sql's runner; the claim, whose shape differs, has one implementation
+//! per backend (`postgres.rs`, `sqlite.rs`, `mysql.rs`); each with a doc line on its locking. This
+//! file composes them ([`Inbox::receive`] is insert, then read on a conflict) and turns rows into
+//! the crate's types. Deciding *when* to claim or retry is the [`Runner`](crate::Runner)'s and the
+//! [`Processor`](crate::Processor)'s job, not the store's.
 //!
 //! Rows move `pending` → `processing` (leased: `lease_owner`, `lease_expires_at`, `attempts` + 1) →
 //! `completed` | `failed`. A completion is fenced on `(lease_owner, attempts)`, so a worker whose lease
@@ -228,6 +231,47 @@ pub enum RetryNow {
     NotFailed(InboxStatus),
 }
 
+/// Filters of [`Inbox::list`]; every `None` matches all.
+#[derive(Clone, Debug, Default)]
+pub struct ListQuery {
+    /// The source (required).
+    pub source: String,
+    /// Exact status.
+    pub status: Option<InboxStatus>,
+    /// Exact event type.
+    pub event_type: Option<String>,
+    /// Received at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Received before.
+    pub until: Option<DateTime<Utc>>,
+    /// Only rows with a smaller row id (the cursor of the next page).
+    pub before_id: Option<i64>,
+    /// At most this many rows.
+    pub limit: u32,
+}
+
+/// One stored event with its row id, the order of [`Inbox::list`] and its cursor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// The row id.
+    pub id: i64,
+    /// The event's state.
+    pub record: EventRecord,
+}
+
+/// The events of one source in one status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceCount {
+    /// The source.
+    pub source: String,
+    /// The status.
+    pub status: InboxStatus,
+    /// How many.
+    pub count: i64,
+    /// When the oldest of them was received.
+    pub oldest_created_at: Option<DateTime<Utc>>,
+}
+
 impl Inbox {
     /// Creates `kurir_inbox` and its indexes if missing (see [`migrate_postgres`] and
     /// [`migrate_sqlite`]).
@@ -300,6 +344,27 @@ impl Inbox {
             .await?
             .map(row::RecordRow::into_record)
             .transpose()
+    }
+
+    /// One source's events matching `q`, newest first (for an operator's listing; a page's last
+    /// `id` is the next page's `before_id`).
+    pub async fn list(&self, q: &ListQuery) -> Result<Vec<Listed>> {
+        let rows = sql::list(self, q).await?;
+        rows.into_iter().map(row::RecordRow::into_listed).collect()
+    }
+
+    /// [`Inbox::status`] with the event's row id.
+    pub async fn find(&self, source: &str, event_id: &str) -> Result<Option<Listed>> {
+        sql::get_event(self, source, event_id)
+            .await?
+            .map(row::RecordRow::into_listed)
+            .transpose()
+    }
+
+    /// How many events each source has per status, and when the oldest was received.
+    pub async fn counts(&self) -> Result<Vec<SourceCount>> {
+        let rows = sql::counts(self).await?;
+        rows.into_iter().map(row::CountRow::into_count).collect()
     }
 
     /// Leases up to `limit` due events to `owner` for `lease`: `pending` ones, `failed` ones whose

@@ -11,7 +11,9 @@
 
 use sqlx::mysql::MySqlPool;
 
-use super::row::{Claim, ClaimedRow, Ts};
+use kurir_sql::Ts;
+
+use super::row::{Claim, ClaimedRow};
 use super::Result;
 
 const CLAIMED_COLUMNS: &str = "i.id, CAST(i.source AS CHAR) AS source, \

@@ -4,7 +4,9 @@
 
 use sqlx::postgres::PgPool;
 
-use super::row::{Claim, ClaimedRow, Ts};
+use kurir_sql::Ts;
+
+use super::row::{Claim, ClaimedRow};
 use super::Result;
 
 const CLAIMED_COLUMNS: &str = "id, source, event_id, event_type, idempotency_key, payload, \

@@ -1,26 +1,27 @@
-//! What crosses between the backend-neutral [`Inbox`](super::Inbox) and the two SQL backends: the
+//! What crosses between the backend-neutral [`Inbox`](super::Inbox) and the SQL backends: the
 //! values of a new row, rows read back, and the `headers` column's JSON form.
 //!
-//! Keeping these conversions here is what lets `postgres.rs` and `sqlite.rs` be nothing but SQL.
+//! Keeping these conversions here is what lets `postgres.rs`, `sqlite.rs` and `mysql.rs` be
+//! nothing but SQL.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use http::{HeaderMap, HeaderName, HeaderValue};
-use sqlx::encode::IsNull;
+use kurir_sql::Ts;
 
-use super::{ClaimedEvent, Completion, StoreError};
+use super::{ClaimedEvent, Completion, SourceCount, StoreError};
 use crate::event::{EventRecord, InboxEvent, InboxStatus, VerifiedEvent};
 
 /// `available_at` of an event whose attempts are exhausted: the column is `NOT NULL`, so "never" is
-/// the last millisecond of year 9999, which both backends store and order correctly.
+/// the last millisecond of year 9999, which every backend stores and orders correctly.
 pub(crate) fn never() -> DateTime<Utc> {
     DateTime::from_timestamp_millis(253_402_300_799_999).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
-/// The current time truncated to milliseconds, the precision both backends keep alike.
+/// The current time truncated to milliseconds, the precision every backend keeps alike.
 pub(crate) fn now_millis() -> DateTime<Utc> {
     let now = Utc::now();
     DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
@@ -32,26 +33,6 @@ pub(crate) fn later(at: DateTime<Utc>, duration: Duration) -> DateTime<Utc> {
         .ok()
         .and_then(|delta| at.checked_add_signed(delta))
         .map_or(never(), |t| t.min(never()))
-}
-
-/// SQLite's fixed-width text timestamp, `YYYY-MM-DDTHH:MM:SS.sssZ`, which orders as a string.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-pub(crate) fn sqlite_ts(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-/// Reads a SQLite timestamp: our format, any RFC 3339, or `YYYY-MM-DD HH:MM:SS` (what SQLite's own
-/// `CURRENT_TIMESTAMP` writes, for rows inserted by hand) taken as UTC.
-#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
-pub(crate) fn parse_sqlite_ts(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
-        .map(|d| d.to_utc())
-        .ok()
-        .or_else(|| {
-            chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f")
-                .ok()
-                .map(|n| n.and_utc())
-        })
 }
 
 /// Headers never written to the database: they carry the sender's credentials, not the event's.
@@ -89,7 +70,7 @@ pub(crate) fn headers_from_json(json: &str) -> HeaderMap {
     headers
 }
 
-/// The values of a row about to be inserted, in both backends' bind order.
+/// The values of a row about to be inserted, in the insert's bind order.
 pub(crate) struct NewRow<'a> {
     pub source: &'a str,
     pub event_id: &'a str,
@@ -107,7 +88,45 @@ pub(crate) struct NewRow<'a> {
     pub now: DateTime<Utc>,
 }
 
+/// A [`NewRow`]'s binds, in the order of the insert's `$n`: source, event id, event type,
+/// idempotency key, signature, status, payload, headers, attempts, `available_at` (also
+/// `created_at` and `updated_at`), lease owner, lease expiry, last attempt.
+pub(crate) type NewRowBinds<'a> = (
+    &'a str,
+    &'a str,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    &'static str,
+    &'a [u8],
+    &'a str,
+    i32,
+    Ts,
+    Option<&'a str>,
+    Option<Ts>,
+    Option<Ts>,
+);
+
 impl<'a> NewRow<'a> {
+    /// The values the insert binds, each once.
+    pub(crate) fn binds(&self) -> NewRowBinds<'_> {
+        (
+            self.source,
+            self.event_id,
+            self.event_type,
+            self.idempotency_key,
+            self.signature,
+            self.status,
+            self.payload,
+            &self.headers,
+            i32::try_from(self.attempts).unwrap_or(i32::MAX),
+            Ts(self.now),
+            self.lease_owner,
+            self.lease_expires_at.map(Ts),
+            self.last_attempt_at.map(Ts),
+        )
+    }
+
     /// A `pending` row, or with `claim` a row already leased to its owner for attempt 1.
     pub(crate) fn new(
         event: &'a VerifiedEvent,
@@ -133,100 +152,6 @@ impl<'a> NewRow<'a> {
             last_attempt_at: claim.map(|_| now),
             now,
         }
-    }
-}
-
-/// A stored timestamp: PostgreSQL's `timestamptz`, SQLite's text (any form [`parse_sqlite_ts`]
-/// reads; written in [`sqlite_ts`]'s), MySQL's `DATETIME(3)` in UTC. What lets one row type below
-/// serve every backend, and one bind every dialect; a new backend implements `sqlx::Type`,
-/// `sqlx::Decode` and `sqlx::Encode` for it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Ts(pub DateTime<Utc>);
-
-#[cfg(feature = "postgres")]
-impl sqlx::Type<sqlx::Postgres> for Ts {
-    fn type_info() -> sqlx::postgres::PgTypeInfo {
-        <DateTime<Utc> as sqlx::Type<sqlx::Postgres>>::type_info()
-    }
-    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
-        <DateTime<Utc> as sqlx::Type<sqlx::Postgres>>::compatible(ty)
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl<'r> sqlx::Decode<'r, sqlx::Postgres> for Ts {
-    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
-        <DateTime<Utc> as sqlx::Decode<sqlx::Postgres>>::decode(value).map(Ts)
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl<'q> sqlx::Encode<'q, sqlx::Postgres> for Ts {
-    fn encode_by_ref(
-        &self,
-        buf: &mut sqlx::postgres::PgArgumentBuffer,
-    ) -> Result<IsNull, sqlx::error::BoxDynError> {
-        <DateTime<Utc> as sqlx::Encode<sqlx::Postgres>>::encode_by_ref(&self.0, buf)
-    }
-}
-
-#[cfg(feature = "sqlite")]
-impl sqlx::Type<sqlx::Sqlite> for Ts {
-    fn type_info() -> sqlx::sqlite::SqliteTypeInfo {
-        <String as sqlx::Type<sqlx::Sqlite>>::type_info()
-    }
-    fn compatible(ty: &sqlx::sqlite::SqliteTypeInfo) -> bool {
-        <String as sqlx::Type<sqlx::Sqlite>>::compatible(ty)
-    }
-}
-
-#[cfg(feature = "sqlite")]
-impl<'r> sqlx::Decode<'r, sqlx::Sqlite> for Ts {
-    fn decode(value: sqlx::sqlite::SqliteValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
-        let text = <&str as sqlx::Decode<sqlx::Sqlite>>::decode(value)?;
-        parse_sqlite_ts(text)
-            .map(Ts)
-            .ok_or_else(|| format!("not a timestamp: {text:?}").into())
-    }
-}
-
-#[cfg(feature = "sqlite")]
-impl<'q> sqlx::Encode<'q, sqlx::Sqlite> for Ts {
-    fn encode_by_ref(
-        &self,
-        buf: &mut Vec<sqlx::sqlite::SqliteArgumentValue<'q>>,
-    ) -> Result<IsNull, sqlx::error::BoxDynError> {
-        <String as sqlx::Encode<sqlx::Sqlite>>::encode(sqlite_ts(self.0), buf)
-    }
-}
-
-/// MySQL's `DATETIME(3)`, read as UTC (sqlx's sessions use the time zone `+00:00`).
-#[cfg(feature = "mysql")]
-impl sqlx::Type<sqlx::MySql> for Ts {
-    fn type_info() -> sqlx::mysql::MySqlTypeInfo {
-        <chrono::NaiveDateTime as sqlx::Type<sqlx::MySql>>::type_info()
-    }
-    fn compatible(ty: &sqlx::mysql::MySqlTypeInfo) -> bool {
-        <DateTime<Utc> as sqlx::Type<sqlx::MySql>>::compatible(ty)
-    }
-}
-
-#[cfg(feature = "mysql")]
-impl<'r> sqlx::Decode<'r, sqlx::MySql> for Ts {
-    fn decode(value: sqlx::mysql::MySqlValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
-        <DateTime<Utc> as sqlx::Decode<sqlx::MySql>>::decode(value).map(Ts)
-    }
-}
-
-/// Bound as a `DATETIME` (`NaiveDateTime`): sqlx sends a `DateTime<Utc>` as a `TIMESTAMP`, which
-/// ends in 2038 and turns "never", year 9999, into NULL.
-#[cfg(feature = "mysql")]
-impl<'q> sqlx::Encode<'q, sqlx::MySql> for Ts {
-    fn encode_by_ref(&self, buf: &mut Vec<u8>) -> Result<IsNull, sqlx::error::BoxDynError> {
-        <chrono::NaiveDateTime as sqlx::Encode<sqlx::MySql>>::encode_by_ref(
-            &self.0.naive_utc(),
-            buf,
-        )
     }
 }
 
@@ -259,6 +184,12 @@ pub(crate) struct RecordRow {
 }
 
 impl RecordRow {
+    pub(crate) fn into_listed(self) -> Result<super::Listed, StoreError> {
+        let id = self.id;
+        let record = self.into_record()?;
+        Ok(super::Listed { id, record })
+    }
+
     pub(crate) fn into_record(self) -> Result<EventRecord, StoreError> {
         let status: InboxStatus = self.status.parse().map_err(|e| StoreError::Corrupt {
             event_id: self.event_id.clone(),
@@ -278,6 +209,30 @@ impl RecordRow {
             last_error: self.last_error,
             created_at: self.created_at.0,
             updated_at: self.updated_at.0,
+        })
+    }
+}
+
+/// A source's count of rows in one status, as [`COUNTS`](super::sql) reads it.
+#[derive(sqlx::FromRow)]
+pub(crate) struct CountRow {
+    pub source: String,
+    pub status: String,
+    pub n: i64,
+    pub oldest: Option<Ts>,
+}
+
+impl CountRow {
+    pub(crate) fn into_count(self) -> Result<SourceCount, StoreError> {
+        let status = self.status.parse().map_err(|e| StoreError::Corrupt {
+            event_id: format!("(any of source {})", self.source),
+            message: format!("{e}"),
+        })?;
+        Ok(SourceCount {
+            source: self.source,
+            status,
+            count: self.n,
+            oldest_created_at: self.oldest.map(|t| t.0),
         })
     }
 }
@@ -352,6 +307,7 @@ mod tests {
 
     #[test]
     fn never_sorts_last_in_both_forms() {
+        use kurir_sql::{parse_sqlite_ts, sqlite_ts};
         assert_eq!(sqlite_ts(never()), "9999-12-31T23:59:59.999Z");
         assert_eq!(parse_sqlite_ts(&sqlite_ts(never())), Some(never()));
         assert_eq!(later(never(), Duration::from_secs(60)), never());

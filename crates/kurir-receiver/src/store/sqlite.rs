@@ -7,7 +7,9 @@
 
 use sqlx::sqlite::SqlitePool;
 
-use super::row::{Claim, ClaimedRow, Ts};
+use kurir_sql::Ts;
+
+use super::row::{Claim, ClaimedRow};
 use super::Result;
 
 const CLAIMED_COLUMNS: &str =

@@ -246,3 +246,53 @@ both_backends! {
         assert_eq!(db.total_rows().await, 1);
     }
 }
+
+both_backends! {
+    async fn events_are_listed_newest_first_by_filter_and_counted_per_status(db) {
+        for id in ["evt_l1", "evt_l2", "evt_l3"] {
+            db.inbox.receive(&verified_event(id)).await.unwrap();
+        }
+        let claimed = db.inbox.claim_due("w", HOUR, 1, None).await.unwrap();
+        let give_up = Completion::GiveUp { error: "no".into() };
+        db.inbox.complete(&claimed[0], &give_up).await.unwrap();
+        let failed = claimed[0].event.event_id.clone();
+
+        let query = |status: Option<InboxStatus>, before_id: Option<i64>, limit: u32| {
+            kurir_receiver::ListQuery {
+                source: "billing".into(),
+                status,
+                before_id,
+                limit,
+                ..kurir_receiver::ListQuery::default()
+            }
+        };
+        let all = db.inbox.list(&query(None, None, 10)).await.unwrap();
+        let ids: Vec<&str> = all.iter().map(|l| l.record.event_id.as_str()).collect();
+        assert_eq!(ids, ["evt_l3", "evt_l2", "evt_l1"]);
+        let next = db.inbox.list(&query(None, Some(all[0].id), 1)).await.unwrap();
+        assert_eq!(next[0].record.event_id, "evt_l2");
+        assert_eq!(next.len(), 1);
+        // A filter's value is used twice in the statement (`IS NULL OR =`), bound once.
+        let only_failed = db.inbox.list(&query(Some(InboxStatus::Failed), None, 10)).await.unwrap();
+        assert_eq!(only_failed.len(), 1);
+        assert_eq!(only_failed[0].record.event_id, failed);
+        assert_eq!(only_failed[0].record.next_attempt_at, None);
+        let later = kurir_receiver::ListQuery {
+            since: Some(Utc::now() + chrono::Duration::hours(1)),
+            ..query(None, None, 10)
+        };
+        assert!(db.inbox.list(&later).await.unwrap().is_empty());
+        let elsewhere = kurir_receiver::ListQuery { source: "other".into(), ..query(None, None, 10) };
+        assert!(db.inbox.list(&elsewhere).await.unwrap().is_empty());
+
+        let found = db.inbox.find("billing", &failed).await.unwrap().unwrap();
+        assert_eq!((found.id, found.record.status), (only_failed[0].id, InboxStatus::Failed));
+        assert!(db.inbox.find("billing", "evt_none").await.unwrap().is_none());
+
+        let counts = db.inbox.counts().await.unwrap();
+        let seen: Vec<(&str, InboxStatus, i64)> =
+            counts.iter().map(|c| (c.source.as_str(), c.status, c.count)).collect();
+        assert_eq!(seen, [("billing", InboxStatus::Failed, 1), ("billing", InboxStatus::Pending, 2)]);
+        assert!(counts.iter().all(|c| c.oldest_created_at.is_some()));
+    }
+}

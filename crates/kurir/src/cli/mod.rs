@@ -5,6 +5,11 @@
 //! [`events`], [`event_types`], [`deliveries`], [`replay`], [`replays`], [`stats`], [`sources`],
 //! [`tokens`], [`subscribers`]) talk to a running kurir's admin API through [`client`] and print with [`output`]:
 //! tables for people, `--json` for scripts.
+//!
+//! Everything printed goes through `output::out!`, which ignores a closed stdout: `println!`
+//! panics when the reader of a pipe has gone (`kurir … | head -1`), so clippy refuses it here.
+
+#![deny(clippy::print_stdout)]
 
 pub mod client;
 pub mod deliveries;

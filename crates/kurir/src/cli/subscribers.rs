@@ -10,7 +10,7 @@ use reqwest::Method;
 use serde_json::{json, Map, Value};
 
 use super::client::{insert_given, Client, ClientArgs};
-use super::output;
+use super::output::{self, out};
 use super::subscriber_tokens::{self, TokenCommand};
 
 /// `kurir subscribers …`
@@ -180,8 +180,8 @@ pub async fn run(args: SubscribersArgs) -> anyhow::Result<()> {
         } => {
             let made = portal_link(&client, &id, read_only, expires_in, return_url).await?;
             output::shown(&made, as_json, |m| {
-                println!("{}", m["url"].as_str().unwrap_or_default());
-                println!(
+                out!("{}", m["url"].as_str().unwrap_or_default());
+                out!(
                     "Opens once, until {}.",
                     m["expires_at"].as_str().unwrap_or_default()
                 );

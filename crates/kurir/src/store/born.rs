@@ -8,7 +8,7 @@
 //! rule written for leased rows holds for it unchanged: the completion's fence, the hand-back,
 //! the lease sweep (which takes back a dead process's born rows), the shutdown release, an
 //! endpoint's deletion (which waits for the relay's batch, see each dialect's relay). The
-//! dispatcher offers room only where a claim would take rows (see `dispatch::born`); this
+//! dispatcher offers room only where a claim would take rows (see `dispatch::room`); this
 //! module also refuses keyed rows, whatever room is offered: an ordered endpoint's delivery may
 //! start only once it is its aggregate's head, which only the claim checks.
 

@@ -315,28 +315,15 @@ macro_rules! read_directory {
         match $directory.plan(seq) {
             $crate::store::directory::Read::Nothing(now) => now,
             $crate::store::directory::Read::Above(above) => {
-                let rows = $crate::store::directory::changed_rows!($conn, $dialect, above);
+                let changed = &$crate::store::directory::CHANGED;
+                let rows = kurir_sql::run!($conn, $dialect, changed, query_as, fetch_all, above)?;
                 $directory.apply(seq, above, rows, $codec)?
             }
         }
     }};
 }
 
-/// The rows of [`CHANGED`] above `$above` on `$conn` in `$dialect`.
-macro_rules! changed_rows {
-    ($conn:expr, mysql, $above:expr) => {{
-        let (text, args) =
-            $crate::store::sql::mysql_args!($crate::store::directory::CHANGED, &$above);
-        sqlx::query_as_with(&text, args).fetch_all($conn).await?
-    }};
-    ($conn:expr, $dialect:ident, $above:expr) => {
-        sqlx::query_as($crate::store::directory::CHANGED.$dialect)
-            .bind($above)
-            .fetch_all($conn)
-            .await?
-    };
-}
-pub(super) use {changed_rows, read_directory};
+pub(super) use read_directory;
 
 impl super::Store {
     /// Every live, enabled endpoint, as of now: one read of the change number, and the rows

@@ -1,107 +1,17 @@
 //! The row types every dialect decodes into, one struct per kind of row (`sqlx::FromRow`).
 //!
-//! What differs between dialects is absorbed here, so the structs serve them all: [`Ts`] reads a
-//! timestamp however the dialect keeps it, and integer columns are read as `i32` where the
-//! PostgreSQL column is `int4` (SQLite's and MySQL's integers decode into any width), `i64`
-//! where the SQL selects them as `int8`. MySQL's text columns are binary-collated, which sqlx
-//! will not decode into a `String`: its statements select them through `CAST(… AS CHAR)`. A new dialect implements `sqlx::Type` and `sqlx::Decode` for [`Ts`]
-//! and reuses every row below.
+//! What differs between dialects is absorbed here, so the structs serve them all: [`Ts`]
+//! (kurir-sql's) reads a timestamp however the dialect keeps it, and integer columns are read as
+//! `i32` where the PostgreSQL column is `int4` (SQLite's and MySQL's integers decode into any
+//! width), `i64` where the SQL selects them as `int8`. MySQL's text columns are binary-collated,
+//! which sqlx will not decode into a `String`: its statements select them through
+//! `CAST(… AS CHAR)`. A new dialect implements `sqlx::Type` and `sqlx::Decode` for [`Ts`] and
+//! reuses every row below.
 
-use chrono::{DateTime, Utc};
-use sqlx::encode::IsNull;
-use sqlx::error::BoxDynError;
-use sqlx::{Decode, Encode, MySql, Postgres, Sqlite, Type};
-
-use super::{parse_sqlite_ts, sqlite_ts, Result, StoreError, StoredEvent};
+use super::{Result, StoreError, StoredEvent};
 use crate::delivery::{AttemptRecord, DeliveryRecord, EventSnapshot, Trigger};
 
-/// A stored timestamp: PostgreSQL's `timestamptz`; SQLite's text in kurir's fixed-width form
-/// (or, read, any form [`parse_sqlite_ts`] takes, for rows written by hand); MySQL's
-/// `DATETIME(3)` in UTC. Bound as a
-/// parameter it is written the same way, so one bind serves every dialect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Ts(pub DateTime<Utc>);
-
-impl From<Ts> for DateTime<Utc> {
-    fn from(ts: Ts) -> Self {
-        ts.0
-    }
-}
-
-impl Type<Postgres> for Ts {
-    fn type_info() -> sqlx::postgres::PgTypeInfo {
-        <DateTime<Utc> as Type<Postgres>>::type_info()
-    }
-    fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
-        <DateTime<Utc> as Type<Postgres>>::compatible(ty)
-    }
-}
-
-impl<'r> Decode<'r, Postgres> for Ts {
-    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, BoxDynError> {
-        <DateTime<Utc> as Decode<Postgres>>::decode(value).map(Ts)
-    }
-}
-
-impl Type<Sqlite> for Ts {
-    fn type_info() -> sqlx::sqlite::SqliteTypeInfo {
-        <String as Type<Sqlite>>::type_info()
-    }
-    fn compatible(ty: &sqlx::sqlite::SqliteTypeInfo) -> bool {
-        <String as Type<Sqlite>>::compatible(ty)
-    }
-}
-
-impl<'r> Decode<'r, Sqlite> for Ts {
-    fn decode(value: sqlx::sqlite::SqliteValueRef<'r>) -> Result<Self, BoxDynError> {
-        let raw = <&str as Decode<Sqlite>>::decode(value)?;
-        parse_sqlite_ts(raw)
-            .map(Ts)
-            .ok_or_else(|| format!("'{raw}' is not a timestamp").into())
-    }
-}
-
-impl<'q> Encode<'q, Postgres> for Ts {
-    fn encode_by_ref(
-        &self,
-        buf: &mut sqlx::postgres::PgArgumentBuffer,
-    ) -> Result<IsNull, BoxDynError> {
-        <DateTime<Utc> as Encode<Postgres>>::encode_by_ref(&self.0, buf)
-    }
-}
-
-impl<'q> Encode<'q, Sqlite> for Ts {
-    fn encode_by_ref(
-        &self,
-        buf: &mut Vec<sqlx::sqlite::SqliteArgumentValue<'q>>,
-    ) -> Result<IsNull, BoxDynError> {
-        <String as Encode<Sqlite>>::encode(sqlite_ts(self.0), buf)
-    }
-}
-
-/// MySQL's `DATETIME`, UTC in kurir's sessions (time zone `+00:00`).
-impl Type<MySql> for Ts {
-    fn type_info() -> sqlx::mysql::MySqlTypeInfo {
-        <chrono::NaiveDateTime as Type<MySql>>::type_info()
-    }
-    fn compatible(ty: &sqlx::mysql::MySqlTypeInfo) -> bool {
-        <DateTime<Utc> as Type<MySql>>::compatible(ty)
-    }
-}
-
-impl<'r> Decode<'r, MySql> for Ts {
-    fn decode(value: sqlx::mysql::MySqlValueRef<'r>) -> Result<Self, BoxDynError> {
-        <DateTime<Utc> as Decode<MySql>>::decode(value).map(Ts)
-    }
-}
-
-/// Bound as a `DATETIME`: sqlx sends a `DateTime<Utc>` as a `TIMESTAMP`, whose range ends in
-/// 2038.
-impl<'q> Encode<'q, MySql> for Ts {
-    fn encode_by_ref(&self, buf: &mut Vec<u8>) -> Result<IsNull, BoxDynError> {
-        <chrono::NaiveDateTime as Encode<MySql>>::encode_by_ref(&self.0.naive_utc(), buf)
-    }
-}
+pub(crate) use kurir_sql::Ts;
 
 fn u32_of(v: i32) -> u32 {
     u32::try_from(v).unwrap_or(0)

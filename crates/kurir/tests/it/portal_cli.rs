@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 use kurir::store::Store;
 
 use crate::api::support::TestApp;
-use crate::cli::{cli_at, cli_ok};
+use crate::api::support::TOKEN;
+use crate::cli::{cli_at, cli_ok, kurir};
 
 crate::on_both_backends!(kurir_subscribers_portal_link_prints_a_link_that_opens_a_session);
 
@@ -105,6 +106,27 @@ async fn kurir_subscribers_portal_link_prints_a_link_that_opens_a_session(app: T
     );
     let used = reqwest::Client::new().get(url).send().await.unwrap();
     assert_eq!(used.status(), StatusCode::GONE, "single use");
+
+    // A reader that has gone (`kurir subscribers portal-link … | head -1` after its line): the
+    // command still ends well. Its stdout is closed before it has made its request, so its
+    // first line meets a closed pipe (it panicked there, as `println!` does).
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = kurir(dir.path())
+        .args(["subscribers", "portal-link", "cus_8Hq2"])
+        .env("KURIR_URL", &app.url)
+        .env("KURIR_ADMIN_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let ended = child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&ended.stderr);
+    assert!(
+        ended.status.success() && !stderr.contains("panicked"),
+        "{}: {stderr}",
+        ended.status
+    );
 
     // Every option.
     let before = Utc::now();

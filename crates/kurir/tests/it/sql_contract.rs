@@ -15,6 +15,7 @@ on_both_backends!(
     the_readme_insert_with_bad_values_names_the_constraint,
     an_outbox_insert_maintains_only_what_refuses_a_row_and_what_the_relay_reads,
     a_row_nested_deeper_than_128_levels_is_recorded_as_refused_not_delivered,
+    postgres_refuses_through_domains_by_the_same_rule_names,
 );
 
 /// The README's plain INSERT, with every value a parameter as an application binds them.
@@ -408,4 +409,103 @@ async fn an_outbox_insert_maintains_only_what_refuses_a_row_and_what_the_relay_r
         ],
     };
     assert_eq!(indexes, expected);
+}
+
+/// Issue 27, item 3: on PostgreSQL the rules are domain constraints, not table CHECKs, because a
+/// table's CHECKs are parsed and planned again by every INSERT. The move must keep every rule,
+/// refused at the write, inside the application's transaction, by the rule's name: also for an
+/// UPDATE that writes a column, for `version`, and for an empty event type (which the format
+/// rule refuses; before the move a CHECK of its own, `kurir_outbox_event_type_check`, did).
+async fn postgres_refuses_through_domains_by_the_same_rule_names(db: TestDb) {
+    let Store::Postgres(pg) = &db.store else {
+        // SQLite's rules are triggers and MySQL's CHECKs, tested above; neither re-plans them
+        // per statement.
+        return;
+    };
+    let pool = pg.pool();
+    let checks: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_constraint \
+         WHERE conrelid = 'kurir_outbox'::regclass AND contype = 'c'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(checks, 0, "no table CHECK left for every INSERT to re-plan");
+
+    let refused = |sql: &'static str| async move {
+        let mut tx = pool.begin().await.unwrap();
+        sqlx::query(
+            "INSERT INTO kurir_outbox (event_id, event_type, payload) \
+                     VALUES ('kept', 'order.paid', '{}')",
+        )
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        let err = sqlx::query(sql).execute(&mut *tx).await.expect_err(sql);
+        // The application's transaction is the one that fails: nothing of it commits.
+        drop(tx);
+        let sqlx::Error::Database(e) = err else {
+            panic!("{sql}: {err}")
+        };
+        assert_eq!(
+            e.code().as_deref(),
+            Some("23514"),
+            "{sql}: a check violation"
+        );
+        (e.constraint().map(str::to_owned), e.message().to_owned())
+    };
+    for (sql, rule) in [
+        (
+            "INSERT INTO kurir_outbox (event_type, payload) VALUES ('', '{}')",
+            "kurir_outbox_event_type_format",
+        ),
+        (
+            "INSERT INTO kurir_outbox (event_type, version, payload) VALUES ('a', 0, '{}')",
+            "kurir_outbox_version_check",
+        ),
+        (
+            "UPDATE kurir_outbox SET event_type = 'Order.Paid' WHERE event_id = 'kept'",
+            "kurir_outbox_event_type_format",
+        ),
+        (
+            "UPDATE kurir_outbox SET payload = '[1]' WHERE event_id = 'kept'",
+            "kurir_outbox_payload_object",
+        ),
+        (
+            "UPDATE kurir_outbox SET aggregate_id = '' WHERE event_id = 'kept'",
+            "kurir_outbox_aggregate_format",
+        ),
+    ] {
+        let (constraint, message) = refused(sql).await;
+        assert_eq!(constraint.as_deref(), Some(rule), "{sql}: {message}");
+        assert!(message.contains(rule), "{sql}: {message}");
+    }
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM kurir_outbox")
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0, "every refused transaction left nothing");
+
+    // The default event id (built as text since migration 0027) is a UUIDv7 whose time is the
+    // INSERT's, to the millisecond.
+    let before = chrono::Utc::now().timestamp_millis();
+    let id: String = sqlx::query_scalar(
+        "INSERT INTO kurir_outbox (event_type, payload) VALUES ('order.paid', '{}') \
+         RETURNING event_id",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    let after = chrono::Utc::now().timestamp_millis();
+    let uuid = uuid::Uuid::parse_str(&id).unwrap_or_else(|_| panic!("{id} is not a UUID"));
+    assert_eq!(uuid.get_version_num(), 7, "{id}");
+    assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122, "{id}");
+    // A UUIDv7's first 48 bits are its Unix milliseconds.
+    let millis = i64::from_str_radix(&uuid.simple().to_string()[..12], 16).unwrap();
+    // The database's clock and this process's are the same machine's; a second of slack
+    // covers rounding, never a wrong layout (which would be off by years).
+    assert!(
+        (before - 1000..=after + 1000).contains(&millis),
+        "{id}: {millis} not within [{before}, {after}]"
+    );
 }

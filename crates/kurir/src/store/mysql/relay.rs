@@ -17,8 +17,7 @@ use crate::store::event_list::{ids_json, LIST_BATCH};
 use crate::store::ordering::EARLIER_BATCHES;
 use crate::store::rows::OutboxHead;
 use crate::store::rules::{fan_out, gone_endpoints, next_at, next_status, FanOut};
-use crate::store::sql::mysql_args;
-use crate::store::sql::positional;
+use crate::store::sql::{positional, run_in};
 use crate::store::{BirthOffer, EndpointSlot, Leased, OutboxLook, Relayed, Result};
 
 /// The endpoints' change number, read by a relay batch: shared-locked, so an endpoint's write
@@ -94,8 +93,7 @@ async fn refuse(tx: &mut sqlx::MySqlConnection, out: &FanOut) -> Result<()> {
 async fn pass(tx: &mut sqlx::MySqlConnection, out: &FanOut) -> Result<()> {
     refuse(&mut *tx, out).await?;
     let ids = ids_json(&out.dispatched);
-    let (list, args) = mysql_args!(LIST_BATCH, &ids);
-    sqlx::query_with(&list, args).execute(&mut *tx).await?;
+    run_in!(tx, mysql, LIST_BATCH, query, execute, ids)?;
     let sql = format!(
         "UPDATE kurir_outbox SET dispatched_at = UTC_TIMESTAMP(3) WHERE {}",
         in_list("id", out.dispatched.len())
