@@ -439,7 +439,11 @@ async fn the_portals_secrets_link_token_session_and_csrf_token_never_reach_the_d
         .expect("the session cookie")
         .to_owned();
     // Opened again: refused, and the refusal is logged too.
-    let again = http.get(format!("{}{path}", server.url)).send().await.unwrap();
+    let again = http
+        .get(format!("{}{path}", server.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(again.status(), StatusCode::GONE);
     let value = cookie.split_once('=').unwrap().1.to_owned();
     let mut parts = value.split('.');
