@@ -81,7 +81,8 @@ pub fn owner_id() -> String {
 /// What one [`Dispatcher::step`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StepOutcome {
-    /// Claimed this many deliveries; as many as asked for, so poll again at once.
+    /// Claimed this many deliveries: as many as there was room for, or the room was cut (see
+    /// `room::reserve`): claim again at once.
     Full(usize),
     /// Claimed fewer than asked for (maybe none): wait for a wake-up or the poll interval.
     Partial(usize),
@@ -176,6 +177,7 @@ impl Dispatcher {
         // Held until the claimed deliveries are in their lanes: a relay batch meanwhile sees the
         // room as taken.
         let mut room = self.reserve(&endpoints, free).await?;
+        let cut = room.cut();
         let endpoint_slots = std::mem::take(&mut room.slots);
         let (endpoint_slots, taken, held) = rates::take(&self.store, endpoint_slots).await?;
         if endpoint_slots.is_empty() {
@@ -207,7 +209,10 @@ impl Dispatcher {
             self.lanes.return_late(back);
             self.hand_back_late("circuit_open").await;
         }
-        Ok(if n == free {
+        // A short claim of a cut room asked only some endpoints with room: the others are
+        // asked at once. Each such round drops from the due set the endpoints it found drained,
+        // so the rounds end.
+        Ok(if n == free || cut {
             StepOutcome::Full(n)
         } else if held && n == 0 {
             StepOutcome::Throttled
@@ -216,9 +221,10 @@ impl Dispatcher {
         })
     }
 
-    /// Every endpoint that may have due deliveries (see `due`) with room left in this process,
-    /// reserved, in random order so no endpoint is always first in line when the global cap
-    /// binds (see `room` for each one's room).
+    /// The endpoints that may have due deliveries (see `due`) with room left in this process,
+    /// as many as can fill `free`, reserved, taken in random order so no endpoint is always
+    /// first in line when the global cap binds or the room is cut (see `room` for each one's
+    /// room).
     async fn reserve(
         &self,
         endpoints: &crate::store::directory::Endpoints,
@@ -237,10 +243,15 @@ impl Dispatcher {
             }
         }
         self.due.remove(gone.iter().map(String::as_str));
+        live.shuffle(&mut rand::thread_rng());
         let margin = self.config.lease_margin;
-        let mut room = room::reserve(&self.lanes, &live, free, margin, room::For::Claim);
-        room.slots.shuffle(&mut rand::thread_rng());
-        Ok(room)
+        Ok(room::reserve(
+            &self.lanes,
+            &live,
+            free,
+            margin,
+            room::For::Claim,
+        ))
     }
 
     /// The relay's handle for deliveries born claimed to this process (see `room`).

@@ -31,8 +31,12 @@ pub(super) enum For {
     Birth,
 }
 
-/// Every endpoint of `endpoints` with room left in this process for `who`, sharing `free`
-/// (see the module doc), reserved in the lanes until the returned [`Room`] is dropped.
+/// The endpoints of `endpoints` with room left in this process for `who`, in their order,
+/// sharing `free` (see the module doc), reserved in the lanes until the returned [`Room`] is
+/// dropped. Only as many as can fill `free`: a claim or batch never takes more than that, and
+/// each endpoint asked for costs the statement a probe of its due rows whether it yields one or
+/// not, so asking every endpoint with room made a claim cost the endpoints with due deliveries
+/// instead of the deliveries it takes. [`Room::cut`] tells whether some were left out.
 pub(super) fn reserve(
     lanes: &Arc<Lanes>,
     endpoints: &[Arc<Endpoint>],
@@ -42,40 +46,45 @@ pub(super) fn reserve(
 ) -> Room {
     let share = free.div_ceil(endpoints.len().max(1)) as u32;
     let mut held = lanes.lock();
-    let slots: Vec<EndpointSlot> = endpoints
-        .iter()
-        .filter_map(|e| {
-            let probe = match lanes.breakers.gate(e) {
-                Gate::Pass => None,
-                Gate::Probe if who == For::Claim => Some(1),
-                Gate::Probe | Gate::Hold => return None,
-            };
-            let born_refused = e.ordering != Ordering::None || e.rate_limit_per_second.is_some();
-            if who == For::Birth && born_refused {
-                return None;
-            }
-            let lane = held.get(&e.id);
-            let busy = lane.map_or(0, |l| l.in_flight + l.waiting.len() as u32 + l.reserved);
-            let rounds = if lane.is_some_and(|l| l.quick) {
-                1 + WAITING_ROUNDS
-            } else {
-                1
-            };
-            let limit = (rounds * e.max_in_flight)
-                .saturating_sub(busy)
-                .min(share.max(1));
-            let limit = probe.unwrap_or(limit);
-            if limit == 0 {
-                return None;
-            }
-            held.entry(e.id.clone()).or_default().reserved += limit;
-            Some(EndpointSlot {
-                endpoint: e.clone(),
-                limit,
-                lease: lease(lanes, margin, e),
-            })
-        })
-        .collect();
+    let mut slots: Vec<EndpointSlot> = Vec::new();
+    let mut asked = 0usize;
+    let mut cut = false;
+    for e in endpoints {
+        if asked >= free {
+            cut = true;
+            break;
+        }
+        let probe = match lanes.breakers.gate(e) {
+            Gate::Pass => None,
+            Gate::Probe if who == For::Claim => Some(1),
+            Gate::Probe | Gate::Hold => continue,
+        };
+        let born_refused = e.ordering != Ordering::None || e.rate_limit_per_second.is_some();
+        if who == For::Birth && born_refused {
+            continue;
+        }
+        let lane = held.get(&e.id);
+        let busy = lane.map_or(0, |l| l.in_flight + l.waiting.len() as u32 + l.reserved);
+        let rounds = if lane.is_some_and(|l| l.quick) {
+            1 + WAITING_ROUNDS
+        } else {
+            1
+        };
+        let limit = (rounds * e.max_in_flight)
+            .saturating_sub(busy)
+            .min(share.max(1));
+        let limit = probe.unwrap_or(limit);
+        if limit == 0 {
+            continue;
+        }
+        held.entry(e.id.clone()).or_default().reserved += limit;
+        asked += limit as usize;
+        slots.push(EndpointSlot {
+            endpoint: e.clone(),
+            limit,
+            lease: lease(lanes, margin, e),
+        });
+    }
     drop(held);
     Room {
         reserved: slots
@@ -84,6 +93,7 @@ pub(super) fn reserve(
             .collect(),
         slots,
         limit: free as u32,
+        cut,
         lanes: Arc::downgrade(lanes),
         who,
     }
@@ -121,6 +131,8 @@ pub struct Room {
     reserved: Vec<(EndpointId, u32)>,
     pub(super) slots: Vec<EndpointSlot>,
     limit: u32,
+    /// Endpoints with room were left out: the slots could already fill the room.
+    cut: bool,
     lanes: Weak<Lanes>,
     who: For,
 }
@@ -129,6 +141,12 @@ impl Room {
     /// No endpoint has room.
     pub(super) fn is_empty(&self) -> bool {
         self.slots.is_empty()
+    }
+
+    /// Whether endpoints with room were left out of the slots, which could fill the room by
+    /// themselves: a claim that comes back short has not seen every endpoint it could claim for.
+    pub(super) fn cut(&self) -> bool {
+        self.cut
     }
 }
 
@@ -243,6 +261,24 @@ mod tests {
         let mut new = NewEndpoint::new("http://127.0.0.1:9/hook");
         new.max_in_flight = Some(1);
         Arc::new(endpoint_from_new(new, chrono::Utc::now()))
+    }
+
+    /// A claim of room for 3 asks 3 endpoints, not each of the 10 with room: each asked costs
+    /// the claim's statement a probe of its due rows. Before, all 10 were asked, each for one.
+    #[tokio::test]
+    async fn a_claim_asks_only_as_many_endpoints_as_can_fill_its_room() {
+        let lanes = lanes().await;
+        let endpoints: Vec<_> = (0..10).map(|_| one_at_a_time()).collect();
+        let margin = Duration::from_secs(1);
+        let claim = reserve(&lanes, &endpoints, 3, margin, For::Claim);
+        let asked: Vec<_> = claim.slots.iter().map(|s| s.endpoint.id.clone()).collect();
+        let first: Vec<_> = endpoints[..3].iter().map(|e| e.id.clone()).collect();
+        assert_eq!(asked, first, "the first three, in the order given");
+        assert!(claim.cut(), "seven endpoints with room were left out");
+        drop(claim);
+        let everything = reserve(&lanes, &endpoints, 10, margin, For::Claim);
+        assert_eq!(everything.slots.len(), 10);
+        assert!(!everything.cut(), "nothing was left out");
     }
 
     /// A claim on its way to the database holds its endpoints' room: a relay batch meanwhile

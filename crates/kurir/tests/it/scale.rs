@@ -6,19 +6,23 @@
 //! (item 2): the work, each taking what it can start soon, and the relay's pace, so that three
 //! processes relay in batches as large as one process's.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use kurir::encryption::Keyring;
 use kurir::endpoint::{EventFilter, NewEndpoint};
+use kurir::outbox::NewEvent;
 use kurir::store::Store;
 
 use crate::on_shared_servers;
 use crate::support::process::{free_port, kurir_serve, Kurir};
 use crate::support::proxy::{url_through, Proxy};
 use crate::support::receiver::Receiver;
-use crate::support::{enqueue_events, eventually, TestDb};
+use crate::support::{enqueue_all, enqueue_events, eventually, TestDb};
 
 on_shared_servers!(
     installed_endpoints_that_receive_nothing_cost_a_delivery_nothing,
+    a_claim_costs_the_deliveries_it_takes_not_the_endpoints_with_deliveries_due,
     three_processes_each_send_a_share_of_a_slow_partners_stream,
     three_processes_relay_no_oftener_than_one_poll_interval,
 );
@@ -74,6 +78,88 @@ async fn installed_endpoints_that_receive_nothing_cost_a_delivery_nothing(db: Te
          of answers instead of about {alone}"
     );
     assert!(kurir.terminate().await.success());
+}
+
+/// Deliveries due when kurir starts, in each round of the claim test.
+const DUE: usize = 1_000;
+
+/// The claim test's room per claim: far fewer deliveries than are due.
+const CLAIM_ROOM: &str = "10";
+
+/// Fans out the events written so far into pending deliveries, as a relay with no dispatcher
+/// to be born claimed to does: a started kurir then claims every one of them.
+async fn relay_everything(store: &Store) {
+    while store.relay_batch(500).await.unwrap().events > 0 {}
+}
+
+/// The bytes kurir sent the database from its start until it delivered `DUE` more deliveries,
+/// all pending when it started. `key` opens the endpoints' secrets, as the test's relay does.
+async fn sent_to_deliver_the_due(db: &TestDb, key: &str, receiver: &Receiver, path: &str) -> u64 {
+    let proxy = Proxy::counting(&db.url).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = kurir_serve(&url_through(&db.url, &proxy), dir.path());
+    serve
+        .env("KURIR_BATCH_SIZE", CLAIM_ROOM)
+        .env("KURIR_ENCRYPTION_KEY", key);
+    let mut kurir = Kurir::spawn(serve);
+    eventually("the due deliveries", || async {
+        (receiver.requests_to(path).len() >= DUE).then_some(())
+    })
+    .await;
+    let sent = proxy.bytes_sent();
+    assert!(kurir.terminate().await.success());
+    sent
+}
+
+/// A claim asks the database for as many endpoints as its room can fill. It used to name
+/// every endpoint with due deliveries, each probed by the claim's statement, so with one due
+/// delivery at each of a thousand endpoints every claim of ten carried a thousand slots (and
+/// PostgreSQL looked each leased row's lease up among them). Measured as the bytes kurir sends
+/// the database: the same number of deliveries, first to one endpoint, then one to each of
+/// `DUE` endpoints.
+async fn a_claim_costs_the_deliveries_it_takes_not_the_endpoints_with_deliveries_due(db: TestDb) {
+    // kurir seals the secrets at its first start; the test's relay must open them after.
+    let key = Keyring::generate_key();
+    let keyring = Keyring::parse(&key, "KURIR_ENCRYPTION_KEY").unwrap();
+    let store = db.store.clone().with_keyring(Arc::new(keyring));
+    let receiver = Receiver::ok().await;
+    let mut one = NewEndpoint::new(receiver.url("/one"));
+    one.event_types = EventFilter::parse(vec!["one.paid".to_owned()]).unwrap();
+    store.create_endpoint(one).await.unwrap();
+    for i in 0..DUE {
+        let mut each = NewEndpoint::new(receiver.url("/each"));
+        each.event_types = EventFilter::parse(vec![format!("each.t{i}")]).unwrap();
+        store.create_endpoint(each).await.unwrap();
+    }
+
+    enqueue_events(&store, "one.paid", DUE).await;
+    relay_everything(&store).await;
+    let to_one = sent_to_deliver_the_due(&db, &key, &receiver, "/one").await;
+
+    let spread = (0..DUE)
+        .map(|i| NewEvent::json(&format!("each.t{i}"), &serde_json::json!({"n": i})).unwrap())
+        .collect();
+    enqueue_all(&store, spread).await;
+    relay_everything(&store).await;
+    let to_each = sent_to_deliver_the_due(&db, &key, &receiver, "/each").await;
+
+    eprintln!(
+        "claims ({:?}): {DUE} deliveries cost {to_one} bytes sent to the database to one \
+         endpoint, {to_each} to one each of {DUE} endpoints",
+        db.backend
+    );
+    assert_eq!(
+        receiver.requests_to("/each").len(),
+        DUE,
+        "one delivery each"
+    );
+    // Each delivery to its own endpoint is its own slot in a claim, where ten share one; a
+    // thousand slots in each claim are far above this.
+    assert!(
+        to_each <= 2 * to_one + 256 * 1024,
+        "{DUE} deliveries due at as many endpoints cost {to_each} bytes sent to the database, \
+         against {to_one} to one endpoint"
+    );
 }
 
 /// Waits until the process listening on `port` answers `/healthz`.

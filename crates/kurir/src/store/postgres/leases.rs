@@ -33,7 +33,9 @@ use crate::store::{
 /// deliveries by their due index or by `id = ANY(ARRAY(…))` (a primary-key probe per id; a join
 /// with the CTE was planned as a hash join over the whole table once the CTE's size could not
 /// be estimated), the outbox by a scalar sub-select on its key (planned as a hash anti-join
-/// over the whole outbox when written as `NOT EXISTS`). The head check (`store::ordering`)
+/// over the whole outbox when written as `NOT EXISTS`). Each row's lease comes with it out of
+/// `due`, joined once by id: looked up in `slots` per leased row, it read the whole slot list
+/// for every row, a cost of slots times rows. The head check (`store::ordering`)
 /// asks, per unfinished status, for the entry of `kurir_deliveries_ordering` just before
 /// `(endpoint, key, status, outbox_id)` of the row, and whether it is of the same endpoint, key
 /// and status: one live entry read per status. Only that index holds rows in that order (the
@@ -50,7 +52,8 @@ macro_rules! claim_sql {
                     $7::text[], $8::timestamptz[], $9::int8[]) \
                     AS s(endpoint_id, lim, lease_s, ordered, dead_letter, after_at, after_id) \
              ), due AS ( \
-                SELECT c.id, c.available_at, s.endpoint_id FROM slots s CROSS JOIN LATERAL ( \
+                SELECT c.id, c.available_at, s.endpoint_id, s.lease_s \
+                FROM slots s CROSS JOIN LATERAL ( \
                     SELECT d.id, d.available_at FROM kurir_deliveries d \
                     WHERE d.endpoint_id = s.endpoint_id AND d.status IN ('pending', 'failed') \
                       AND d.available_at <= now() \
@@ -74,11 +77,11 @@ macro_rules! claim_sql {
             "), leased AS ( \
                 UPDATE kurir_deliveries AS d \
                 SET status = 'processing', lease_owner = $1, \
-                    lease_expires_at = now() + make_interval(secs => \
-                        (SELECT s.lease_s FROM slots s WHERE s.endpoint_id = d.endpoint_id)), \
+                    lease_expires_at = now() + make_interval(secs => u.lease_s), \
                     attempt_count = d.attempt_count + 1, updated_at = now() \
-                FROM kurir_outbox o \
-                WHERE d.id = ANY (ARRAY(SELECT id FROM due)) AND o.id = d.outbox_id \
+                FROM kurir_outbox o, due u \
+                WHERE d.id = ANY (ARRAY(SELECT id FROM due)) AND u.id = d.id \
+                  AND o.id = d.outbox_id \
                 RETURNING d.id, d.endpoint_id, d.attempt_count, d.trigger, o.event_id, \
                     o.event_type, o.version, o.occurred_at, o.aggregate_id, \
                     o.payload::text AS payload, d.available_at \

@@ -8,7 +8,8 @@
 //! PostgreSQL each simple `Query` and each extended-protocol `Execute` message, on MySQL each
 //! `COM_QUERY` and `COM_STMT_EXECUTE` command. Those are the statements of the proxied clients
 //! only, which a server-wide counter (MariaDB's `Questions`) cannot tell apart from other tests'.
-//! It also counts the bytes the server answers with ([`Proxy::bytes_answered`]).
+//! It also counts the bytes the server answers with ([`Proxy::bytes_answered`]) and those the
+//! clients send ([`Proxy::bytes_sent`]).
 //! Clients must not use TLS, or there is nothing to read: [`url_through`] turns it off.
 
 use std::net::SocketAddr;
@@ -33,6 +34,8 @@ struct Shared {
     target: SocketAddr,
     protocol: Protocol,
     statements: AtomicU64,
+    /// Bytes the proxied clients sent to the target.
+    sent: AtomicU64,
     /// Bytes the target sent to the proxied clients.
     answered: AtomicU64,
     /// Bumped by `cut`: every connection of an earlier generation is dropped.
@@ -70,6 +73,7 @@ impl Proxy {
             target,
             protocol,
             statements: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
             answered: AtomicU64::new(0),
             generation: watch::channel(0).0,
         });
@@ -84,6 +88,12 @@ impl Proxy {
     /// Statements counted so far ([`Proxy::counting`] proxies only).
     pub fn statements(&self) -> u64 {
         self.shared.statements.load(Ordering::Relaxed)
+    }
+
+    /// Bytes the proxied clients have sent to the database (or receiver) so far: what their
+    /// statements cost, arguments and all.
+    pub fn bytes_sent(&self) -> u64 {
+        self.shared.sent.load(Ordering::Relaxed)
     }
 
     /// Bytes the database (or receiver) has sent to the proxied clients so far: what its
@@ -151,6 +161,7 @@ async fn pipe(inbound: TcpStream, shared: Arc<Shared>) {
             }
             let found = counter.feed(&buf[..n]);
             shared.statements.fetch_add(found, Ordering::Relaxed);
+            shared.sent.fetch_add(n as u64, Ordering::Relaxed);
             to_server.write_all(&buf[..n]).await?;
         }
     };
