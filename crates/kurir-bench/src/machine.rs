@@ -145,21 +145,11 @@ pub struct MachineTicks {
 
 /// The shares of the machine's CPU time between two [`machine_cpu_ticks`] readings that were
 /// busy and that were stolen by the hypervisor (part of the busy share).
-fn busy_share(start: Option<MachineTicks>, end: Option<MachineTicks>) -> Option<(f64, f64)> {
+pub fn busy_share(start: Option<MachineTicks>, end: Option<MachineTicks>) -> Option<(f64, f64)> {
     let (a, b) = (start?, end?);
     let total = b.total.checked_sub(a.total).filter(|t| *t > 0)? as f64;
     let share = |x: u64, y: u64| y.saturating_sub(x) as f64 / total;
     Some((share(a.busy, b.busy), share(a.stolen, b.stolen)))
-}
-
-/// Adds how busy the whole machine was since `start` (every process counts, so read it with
-/// the load average) and how much of that the hypervisor took, as `machine_cpu_busy` and
-/// `machine_cpu_stolen`: whether the machine, not a setting, limited the run.
-pub fn record_busy(r: &mut crate::report::ScenarioResult, start: Option<MachineTicks>) {
-    if let Some((busy, stolen)) = busy_share(start, machine_cpu_ticks()) {
-        r.metric("machine_cpu_busy", busy * 100.0, "%");
-        r.metric("machine_cpu_stolen", stolen * 100.0, "%");
-    }
 }
 
 #[cfg(test)]

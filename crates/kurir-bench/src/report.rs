@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::db::TableSize;
-use crate::machine::LoadAverage;
+use crate::machine::{busy_share, machine_cpu_ticks, LoadAverage, MachineTicks};
 
 /// The whole run.
 #[derive(Debug, Serialize)]
@@ -96,6 +96,16 @@ pub struct Target {
 }
 
 impl ScenarioResult {
+    /// Adds how busy the whole machine was since `start` (every process counts, so read it with
+    /// the load average) and how much of that the hypervisor took, as `machine_cpu_busy` and
+    /// `machine_cpu_stolen`: whether the machine, not a setting, limited the run.
+    pub fn record_busy(&mut self, start: Option<MachineTicks>) {
+        if let Some((busy, stolen)) = busy_share(start, machine_cpu_ticks()) {
+            self.metric("machine_cpu_busy", busy * 100.0, "%");
+            self.metric("machine_cpu_stolen", stolen * 100.0, "%");
+        }
+    }
+
     /// Adds a figure.
     pub fn metric(&mut self, key: &str, value: f64, unit: &'static str) {
         self.metrics.push(Metric {

@@ -77,7 +77,7 @@ async fn one(
     let posted = post_all(client, base_url, rig.recorder.clone(), base, events, mode).await?;
     let expected = (events * endpoints) as u64;
     rig.wait_or_note(&mut r, expected, ctx.sizes.patience).await;
-    crate::machine::record_busy(&mut r, cpu_start);
+    r.record_busy(cpu_start);
     sampling.store(false, Ordering::Relaxed);
     let waits = sampler.await??;
     let d = Deliveries::collect(&rig.recorder, 0..endpoints);

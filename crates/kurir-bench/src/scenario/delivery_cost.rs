@@ -121,7 +121,7 @@ async fn ceiling(ctx: &Ctx, events: usize, when: &str) -> anyhow::Result<Scenari
     let rate = write_sql(&rig.app, &rig.recorder, base, events).await?;
     let shares = meter.stop().await?;
     let harness_ms = (machine::own_cpu_seconds() - own) * 1000.0;
-    machine::record_busy(&mut r, busy);
+    r.record_busy(busy);
     r.metric("events", events as f64, "");
     r.metric("events_per_s", rate, "/s");
     let per_event = |ms: f64| ms / events.max(1) as f64;
@@ -180,7 +180,7 @@ async fn one(
     let shares = meter.stop().await?;
     let kurir_ms = (kurir_cpu() - kurir_before) * 1000.0;
     let harness_ms = (machine::own_cpu_seconds() - own) * 1000.0;
-    machine::record_busy(&mut r, busy);
+    r.record_busy(busy);
     let d = Deliveries::collect(&rig.recorder, 0..endpoints);
     let rate = d.end_to_end_rate();
     r.metric("events", events as f64, "");

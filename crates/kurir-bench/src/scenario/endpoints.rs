@@ -85,7 +85,7 @@ async fn one(ctx: &Ctx, events: usize, installed: usize) -> anyhow::Result<Scena
     let enqueue_rate = produce(&rig.app, &Via::Sql, &rig.recorder, base, events, pace).await?;
     rig.wait_or_note(&mut r, events as u64, ctx.sizes.patience)
         .await;
-    crate::machine::record_busy(&mut r, cpu_start);
+    r.record_busy(cpu_start);
     let d = Deliveries::collect(&rig.recorder, 0..1);
     r.metric("installed", installed as f64, "");
     r.metric("deliveries", d.received as f64, "");

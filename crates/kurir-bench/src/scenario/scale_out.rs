@@ -86,7 +86,7 @@ async fn one(
     produce(&rig.app, &Via::Sql, &rig.recorder, base, events, pace).await?;
     rig.wait_or_note(&mut r, events as u64, ctx.sizes.patience)
         .await;
-    crate::machine::record_busy(&mut r, cpu_start);
+    r.record_busy(cpu_start);
     let d = Deliveries::collect(&rig.recorder, 0..1);
     let shares = rig.app.attempts_by_worker().await?;
     let total: i64 = shares.iter().sum();

@@ -109,7 +109,7 @@ async fn one(ctx: &Ctx, events: usize, count: u64) -> anyhow::Result<ScenarioRes
     let enqueue_rate = produce(&rig.app, &via, &rig.recorder, base, events, pace).await?;
     let expected = (events * PER_SUBSCRIBER) as u64;
     rig.wait_or_note(&mut r, expected, ctx.sizes.patience).await;
-    crate::machine::record_busy(&mut r, cpu_start);
+    r.record_busy(cpu_start);
     let d = Deliveries::collect(&rig.recorder, 0..PER_SUBSCRIBER);
     r.metric("subscribers", count as f64, "");
     r.metric("endpoints", (count as usize * PER_SUBSCRIBER) as f64, "");

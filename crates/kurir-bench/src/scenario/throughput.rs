@@ -143,7 +143,7 @@ async fn one_with(
     let enqueue_rate = produce(&rig.app, &Via::Rust, &rig.recorder, base, events, pace).await?;
     let expected = (events * endpoints) as u64;
     rig.wait_or_note(&mut r, expected, ctx.sizes.patience).await;
-    crate::machine::record_busy(&mut r, cpu_start);
+    r.record_busy(cpu_start);
     let d = Deliveries::collect(&rig.recorder, 0..endpoints);
     let rate = d.end_to_end_rate();
     let lat = d.latency();
