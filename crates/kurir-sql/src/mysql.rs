@@ -80,6 +80,27 @@ pub fn arguments(
     Ok(args)
 }
 
+/// `column IN (?, …)` with one placeholder per value, for [`bind_all`] to fill: the server reads
+/// those rows by key, so a locking statement locks them and no others. `n` must not be 0.
+pub fn in_list(column: &str, n: usize) -> String {
+    format!("{column} IN ({})", vec!["?"; n].join(", "))
+}
+
+/// Binds each of `values` in order (the placeholders of [`in_list`]).
+#[cfg(feature = "mysql")]
+pub fn bind_all<'q, T>(
+    mut q: sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>,
+    values: &'q [T],
+) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>
+where
+    T: sqlx::Encode<'q, sqlx::MySql> + sqlx::Type<sqlx::MySql> + Sync,
+{
+    for v in values {
+        q = q.bind(v);
+    }
+    q
+}
+
 #[cfg(test)]
 mod tests {
     use super::positional;

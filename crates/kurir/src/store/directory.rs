@@ -88,9 +88,9 @@ pub(super) async fn stamp_mysql(conn: &mut sqlx::MySqlConnection, ids: &[&str]) 
     sqlx::query(BUMP_MYSQL).execute(&mut *conn).await?;
     let sql = format!(
         "UPDATE kurir_endpoints SET change_seq = LAST_INSERT_ID() WHERE {}",
-        super::mysql::in_list("id", ids.len())
+        kurir_sql::mysql::in_list("id", ids.len())
     );
-    super::mysql::bind_all(sqlx::query(&sql), ids)
+    kurir_sql::mysql::bind_all(sqlx::query(&sql), ids)
         .execute(&mut *conn)
         .await?;
     Ok(())

@@ -15,7 +15,7 @@
 //!   transaction.
 //! - **Rows of values are bound as one JSON text** read with `JSON_TABLE`, so a batch never meets
 //!   the protocol's limit of 65,535 placeholders. **The rows a statement changes are named by a
-//!   list of their primary keys** (`id IN (?, …)`, [`in_list`]), never by a join with that JSON:
+//!   list of their primary keys** (`id IN (?, …)`, [`kurir_sql::mysql::in_list`]), never by a join with that JSON:
 //!   joined, the optimizer may read the table first, and a locking statement then waits for every
 //!   row another transaction holds (an application's uncommitted event, another process's claim).
 //! - **No advisory locks are needed**: fan-out reads the enabled endpoints `LOCK IN SHARE MODE`,
@@ -32,11 +32,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::mysql::{
-    MySqlArguments, MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions,
-};
-use sqlx::query::Query;
-use sqlx::{Connection, Executor, MySql};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
+use sqlx::{Connection, Executor};
 
 use super::pool::reject_unfinished;
 use super::{Result, StoreError};
@@ -159,26 +156,6 @@ fn supported(version: &str) -> std::result::Result<(), String> {
     Err(format!(
         "{server} {version} is older than {oldest}, the oldest kurir runs on"
     ))
-}
-
-/// `column IN (?, …)` with one placeholder per value, for [`bind_all`] to fill: the server reads
-/// those rows by key, so a locking statement locks them and no others. `n` must not be 0.
-pub(super) fn in_list(column: &str, n: usize) -> String {
-    format!("{column} IN ({})", vec!["?"; n].join(", "))
-}
-
-/// Binds each of `values` in order (the placeholders of [`in_list`]).
-pub(super) fn bind_all<'q, T>(
-    mut q: Query<'q, MySql, MySqlArguments>,
-    values: &'q [T],
-) -> Query<'q, MySql, MySqlArguments>
-where
-    T: sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Sync,
-{
-    for v in values {
-        q = q.bind(v);
-    }
-    q
 }
 
 /// A timestamp as `JSON_TABLE` reads it into a `DATETIME(3)` column: UTC, milliseconds.

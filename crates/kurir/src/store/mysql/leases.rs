@@ -13,13 +13,14 @@ use sqlx::{FromRow, MySql, Row, Transaction};
 
 use super::ordered::{self, head_of_aggregate};
 use super::orphans::{delete_deliveries, remove_orphans};
-use super::{bind_all, in_list, MySqlStore};
+use super::MySqlStore;
 use crate::delivery::{ClaimedDelivery, EventSnapshot, Trigger};
 use crate::store::ordering::{dead_letter_status, ordered};
 use crate::store::rows::SnapshotRow;
 use crate::store::{
     Claim, ClaimAsk, EndpointSlot, LeaseEnd, Leased, Orphan, OrphanReason, Requeued, Result,
 };
+use kurir_sql::mysql::{bind_all, in_list};
 
 /// One endpoint's oldest due rows whose event exists, locked, with what the lease leaves as it
 /// was and the attempt count it increments (so nothing is read again). `due_at` is the

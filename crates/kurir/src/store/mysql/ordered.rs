@@ -5,8 +5,8 @@ use std::collections::HashSet;
 
 use sqlx::{MySql, Row, Transaction};
 
-use super::{bind_all, in_list};
 use crate::store::Result;
+use kurir_sql::mysql::{bind_all, in_list};
 
 /// The earliest `outbox_id` among the deliveries of `d`'s endpoint and key in `$status`, or
 /// `d`'s own when there is none: one probe of `kurir_deliveries_ordering` that reads one entry

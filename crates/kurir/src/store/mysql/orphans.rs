@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use sqlx::{MySql, Row, Transaction};
 
-use super::{bind_all, in_list};
 use crate::store::{EndpointSlot, Orphan, OrphanReason, Result};
+use kurir_sql::mysql::{bind_all, in_list};
 
 /// The due rows of one endpoint up to a time whose outbox row seems gone, locked: candidates
 /// only (see [`still_orphaned`]). The locking read sees each delivery as last committed, but

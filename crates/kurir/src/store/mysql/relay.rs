@@ -7,7 +7,7 @@ use std::time::Duration;
 use sqlx::{MySql, Row, Transaction};
 use tokio::time::Instant;
 
-use super::{bind_all, datetime, in_list, MySqlStore};
+use super::{datetime, MySqlStore};
 use crate::catalog::Checks;
 use crate::delivery::{Completion, Trigger};
 use crate::store::born::{births, Births};
@@ -19,6 +19,7 @@ use crate::store::rows::OutboxHead;
 use crate::store::rules::{fan_out, gone_endpoints, next_at, next_status, FanOut};
 use crate::store::sql::{positional, run_in};
 use crate::store::{BirthOffer, EndpointSlot, Leased, OutboxLook, Relayed, Result};
+use kurir_sql::mysql::{bind_all, in_list};
 
 /// The endpoints' change number, read by a relay batch: shared-locked, so an endpoint's write
 /// (which raises it, see `store::directory::BUMP_MYSQL`) waits for the batches reading the
