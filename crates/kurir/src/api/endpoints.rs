@@ -14,7 +14,6 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::auth::Actor;
-use super::circuit::CircuitView;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{whole, whole_or_null, ApiJson, ApiPath, ApiQuery};
 use super::page::{Page, PageRequest};
@@ -83,7 +82,7 @@ macro_rules! api_struct {
 }
 
 mod view;
-pub use view::EndpointView;
+pub use view::{CircuitView, EndpointView};
 
 /// Default time a rotated-out secret keeps signing.
 pub const DEFAULT_GRACE_PERIOD_SECONDS: u64 = 86_400;

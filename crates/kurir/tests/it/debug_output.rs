@@ -124,7 +124,7 @@ fn api_bodies_and_views_show_no_secret_in_debug() {
         retry_max_attempts: None,
         circuit_failure_threshold: None,
         circuit_cooldown_ms: None,
-        circuit: kurir::api::circuit::CircuitView::of(None, at),
+        circuit: kurir::api::endpoints::CircuitView::of(None, at),
         secret: Some(SECRET.into()),
         warnings: vec![],
         previous_secrets_expire_at: vec![],
