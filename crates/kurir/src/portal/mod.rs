@@ -67,7 +67,7 @@ pub fn router(state: AppState) -> Router {
 
 /// Whether the request came from htmx (which then gets a fragment, not the whole page).
 pub(crate) fn is_htmx(headers: &HeaderMap) -> bool {
-    crate::ui::is_htmx(headers)
+    crate::ui::headers::is_htmx(headers)
 }
 
 /// Renders a template into a response.

@@ -14,8 +14,8 @@ use axum::routing::get;
 use axum::{Extension, Form, Router};
 use serde::Deserialize;
 
+use super::error::internal;
 use super::error::UiError;
-use super::events::internal;
 use super::session::Session;
 use super::view::{self, Chrome};
 use crate::access::Action;
@@ -109,7 +109,7 @@ async fn list(
         .await?
         .0;
     let unknown_subscriber =
-        super::subscribers::unknown(&state, &session, &q.subscriber_id, page.data.is_empty())
+        super::subscriber_filter::unknown(&state, &session, &q.subscriber_id, page.data.is_empty())
             .await?;
     let filter_query = q.query();
     let next = page

@@ -244,7 +244,7 @@ async fn list(
         .await?
         .0;
     let unknown_subscriber =
-        super::subscribers::unknown(&state, &session, &q.subscriber_id, page.data.is_empty())
+        super::subscriber_filter::unknown(&state, &session, &q.subscriber_id, page.data.is_empty())
             .await?;
     let health = health_since_an_hour(&state).await?;
     let rows = page
@@ -275,7 +275,7 @@ async fn list(
     let page = ListPage {
         chrome: Chrome::new(&session, "endpoints", "Endpoints"),
         q,
-        rows: rows.render().map_err(super::events::internal)?,
+        rows: rows.render().map_err(super::error::internal)?,
     };
     super::page_or_rows(&headers, &page, &rows)
 }

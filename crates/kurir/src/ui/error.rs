@@ -24,6 +24,11 @@ pub enum UiError {
     Api(#[from] ApiError),
 }
 
+/// A template that failed to render: a server error, logged, shown without details.
+pub(super) fn internal(e: askama::Error) -> UiError {
+    UiError::Api(ApiError::Internal(Box::new(e)))
+}
+
 impl From<crate::store::StoreError> for UiError {
     fn from(e: crate::store::StoreError) -> Self {
         Self::Api(e.into())

@@ -10,7 +10,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Form, Router};
 use serde::Deserialize;
 
-use super::error::UiError;
+use super::error::{internal, UiError};
 use super::session::Session;
 use super::view::{self, Chrome};
 use crate::api::events::{self as api, EventDetail, EventView, ListEvents};
@@ -107,7 +107,7 @@ async fn list(
         .await?
         .0;
     let unknown_subscriber =
-        super::subscribers::unknown(&state, &session, &q.subscriber_id, page.data.is_empty())
+        super::subscriber_filter::unknown(&state, &session, &q.subscriber_id, page.data.is_empty())
             .await?;
     let ids: Vec<String> = page.data.iter().map(|e| e.event_id.clone()).collect();
     let counts = state.store.delivery_outcomes(&ids).await?;
@@ -145,10 +145,6 @@ async fn list(
         rows: rows.render().map_err(internal)?,
     };
     super::page_or_rows(&headers, &page, &rows)
-}
-
-pub(super) fn internal(e: askama::Error) -> UiError {
-    UiError::Api(crate::api::error::ApiError::Internal(Box::new(e)))
 }
 
 #[derive(Template)]

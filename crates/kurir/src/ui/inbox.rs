@@ -11,8 +11,8 @@ use axum::{Form, Router};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
+use super::error::internal;
 use super::error::UiError;
-use super::events::internal;
 use super::session::Session;
 use super::view::{self, Chrome};
 use crate::access::Action;

@@ -30,6 +30,7 @@ mod events;
 mod inbox;
 mod login;
 mod overview;
+mod subscriber_filter;
 mod subscribers;
 
 use axum::http::HeaderMap;
@@ -60,11 +61,6 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Whether the request came from htmx (which then gets a fragment, not the whole page).
-pub(crate) fn is_htmx(headers: &HeaderMap) -> bool {
-    headers.contains_key("hx-request") && !headers.contains_key("hx-history-restore-request")
-}
-
 /// Renders a template into a response.
 pub(crate) fn render(template: &impl askama::Template) -> Result<Response, UiError> {
     template
@@ -79,7 +75,7 @@ pub(crate) fn page_or_rows(
     page: &impl askama::Template,
     rows: &impl askama::Template,
 ) -> Result<Response, UiError> {
-    if is_htmx(headers) {
+    if headers::is_htmx(headers) {
         render(rows)
     } else {
         render(page)

@@ -290,7 +290,7 @@ async fn overview(
         .iter()
         .map(Template::render)
         .collect::<Result<_, _>>()
-        .map_err(super::events::internal)?;
+        .map_err(super::error::internal)?;
     super::render(&OverviewPage {
         chrome: Chrome::new(&session, "overview", "Overview"),
         day: window == Window::Day,
