@@ -90,6 +90,10 @@ async fn look(
     }
     if let (Some(pace), Some(since)) = (pace, seen.since_move) {
         if since < pace {
+            // Another process's relay ran a batch within the pace, and its pending deliveries
+            // exist. On MySQL, which has no notifications, only that process's dispatcher
+            // heard of them: this one looks now instead of at the end of its idle wait.
+            downstream.wake.wake_here();
             return Ok(Found::Paced(pace - since));
         }
     }
@@ -103,6 +107,9 @@ async fn look(
     let born = relayed.born.len();
     if outcome.deliveries > born {
         downstream.wake.wake();
+    } else if outcome.events == 0 {
+        // Rows were waiting and another process's relay took them first (as above).
+        downstream.wake.wake_here();
     }
     if let (Some(births), Some(room)) = (&downstream.births, room) {
         let owner = room.owner().to_owned();

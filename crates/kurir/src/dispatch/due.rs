@@ -34,6 +34,8 @@ struct Inner {
     ids: HashSet<String>,
     /// When to look next; `None`: at the next step.
     next_look: Option<Instant>,
+    /// Whether the last look found any endpoint with due deliveries.
+    found_some: bool,
 }
 
 impl DueEndpoints {
@@ -50,8 +52,23 @@ impl DueEndpoints {
     /// Adds what a look found.
     pub fn looked(&self, found: Vec<String>) {
         let mut inner = self.lock();
+        inner.found_some = !found.is_empty();
         inner.ids.extend(found);
         inner.next_look = Some(Instant::now() + LOOK_INTERVAL);
+    }
+
+    /// While the last look found endpoints with due deliveries (work is flowing), when the
+    /// next look is due: the dispatcher's wait ends there at the latest, whatever its idle
+    /// schedule says. Its claims can come back short meanwhile (other processes took the rows
+    /// first, or its lanes were full), which empties the set and grows the idle wait; without
+    /// this bound such a process slept up to the slowest poll while the others sent the rest.
+    pub fn busy_look_at(&self) -> Option<Instant> {
+        let inner = self.lock();
+        if inner.found_some {
+            inner.next_look
+        } else {
+            None
+        }
     }
 
     /// Adds endpoints known to have due deliveries (handed back by this process).
@@ -97,5 +114,22 @@ mod tests {
         assert_eq!(ids, ["a", "b"]);
         due.remove(["a"]);
         assert_eq!(due.ids(), ["b"]);
+    }
+
+    /// While work flows (the last look found some), the next look bounds the dispatcher's
+    /// wait even after its claims emptied the set; once a look finds nothing, the idle
+    /// schedule alone decides.
+    #[test]
+    fn the_next_look_bounds_the_wait_only_while_the_last_look_found_work() {
+        let due = DueEndpoints::default();
+        assert_eq!(due.busy_look_at(), None, "nothing looked at yet");
+        due.looked(vec!["a".into()]);
+        due.remove(["a"]);
+        assert!(
+            due.busy_look_at().is_some(),
+            "drained, but work was flowing"
+        );
+        due.looked(Vec::new());
+        assert_eq!(due.busy_look_at(), None, "idle");
     }
 }

@@ -299,6 +299,7 @@ impl Dispatcher {
             }
             let until = tokio::time::Instant::now() + wait.min(Duration::from_secs(3600));
             let until = self.lanes.next_expiry().map_or(until, |at| at.min(until));
+            let until = self.due.busy_look_at().map_or(until, |at| at.min(until));
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = wake.notified() => self.due.look_soon(),
