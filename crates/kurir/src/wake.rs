@@ -9,9 +9,12 @@
 //!   PostgreSQL serialises the commits of notifying transactions, so a `NOTIFY` inside a write
 //!   transaction would make each such commit wait for the one before. Requests are coalesced to
 //!   at most one `NOTIFY` statement every [`ANNOUNCE_GAP`], the first at once.
-//! - **Across processes sharing MySQL or MariaDB**, which have no notifications, by polling
-//!   alone: a wake-up reaches only its own process, and the others find the work at their next
-//!   look (the same idle polling as below).
+//! - **Across processes sharing MySQL or MariaDB**, which have no notifications, by polling: a
+//!   wake-up reaches only its own process, and the others find the work at their next look (the
+//!   same idle polling as below). A relay that finds another process's batch within the pace,
+//!   or its rows taken, wakes its own dispatcher (`crate::relay`); and while work is flowing a
+//!   dispatcher looks at least every `LOOK_INTERVAL` of `crate::dispatch`, however long its idle
+//!   wait has grown.
 //! - **Everything else is found by polling**: an application's plain `INSERT` (it sends no
 //!   notification: a trigger would serialise the application's commits), retries coming due,
 //!   expired leases, a notification lost while a connection was down. Each loop's wait grows
