@@ -64,6 +64,24 @@ pub(crate) async fn start_driver(program: &str) -> Driver {
     Driver { _child: child, url }
 }
 
+/// Runs `flow` in a fresh Chromium (a profile of its own) against `app`, for at most
+/// `patience`; closes the browser and stops `app` whatever the flow did, then fails the test if
+/// the flow ran out of time. Returns what the flow returns.
+pub(crate) async fn in_chromium<T>(
+    program: &str,
+    app: &TestApp,
+    patience: Duration,
+    flow: impl AsyncFnOnce(&Client) -> T,
+) -> T {
+    let driver = start_driver(program).await;
+    let profile = tempfile::tempdir().unwrap();
+    let c = browser(&driver, profile.path()).await;
+    let result = tokio::time::timeout(patience, flow(&c)).await;
+    c.close().await.unwrap();
+    app.stopper().stop().await;
+    result.unwrap_or_else(|_| panic!("the flow did not finish within {patience:?}"))
+}
+
 pub(crate) async fn browser(driver: &Driver, profile: &std::path::Path) -> Client {
     let args = [
         "--headless",
@@ -193,13 +211,10 @@ async fn an_operator_signs_in_sets_up_an_endpoint_replays_a_dead_letter_and_sign
     };
     let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "2")]).await;
-    let driver = start_driver(&program).await;
-    let profile = tempfile::tempdir().unwrap();
-    let c = browser(&driver, profile.path()).await;
-    let result = tokio::time::timeout(Duration::from_secs(120), flows(&c, &app)).await;
-    c.close().await.unwrap();
-    app.stopper().stop().await;
-    result.expect("the flows finish within two minutes");
+    in_chromium(&program, &app, Duration::from_secs(120), async |c| {
+        flows(c, &app).await
+    })
+    .await;
 }
 
 async fn flows(c: &Client, app: &TestApp) {
@@ -474,17 +489,11 @@ async fn bulk_replay_after_an_htmx_filter_carries_the_filter_shown() {
     };
     let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "1")]).await;
-    let driver = start_driver(&program).await;
-    let profile = tempfile::tempdir().unwrap();
-    let c = browser(&driver, profile.path()).await;
-    let result = tokio::time::timeout(Duration::from_secs(120), async {
-        sign_in(&c, &app).await;
-        filter_then_follow_the_bulk_replay_link(&c, &app).await;
+    in_chromium(&program, &app, Duration::from_secs(120), async |c| {
+        sign_in(c, &app).await;
+        filter_then_follow_the_bulk_replay_link(c, &app).await;
     })
     .await;
-    c.close().await.unwrap();
-    app.stopper().stop().await;
-    result.expect("the flow finishes within two minutes");
 }
 
 async fn filter_then_follow_the_bulk_replay_link(c: &Client, app: &TestApp) {
@@ -593,13 +602,10 @@ async fn a_viewers_dashboard_shows_no_control_and_the_server_refuses_a_forged_fo
     };
     let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "1")]).await;
-    let driver = start_driver(&program).await;
-    let profile = tempfile::tempdir().unwrap();
-    let c = browser(&driver, profile.path()).await;
-    let result = tokio::time::timeout(Duration::from_secs(120), viewer_flow(&c, &app)).await;
-    c.close().await.unwrap();
-    app.stopper().stop().await;
-    result.expect("the flow finishes within two minutes");
+    in_chromium(&program, &app, Duration::from_secs(120), async |c| {
+        viewer_flow(c, &app).await
+    })
+    .await;
 }
 
 /// The controls on the page that would change something: forms that post (but signing out),
@@ -793,13 +799,10 @@ async fn the_catalog_page_shows_schemas_and_refusals_and_rechecks_them() {
     };
     let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn(&database).await;
-    let driver = start_driver(&program).await;
-    let profile = tempfile::tempdir().unwrap();
-    let c = browser(&driver, profile.path()).await;
-    let result = tokio::time::timeout(Duration::from_secs(120), catalog_flow(&c, &app)).await;
-    c.close().await.unwrap();
-    app.stopper().stop().await;
-    result.expect("the flow finishes within two minutes");
+    in_chromium(&program, &app, Duration::from_secs(120), async |c| {
+        catalog_flow(c, &app).await
+    })
+    .await;
 }
 
 async fn catalog_flow(c: &Client, app: &TestApp) {
@@ -894,13 +897,10 @@ async fn the_subscribers_pages_fit_both_widths_and_their_controls_work() {
     };
     let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn(&database).await;
-    let driver = start_driver(&program).await;
-    let profile = tempfile::tempdir().unwrap();
-    let c = browser(&driver, profile.path()).await;
-    let result = tokio::time::timeout(Duration::from_secs(120), subscribers_flow(&c, &app)).await;
-    c.close().await.unwrap();
-    app.stopper().stop().await;
-    result.expect("the flow finishes within two minutes");
+    in_chromium(&program, &app, Duration::from_secs(120), async |c| {
+        subscribers_flow(c, &app).await
+    })
+    .await;
 }
 
 async fn subscribers_flow(c: &Client, app: &TestApp) {
@@ -984,18 +984,12 @@ async fn an_operator_sees_outcomes_replays_one_dead_letter_edits_settings_and_de
     };
     let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "1")]).await;
-    let driver = start_driver(&program).await;
-    let profile = tempfile::tempdir().unwrap();
-    let c = browser(&driver, profile.path()).await;
-    let result = tokio::time::timeout(Duration::from_secs(120), async {
-        sign_in(&c, &app).await;
-        operator_controls(&c, &app).await;
-        inbox_history(&c, &app).await;
+    in_chromium(&program, &app, Duration::from_secs(120), async |c| {
+        sign_in(c, &app).await;
+        operator_controls(c, &app).await;
+        inbox_history(c, &app).await;
     })
     .await;
-    c.close().await.unwrap();
-    app.stopper().stop().await;
-    result.expect("the flows finish within two minutes");
 }
 
 async fn operator_controls(c: &Client, app: &TestApp) {

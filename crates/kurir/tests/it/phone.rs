@@ -14,7 +14,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::api::support::{eventually, Backend, Receiver, TestApp, TestDb, TOKEN};
-use crate::browser::{browser, chromedriver, click, fill, page_with, start_driver};
+use crate::browser::{chromedriver, click, fill, in_chromium, page_with};
 use crate::gateway::{create_source, post_inbox, standard_webhook, PARTNER_SECRET};
 
 /// A phone's width in CSS pixels (an iPhone 12 to 15).
@@ -87,13 +87,10 @@ async fn every_page_at_390_px_shows_every_nav_item_and_every_tables_key_columns(
     let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "2")]).await;
     let pages = seed(&app).await;
-    let driver = start_driver(&program).await;
-    let profile = tempfile::tempdir().unwrap();
-    let c = browser(&driver, profile.path()).await;
-    let result = tokio::time::timeout(Duration::from_secs(120), visit(&c, &app, &pages)).await;
-    c.close().await.unwrap();
-    app.stopper().stop().await;
-    let problems = result.expect("the pages are checked within two minutes");
+    let problems = in_chromium(&program, &app, Duration::from_secs(120), async |c| {
+        visit(c, &app, &pages).await
+    })
+    .await;
     assert!(
         problems.is_empty(),
         "at {PHONE} px:\n{}",

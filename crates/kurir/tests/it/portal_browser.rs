@@ -20,8 +20,7 @@ use kurir::endpoint::{Endpoint, EndpointId};
 
 use crate::api::support::{eventually, Backend, Receiver, TestApp, TestDb};
 use crate::browser::{
-    browser, check_labels, check_widths, chromedriver, click, fill, page_with, screenshot,
-    start_driver,
+    check_labels, check_widths, chromedriver, click, fill, in_chromium, page_with, screenshot,
 };
 use crate::portal_deliveries::{link_path, publish_to, subscriber_with_endpoint};
 
@@ -32,13 +31,10 @@ async fn a_subscriber_filters_its_deliveries_replays_a_dead_letter_tests_and_rea
     };
     let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "1")]).await;
-    let driver = start_driver(&program).await;
-    let profile = tempfile::tempdir().unwrap();
-    let c = browser(&driver, profile.path()).await;
-    let result = tokio::time::timeout(Duration::from_secs(180), flow(&c, &app)).await;
-    c.close().await.unwrap();
-    app.stopper().stop().await;
-    result.expect("the flow finishes within three minutes");
+    in_chromium(&program, &app, Duration::from_secs(180), async |c| {
+        flow(c, &app).await
+    })
+    .await;
 }
 
 async fn flow(c: &Client, app: &TestApp) {
@@ -163,13 +159,10 @@ async fn a_subscriber_adds_edits_pauses_and_deletes_an_endpoint_and_reveals_and_
     };
     let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "1")]).await;
-    let driver = start_driver(&program).await;
-    let profile = tempfile::tempdir().unwrap();
-    let c = browser(&driver, profile.path()).await;
-    let result = tokio::time::timeout(Duration::from_secs(240), endpoints_flow(&c, &app)).await;
-    c.close().await.unwrap();
-    app.stopper().stop().await;
-    result.expect("the flow finishes within four minutes");
+    in_chromium(&program, &app, Duration::from_secs(240), async |c| {
+        endpoints_flow(c, &app).await
+    })
+    .await;
 }
 
 async fn endpoints_flow(c: &Client, app: &TestApp) {
@@ -396,13 +389,10 @@ async fn a_read_only_portal_session_shows_no_control_and_its_forged_forms_are_re
     };
     let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn(&database).await;
-    let driver = start_driver(&program).await;
-    let profile = tempfile::tempdir().unwrap();
-    let c = browser(&driver, profile.path()).await;
-    let result = tokio::time::timeout(Duration::from_secs(180), read_only_flow(&c, &app)).await;
-    c.close().await.unwrap();
-    app.stopper().stop().await;
-    result.expect("the flow finishes within three minutes");
+    in_chromium(&program, &app, Duration::from_secs(180), async |c| {
+        read_only_flow(c, &app).await
+    })
+    .await;
 }
 
 async fn read_only_flow(c: &Client, app: &TestApp) {

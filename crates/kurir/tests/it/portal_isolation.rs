@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use kurir::endpoint::EndpointId;
 
 use crate::api::support::{eventually, Backend, Receiver, TestApp, TestDb};
-use crate::browser::{browser, chromedriver, click, start_driver};
+use crate::browser::{chromedriver, click, in_chromium};
 use crate::cli::{serve_with_env, Serve};
 use crate::portal_deliveries::{link_path, publish_to, subscriber_with_endpoint};
 use crate::support::eventually_within;
@@ -125,13 +125,10 @@ async fn another_subscribers_ids_typed_into_urls_or_edited_into_forms_reach_noth
     };
     let database = TestDb::unmigrated(Backend::Sqlite).await.unwrap();
     let app = TestApp::spawn_with(&database, &[("retry_max_attempts", "1")]).await;
-    let driver = start_driver(&program).await;
-    let profile = tempfile::tempdir().unwrap();
-    let c = browser(&driver, profile.path()).await;
-    let result = tokio::time::timeout(Duration::from_secs(300), isolation_flow(&c, &app)).await;
-    c.close().await.unwrap();
-    app.stopper().stop().await;
-    result.expect("the flow finishes within five minutes");
+    in_chromium(&program, &app, Duration::from_secs(300), async |c| {
+        isolation_flow(c, &app).await
+    })
+    .await;
 }
 
 async fn isolation_flow(c: &Client, app: &TestApp) {
