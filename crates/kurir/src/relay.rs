@@ -90,10 +90,6 @@ async fn look(
     }
     if let (Some(pace), Some(since)) = (pace, seen.since_move) {
         if since < pace {
-            // Another process's relay ran a batch within the pace, and its pending deliveries
-            // exist. On MySQL, which has no notifications, only that process's dispatcher
-            // heard of them: this one looks now instead of at the end of its idle wait.
-            downstream.wake.wake_here();
             return Ok(Found::Paced(pace - since));
         }
     }
@@ -108,8 +104,9 @@ async fn look(
     if outcome.deliveries > born {
         downstream.wake.wake();
     } else if outcome.events == 0 {
-        // Rows were waiting and another process's relay took them first (as above).
-        downstream.wake.wake_here();
+        // Rows were waiting and another process's relay took them first: its pending
+        // deliveries exist, and without notifications only its own dispatcher heard of them.
+        downstream.wake.wake_here_if_unannounced();
     }
     if let (Some(births), Some(room)) = (&downstream.births, room) {
         let owner = room.owner().to_owned();
@@ -181,6 +178,9 @@ pub async fn run(
             // stream to the others (and its dispatcher without hand-overs).
             Ok(Found::Ran(_)) => poll.next_wait(true),
             Ok(Found::Paced(left)) => {
+                // Another process's relay ran a batch within the pace: its pending deliveries
+                // exist, and without notifications only its own dispatcher heard of them.
+                downstream.wake.wake_here_if_unannounced();
                 left + rand::thread_rng().gen_range(Duration::ZERO..=poll_interval / 2)
             }
             Ok(Found::Nothing) => poll.next_wait(false),

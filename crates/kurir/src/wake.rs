@@ -125,6 +125,15 @@ impl Wake {
         self.local.notify_one();
     }
 
+    /// Wakes this process's loop only when other processes' wake-ups cannot reach it (no
+    /// announcer sends: MySQL and MariaDB have no notifications), for work another process made
+    /// that this one noticed: on PostgreSQL that process's own `NOTIFY` wakes this one already.
+    pub fn wake_here_if_unannounced(&self) {
+        if !self.announcer.as_ref().is_some_and(Announcer::sends) {
+            self.local.notify_one();
+        }
+    }
+
     /// Resolves at the next wake-up, or at once if one came since the last wait.
     pub async fn notified(&self) {
         self.local.notified().await
@@ -194,9 +203,17 @@ pub struct Announcer {
 struct Requests {
     pending: [AtomicBool; 2],
     kick: Notify,
+    /// Set once [`Announcer::run`] sends: other processes hear of this one's work.
+    running: AtomicBool,
 }
 
 impl Announcer {
+    /// Whether [`Announcer::run`] runs: every process sharing the database hears of this one's
+    /// work (PostgreSQL only).
+    pub fn sends(&self) -> bool {
+        self.inner.running.load(Ordering::Relaxed)
+    }
+
     /// An announcer; nothing is sent until [`Announcer::run`].
     pub fn new() -> Self {
         Self::default()
@@ -219,6 +236,7 @@ impl Announcer {
     /// per channel every [`ANNOUNCE_GAP`], until `shutdown`. A failed send is dropped: the
     /// other processes' polling finds the work.
     pub async fn run(self, store: Store, sender: String, shutdown: CancellationToken) {
+        self.inner.running.store(true, Ordering::Relaxed);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
